@@ -1,0 +1,231 @@
+#pragma once
+
+// loom: the backend layer of the ggml C API.
+//
+//   buffer type -> buffer -> tensor data
+//   reg (a family of devices) -> device -> backend (a stream on the device)
+//
+// Ownership: ggml_backend_buft_alloc_buffer / ggml_backend_alloc_buffer
+// return a buffer the caller frees with ggml_backend_buffer_free;
+// ggml_backend_*_init return a backend the caller frees with
+// ggml_backend_free. Buffer types, devices and regs are owned by the
+// registry and live for the whole process.
+//
+// Errors: allocation failure returns NULL (with a logged reason); a compute
+// returns a ggml_status. Out-of-range tensor access aborts with a message
+// naming the tensor (a precondition of the API).
+
+#include "ggml-alloc.h"
+#include "ggml.h"
+
+#define GGML_BACKEND_API GGML_API
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ggml_backend_buffer_type * ggml_backend_buffer_type_t;
+typedef struct ggml_backend_buffer *      ggml_backend_buffer_t;
+typedef struct ggml_backend_event *       ggml_backend_event_t;
+typedef struct ggml_backend *             ggml_backend_t;
+typedef void *                            ggml_backend_graph_plan_t;
+typedef struct ggml_backend_reg *         ggml_backend_reg_t;
+typedef struct ggml_backend_device *      ggml_backend_dev_t;
+
+//
+// Buffer types
+//
+
+GGML_API const char *          ggml_backend_buft_name(ggml_backend_buffer_type_t buft);
+// A zero-size request returns a valid buffer of size zero. NULL on failure.
+GGML_API ggml_backend_buffer_t ggml_backend_buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size);
+GGML_API size_t                ggml_backend_buft_get_alignment(ggml_backend_buffer_type_t buft);
+GGML_API size_t                ggml_backend_buft_get_max_size(ggml_backend_buffer_type_t buft);
+// Bytes a tensor needs in a buffer of this type; never less than ggml_nbytes.
+GGML_API size_t ggml_backend_buft_get_alloc_size(ggml_backend_buffer_type_t buft, const struct ggml_tensor * tensor);
+GGML_API bool   ggml_backend_buft_is_host(ggml_backend_buffer_type_t buft);
+GGML_API ggml_backend_dev_t ggml_backend_buft_get_device(ggml_backend_buffer_type_t buft);
+
+//
+// Buffers
+//
+
+enum ggml_backend_buffer_usage {
+    GGML_BACKEND_BUFFER_USAGE_ANY     = 0,
+    GGML_BACKEND_BUFFER_USAGE_WEIGHTS = 1,
+    GGML_BACKEND_BUFFER_USAGE_COMPUTE = 2,
+};
+
+GGML_API const char *     ggml_backend_buffer_name(ggml_backend_buffer_t buffer);
+GGML_API void             ggml_backend_buffer_free(ggml_backend_buffer_t buffer); // NULL is a no-op
+GGML_API void *           ggml_backend_buffer_get_base(ggml_backend_buffer_t buffer);
+GGML_API size_t           ggml_backend_buffer_get_size(ggml_backend_buffer_t buffer);
+GGML_API enum ggml_status ggml_backend_buffer_init_tensor(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor);
+GGML_API size_t           ggml_backend_buffer_get_alignment(ggml_backend_buffer_t buffer);
+GGML_API size_t           ggml_backend_buffer_get_max_size(ggml_backend_buffer_t buffer);
+GGML_API size_t ggml_backend_buffer_get_alloc_size(ggml_backend_buffer_t buffer, const struct ggml_tensor * tensor);
+GGML_API void   ggml_backend_buffer_clear(ggml_backend_buffer_t buffer, uint8_t value);
+GGML_API bool   ggml_backend_buffer_is_host(ggml_backend_buffer_t buffer);
+GGML_API void   ggml_backend_buffer_set_usage(ggml_backend_buffer_t buffer, enum ggml_backend_buffer_usage usage);
+GGML_API enum ggml_backend_buffer_usage ggml_backend_buffer_get_usage(ggml_backend_buffer_t buffer);
+GGML_API ggml_backend_buffer_type_t     ggml_backend_buffer_get_type(ggml_backend_buffer_t buffer);
+GGML_API void                           ggml_backend_buffer_reset(ggml_backend_buffer_t buffer);
+
+// Copies data between tensors of the same layout, in any buffers.
+GGML_API void ggml_backend_tensor_copy(const struct ggml_tensor * src, struct ggml_tensor * dst);
+
+//
+// Backends (streams)
+//
+
+GGML_API ggml_guid_t  ggml_backend_guid(ggml_backend_t backend);
+GGML_API const char * ggml_backend_name(ggml_backend_t backend);
+GGML_API void         ggml_backend_free(ggml_backend_t backend); // NULL is a no-op
+
+GGML_API ggml_backend_buffer_type_t ggml_backend_get_default_buffer_type(ggml_backend_t backend);
+GGML_API ggml_backend_buffer_t      ggml_backend_alloc_buffer(ggml_backend_t backend, size_t size);
+GGML_API size_t                     ggml_backend_get_alignment(ggml_backend_t backend);
+GGML_API size_t                     ggml_backend_get_max_size(ggml_backend_t backend);
+
+// Asynchronous transfers on the backend's stream; complete at ggml_backend_synchronize.
+GGML_API void ggml_backend_tensor_set_async(ggml_backend_t backend, struct ggml_tensor * tensor, const void * data,
+                                            size_t offset, size_t size);
+GGML_API void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor * tensor, void * data,
+                                            size_t offset, size_t size);
+
+// Synchronous transfers. offset + size must lie within the tensor.
+GGML_API void ggml_backend_tensor_set(struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);
+GGML_API void ggml_backend_tensor_get(const struct ggml_tensor * tensor, void * data, size_t offset, size_t size);
+// n_copies blocks of size bytes: tensor offset + i*stride_tensor <-> data + i*stride_data.
+GGML_API void ggml_backend_tensor_set_2d(struct ggml_tensor * tensor, const void * data, size_t offset, size_t size,
+                                         size_t n_copies, size_t stride_tensor, size_t stride_data);
+GGML_API void ggml_backend_tensor_get_2d(const struct ggml_tensor * tensor, void * data, size_t offset, size_t size,
+                                         size_t n_copies, size_t stride_tensor, size_t stride_data);
+GGML_API void ggml_backend_tensor_memset(struct ggml_tensor * tensor, uint8_t value, size_t offset, size_t size);
+
+GGML_API void ggml_backend_synchronize(ggml_backend_t backend);
+
+// A plan prepares a graph for repeated computation. Free it with graph_plan_free.
+GGML_API ggml_backend_graph_plan_t ggml_backend_graph_plan_create(ggml_backend_t backend, struct ggml_cgraph * cgraph);
+GGML_API void                      ggml_backend_graph_plan_free(ggml_backend_t backend, ggml_backend_graph_plan_t plan);
+
+GGML_API enum ggml_status ggml_backend_graph_plan_compute(ggml_backend_t backend, ggml_backend_graph_plan_t plan);
+GGML_API enum ggml_status ggml_backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph * cgraph);
+GGML_API enum ggml_status ggml_backend_graph_compute_async(ggml_backend_t backend, struct ggml_cgraph * cgraph);
+
+GGML_API bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor * op);
+GGML_API bool ggml_backend_supports_buft(ggml_backend_t backend, ggml_backend_buffer_type_t buft);
+GGML_API bool ggml_backend_offload_op(ggml_backend_t backend, const struct ggml_tensor * op);
+
+// Copies src to dst, asynchronously where the backends allow it.
+GGML_API void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_backend_t backend_dst,
+                                             const struct ggml_tensor * src, struct ggml_tensor * dst);
+
+GGML_API ggml_backend_dev_t ggml_backend_get_device(ggml_backend_t backend);
+
+//
+// Devices
+//
+
+enum ggml_backend_dev_type {
+    GGML_BACKEND_DEVICE_TYPE_CPU,   // the host processor
+    GGML_BACKEND_DEVICE_TYPE_GPU,   // a discrete GPU with its own memory
+    GGML_BACKEND_DEVICE_TYPE_IGPU,  // an integrated GPU sharing host memory
+    GGML_BACKEND_DEVICE_TYPE_ACCEL, // an accelerator used beside the CPU (BLAS, ...)
+};
+
+struct ggml_backend_dev_caps {
+    bool async;                // asynchronous operations
+    bool host_buffer;          // pinned host buffer type
+    bool buffer_from_host_ptr; // buffers wrapping host memory
+    bool events;               // event synchronisation
+};
+
+struct ggml_backend_dev_props {
+    const char *                 name;
+    const char *                 description;
+    size_t                       memory_free;
+    size_t                       memory_total;
+    enum ggml_backend_dev_type   type;
+    const char *                 device_id; // may be NULL
+    struct ggml_backend_dev_caps caps;
+};
+
+GGML_API const char *               ggml_backend_dev_name(ggml_backend_dev_t device);
+GGML_API const char *               ggml_backend_dev_description(ggml_backend_dev_t device);
+GGML_API void                       ggml_backend_dev_memory(ggml_backend_dev_t device, size_t * free, size_t * total);
+GGML_API enum ggml_backend_dev_type ggml_backend_dev_type(ggml_backend_dev_t device);
+GGML_API void               ggml_backend_dev_get_props(ggml_backend_dev_t device, struct ggml_backend_dev_props * props);
+GGML_API ggml_backend_reg_t ggml_backend_dev_backend_reg(ggml_backend_dev_t device);
+GGML_API ggml_backend_t     ggml_backend_dev_init(ggml_backend_dev_t device, const char * params);
+GGML_API ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device);
+GGML_API ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t device); // may be NULL
+GGML_API ggml_backend_buffer_t ggml_backend_dev_buffer_from_host_ptr(ggml_backend_dev_t device, void * ptr, size_t size,
+                                                                     size_t max_tensor_size);
+GGML_API bool ggml_backend_dev_supports_op(ggml_backend_dev_t device, const struct ggml_tensor * op);
+GGML_API bool ggml_backend_dev_supports_buft(ggml_backend_dev_t device, ggml_backend_buffer_type_t buft);
+GGML_API bool ggml_backend_dev_offload_op(ggml_backend_dev_t device, const struct ggml_tensor * op);
+
+//
+// Regs (families of devices)
+//
+
+GGML_API const char *       ggml_backend_reg_name(ggml_backend_reg_t reg);
+GGML_API size_t             ggml_backend_reg_dev_count(ggml_backend_reg_t reg);
+GGML_API ggml_backend_dev_t ggml_backend_reg_dev_get(ggml_backend_reg_t reg, size_t index);
+// Optional functions of a backend family by name (e.g. "ggml_backend_set_n_threads"); NULL when absent.
+GGML_API void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * name);
+
+// Signatures of functions reached through ggml_backend_reg_get_proc_address.
+typedef void (*ggml_backend_set_n_threads_t)(ggml_backend_t backend, int n_threads);
+typedef ggml_backend_buffer_type_t * (*ggml_backend_dev_get_extra_bufts_t)(ggml_backend_dev_t device);
+typedef void (*ggml_backend_set_abort_callback_t)(ggml_backend_t backend, ggml_abort_callback abort_callback,
+                                                  void * abort_callback_data);
+
+struct ggml_backend_feature {
+    const char * name;
+    const char * value;
+};
+// A list ending with a {NULL, NULL} entry.
+typedef struct ggml_backend_feature * (*ggml_backend_get_features_t)(ggml_backend_reg_t reg);
+
+//
+// The registry. Names compare case-insensitively.
+//
+
+GGML_API void ggml_backend_register(ggml_backend_reg_t reg);
+GGML_API void ggml_backend_device_register(ggml_backend_dev_t device);
+
+GGML_API size_t             ggml_backend_reg_count(void);
+GGML_API ggml_backend_reg_t ggml_backend_reg_get(size_t index);
+GGML_API ggml_backend_reg_t ggml_backend_reg_by_name(const char * name);
+
+GGML_API size_t             ggml_backend_dev_count(void);
+GGML_API ggml_backend_dev_t ggml_backend_dev_get(size_t index);
+GGML_API ggml_backend_dev_t ggml_backend_dev_by_name(const char * name);
+GGML_API ggml_backend_dev_t ggml_backend_dev_by_type(enum ggml_backend_dev_type type);
+
+// Initialise a backend on the first matching device; NULL when there is none.
+GGML_API ggml_backend_t ggml_backend_init_by_name(const char * name, const char * params);
+GGML_API ggml_backend_t ggml_backend_init_by_type(enum ggml_backend_dev_type type, const char * params);
+// GPU, else IGPU, else CPU.
+GGML_API ggml_backend_t ggml_backend_init_best(void);
+
+//
+// Utilities
+//
+
+// Places tensor at addr inside buffer and initialises it there.
+GGML_API enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor,
+                                                    void * addr);
+// Sets a view's buffer and data from its view_src.
+GGML_API enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
+
+// CPU host memory: a buffer wrapping caller-owned memory (not freed with
+// the buffer), and the CPU buffer type.
+GGML_API ggml_backend_buffer_t      ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
+GGML_API ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,27 @@
+#pragma once
+
+// loom: RAII owners for the handles of the C API (C++ only).
+
+#ifndef __cplusplus
+#    error "ggml-cpp.h is a C++ header"
+#endif
+
+#include <memory>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml.h"
+
+struct ggml_context_deleter {
+    void operator()(ggml_context * ctx) const { ggml_free(ctx); }
+};
+struct ggml_backend_deleter {
+    void operator()(ggml_backend_t backend) const { ggml_backend_free(backend); }
+};
+struct ggml_backend_buffer_deleter {
+    void operator()(ggml_backend_buffer_t buffer) const { ggml_backend_buffer_free(buffer); }
+};
+
+typedef std::unique_ptr<ggml_context, ggml_context_deleter>               ggml_context_ptr;
+typedef std::unique_ptr<ggml_backend, ggml_backend_deleter>               ggml_backend_ptr;
+typedef std::unique_ptr<ggml_backend_buffer, ggml_backend_buffer_deleter> ggml_backend_buffer_ptr;

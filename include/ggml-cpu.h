@@ -1,0 +1,77 @@
+#pragma once
+
+// loom: the CPU backend and the direct CPU compute API.
+
+#include "ggml-backend.h"
+#include "ggml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ggml_threadpool;
+
+// What ggml_graph_compute needs besides the graph. Created by
+// ggml_graph_plan; the caller provides work_data of work_size bytes.
+struct ggml_cplan {
+    size_t    work_size;
+    uint8_t * work_data;
+
+    int                      n_threads;
+    struct ggml_threadpool * threadpool; // NULL: the process-wide pool of loom
+
+    ggml_abort_callback abort_callback; // checked between nodes
+    void *              abort_callback_data;
+
+    bool use_ref; // use the portable kernels only
+};
+
+GGML_BACKEND_API struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value);
+GGML_BACKEND_API struct ggml_tensor * ggml_new_f32(struct ggml_context * ctx, float value);
+
+// Fill every element (host data only).
+GGML_BACKEND_API struct ggml_tensor * ggml_set_i32(struct ggml_tensor * tensor, int32_t value);
+GGML_BACKEND_API struct ggml_tensor * ggml_set_f32(struct ggml_tensor * tensor, float value);
+
+// Element access on host data; i is a flat index of a contiguous tensor.
+GGML_BACKEND_API int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
+GGML_BACKEND_API void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
+GGML_BACKEND_API int32_t ggml_get_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_BACKEND_API void    ggml_set_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3,
+                                         int32_t value);
+GGML_BACKEND_API float   ggml_get_f32_1d(const struct ggml_tensor * tensor, int i);
+GGML_BACKEND_API void    ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float value);
+GGML_BACKEND_API float   ggml_get_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_BACKEND_API void ggml_set_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, float value);
+
+// Plans a computation with n_threads threads (<= 0: GGML_DEFAULT_N_THREADS).
+GGML_BACKEND_API struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads,
+                                                   struct ggml_threadpool * threadpool);
+// GGML_STATUS_FAILED (logged) when work_data is missing or too small;
+// GGML_STATUS_ABORTED when the abort callback asked to stop.
+GGML_BACKEND_API enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
+// Same, with the work buffer taken from ctx's arena.
+GGML_BACKEND_API enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph,
+                                                              int n_threads);
+
+// CPU features seen at start-up (1 = present).
+GGML_BACKEND_API int ggml_cpu_has_sse3(void);
+GGML_BACKEND_API int ggml_cpu_has_avx(void);
+GGML_BACKEND_API int ggml_cpu_has_avx2(void);
+GGML_BACKEND_API int ggml_cpu_has_f16c(void);
+GGML_BACKEND_API int ggml_cpu_has_fma(void);
+GGML_BACKEND_API int ggml_cpu_has_avx512(void);
+
+// The CPU backend.
+GGML_BACKEND_API ggml_backend_t ggml_backend_cpu_init(void);
+GGML_BACKEND_API bool           ggml_backend_is_cpu(ggml_backend_t backend);
+GGML_BACKEND_API void           ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads);
+GGML_BACKEND_API void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu,
+                                                                    ggml_abort_callback abort_callback,
+                                                                    void * abort_callback_data);
+
+GGML_BACKEND_API ggml_backend_reg_t ggml_backend_cpu_reg(void);
+
+#ifdef __cplusplus
+}
+#endif

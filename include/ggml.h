@@ -1,0 +1,690 @@
+#pragma once
+
+// loom: the tensor core of the ggml C API.
+//
+// A context is an arena that owns tensor objects (and, unless no_alloc is
+// set, their data). Op constructors create result tensors that remember
+// their sources; a graph collects them in execution order; a backend
+// computes the graph. Every name, enum value and struct layout here matches
+// ggml's public header, for the subset loom implements.
+//
+// Errors: broken preconditions (mismatched shapes, a full context, an index
+// out of range) abort through ggml_abort with a message naming the function
+// and the values. Data and environment problems are reported by return
+// values in the backend headers.
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(_WIN32) && !defined(__MINGW32__)
+#    define GGML_API __declspec(dllimport) extern
+#else
+#    define GGML_API __attribute__((visibility("default"))) extern
+#endif
+
+#define GGML_NORETURN _Noreturn
+#ifdef __cplusplus
+#    undef GGML_NORETURN
+#    define GGML_NORETURN [[noreturn]]
+#endif
+
+#define GGML_ATTRIBUTE_FORMAT(...) __attribute__((format(printf, __VA_ARGS__)))
+#define GGML_DEPRECATED(func, hint) func __attribute__((deprecated(hint)))
+
+#define GGML_FILE_MAGIC   0x67676d6c // "ggml"
+#define GGML_FILE_VERSION 2
+
+#define GGML_QNT_VERSION        2
+#define GGML_QNT_VERSION_FACTOR 1000
+
+#define GGML_MAX_DIMS           4
+#define GGML_MAX_PARAMS         2048
+#define GGML_MAX_SRC            10
+#define GGML_MAX_N_THREADS      512
+#define GGML_MAX_OP_PARAMS      64
+#ifndef GGML_MAX_NAME
+#    define GGML_MAX_NAME 64
+#endif
+#define GGML_DEFAULT_N_THREADS  4
+#define GGML_DEFAULT_GRAPH_SIZE 2048
+#define GGML_MEM_ALIGN          16
+
+#define GGML_EXIT_SUCCESS 0
+#define GGML_EXIT_ABORTED 1
+
+#define GGML_ROPE_TYPE_NORMAL 0
+#define GGML_ROPE_TYPE_NEOX   2
+
+#define GGML_KQ_MASK_PAD 1
+
+#define GGML_UNUSED(x) (void)(x)
+#define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
+
+#define GGML_ABORT(...) ggml_abort(__FILE__, __LINE__, __VA_ARGS__)
+#define GGML_ASSERT(x) \
+    do { \
+        if (!(x)) { \
+            GGML_ABORT("GGML_ASSERT(%s) failed", #x); \
+        } \
+    } while (0)
+
+#ifdef __cplusplus
+#    define GGML_RESTRICT __restrict__
+#else
+#    define GGML_RESTRICT restrict
+#endif
+
+// Declares local copies of a tensor's ne/nb arrays: ne00, ne01, ... (used by
+// kernels written against ggml).
+#define GGML_TENSOR_LOCALS_1(type, prefix, pointer, array) \
+    const type prefix##0 = (pointer)->array[0]; \
+    GGML_UNUSED(prefix##0);
+#define GGML_TENSOR_LOCALS_2(type, prefix, pointer, array) \
+    GGML_TENSOR_LOCALS_1(type, prefix, pointer, array) \
+    const type prefix##1 = (pointer)->array[1]; \
+    GGML_UNUSED(prefix##1);
+#define GGML_TENSOR_LOCALS_3(type, prefix, pointer, array) \
+    GGML_TENSOR_LOCALS_2(type, prefix, pointer, array) \
+    const type prefix##2 = (pointer)->array[2]; \
+    GGML_UNUSED(prefix##2);
+#define GGML_TENSOR_LOCALS(type, prefix, pointer, array) \
+    GGML_TENSOR_LOCALS_3(type, prefix, pointer, array) \
+    const type prefix##3 = (pointer)->array[3]; \
+    GGML_UNUSED(prefix##3);
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Called instead of abort() with the formatted message, when set.
+typedef void (*ggml_abort_callback_t)(const char * error_message);
+// Returns the previous callback. NULL restores the default (print, then abort).
+GGML_API ggml_abort_callback_t ggml_set_abort_callback(ggml_abort_callback_t callback);
+
+GGML_NORETURN GGML_ATTRIBUTE_FORMAT(3, 4) GGML_API void ggml_abort(const char * file, int line, const char * fmt, ...);
+
+enum ggml_status {
+    GGML_STATUS_ALLOC_FAILED = -2,
+    GGML_STATUS_FAILED       = -1,
+    GGML_STATUS_SUCCESS      = 0,
+    GGML_STATUS_ABORTED      = 1,
+};
+
+GGML_API const char * ggml_status_to_string(enum ggml_status status);
+
+// IEEE 754 binary16
+typedef uint16_t ggml_fp16_t;
+GGML_API float       ggml_fp16_to_fp32(ggml_fp16_t);
+GGML_API ggml_fp16_t ggml_fp32_to_fp16(float);
+GGML_API void        ggml_fp16_to_fp32_row(const ggml_fp16_t *, float *, int64_t);
+GGML_API void        ggml_fp32_to_fp16_row(const float *, ggml_fp16_t *, int64_t);
+
+// bfloat16 (round to nearest even; NaNs stay quiet NaNs)
+typedef struct {
+    uint16_t bits;
+} ggml_bf16_t;
+GGML_API ggml_bf16_t ggml_fp32_to_bf16(float);
+GGML_API float       ggml_bf16_to_fp32(ggml_bf16_t);
+GGML_API void        ggml_bf16_to_fp32_row(const ggml_bf16_t *, float *, int64_t);
+GGML_API void        ggml_fp32_to_bf16_row_ref(const float *, ggml_bf16_t *, int64_t);
+GGML_API void        ggml_fp32_to_bf16_row(const float *, ggml_bf16_t *, int64_t);
+
+struct ggml_object;
+struct ggml_context;
+struct ggml_cgraph;
+
+// Values are ggml's, so quantized data and GGUF files are interchangeable.
+// Types loom does not implement are absent.
+enum ggml_type {
+    GGML_TYPE_F32   = 0,
+    GGML_TYPE_F16   = 1,
+    GGML_TYPE_Q4_0  = 2,
+    GGML_TYPE_Q8_0  = 8,
+    GGML_TYPE_I8    = 24,
+    GGML_TYPE_I16   = 25,
+    GGML_TYPE_I32   = 26,
+    GGML_TYPE_I64   = 27,
+    GGML_TYPE_BF16  = 30,
+    GGML_TYPE_COUNT = 43,
+};
+
+enum ggml_prec {
+    GGML_PREC_DEFAULT = 0,
+    GGML_PREC_F32     = 10,
+};
+
+enum ggml_op {
+    GGML_OP_NONE = 0,
+
+    GGML_OP_DUP,
+    GGML_OP_ADD,
+    GGML_OP_ADD1,
+    GGML_OP_SUB,
+    GGML_OP_MUL,
+    GGML_OP_DIV,
+    GGML_OP_SQR,
+    GGML_OP_SQRT,
+    GGML_OP_LOG,
+    GGML_OP_SIN,
+    GGML_OP_COS,
+    GGML_OP_SUM,
+    GGML_OP_SUM_ROWS,
+    GGML_OP_MEAN,
+    GGML_OP_ARGMAX,
+    GGML_OP_REPEAT,
+    GGML_OP_CONCAT,
+    GGML_OP_NORM,
+    GGML_OP_RMS_NORM,
+    GGML_OP_GROUP_NORM,
+
+    GGML_OP_MUL_MAT,
+    GGML_OP_OUT_PROD,
+
+    GGML_OP_SCALE,
+    GGML_OP_CPY,
+    GGML_OP_CONT,
+    GGML_OP_RESHAPE,
+    GGML_OP_VIEW,
+    GGML_OP_PERMUTE,
+    GGML_OP_TRANSPOSE,
+    GGML_OP_GET_ROWS,
+    GGML_OP_SET_ROWS,
+    GGML_OP_DIAG_MASK_INF,
+    GGML_OP_SOFT_MAX,
+    GGML_OP_ROPE,
+    GGML_OP_ARGSORT,
+    GGML_OP_TOP_K,
+    GGML_OP_FLASH_ATTN_EXT,
+
+    GGML_OP_UNARY,
+
+    GGML_OP_COUNT,
+};
+
+// Values are ggml's.
+enum ggml_unary_op {
+    GGML_UNARY_OP_ABS         = 0,
+    GGML_UNARY_OP_SGN         = 1,
+    GGML_UNARY_OP_NEG         = 2,
+    GGML_UNARY_OP_STEP        = 3,
+    GGML_UNARY_OP_TANH        = 4,
+    GGML_UNARY_OP_ELU         = 5,
+    GGML_UNARY_OP_RELU        = 6,
+    GGML_UNARY_OP_SIGMOID     = 7,
+    GGML_UNARY_OP_GELU        = 8,
+    GGML_UNARY_OP_GELU_QUICK  = 9,
+    GGML_UNARY_OP_SILU        = 10,
+    GGML_UNARY_OP_HARDSWISH   = 11,
+    GGML_UNARY_OP_HARDSIGMOID = 12,
+    GGML_UNARY_OP_EXP         = 13,
+
+    GGML_UNARY_OP_COUNT = 14,
+};
+
+enum ggml_log_level {
+    GGML_LOG_LEVEL_NONE  = 0,
+    GGML_LOG_LEVEL_DEBUG = 1,
+    GGML_LOG_LEVEL_INFO  = 2,
+    GGML_LOG_LEVEL_WARN  = 3,
+    GGML_LOG_LEVEL_ERROR = 4,
+    GGML_LOG_LEVEL_CONT  = 5, // continues the previous message
+};
+
+enum ggml_tensor_flag {
+    GGML_TENSOR_FLAG_INPUT   = 1,  // an input of the graph
+    GGML_TENSOR_FLAG_OUTPUT  = 2,  // an output of the graph: its memory is never reused
+    GGML_TENSOR_FLAG_PARAM   = 4,  // trainable parameters
+    GGML_TENSOR_FLAG_LOSS    = 8,  // defines a loss
+    GGML_TENSOR_FLAG_COMPUTE = 16, // must be computed
+};
+
+enum ggml_sort_order {
+    GGML_SORT_ORDER_ASC,
+    GGML_SORT_ORDER_DESC,
+};
+
+struct ggml_init_params {
+    size_t mem_size;   // bytes of the arena
+    void * mem_buffer; // caller-owned arena, or NULL to allocate one
+    bool   no_alloc;   // tensors get no data in the arena
+};
+
+// An n-dimensional tensor. Layout identical to ggml's.
+struct ggml_tensor {
+    enum ggml_type type;
+
+    struct ggml_backend_buffer * buffer;
+
+    int64_t ne[GGML_MAX_DIMS]; // elements per dimension
+    size_t  nb[GGML_MAX_DIMS]; // stride in bytes per dimension
+
+    enum ggml_op op;
+
+    int32_t op_params[GGML_MAX_OP_PARAMS / sizeof(int32_t)];
+
+    int32_t flags;
+
+    struct ggml_tensor * src[GGML_MAX_SRC];
+
+    struct ggml_tensor * view_src;
+    size_t               view_offs;
+
+    void * data;
+
+    char name[GGML_MAX_NAME];
+
+    void * extra;
+
+    char padding[8];
+};
+
+static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
+
+// Returning true stops a computation (GGML_STATUS_ABORTED).
+typedef bool (*ggml_abort_callback)(void * data);
+
+typedef uint8_t   ggml_guid[16];
+typedef ggml_guid * ggml_guid_t;
+
+GGML_API bool ggml_guid_matches(ggml_guid_t guid_a, ggml_guid_t guid_b);
+
+GGML_API const char * ggml_version(void);
+GGML_API const char * ggml_commit(void);
+
+// Timing (monotonic clock). ggml_time_init is optional in loom.
+GGML_API void    ggml_time_init(void);
+GGML_API int64_t ggml_time_ms(void);
+GGML_API int64_t ggml_time_us(void);
+GGML_API int64_t ggml_cycles(void);
+GGML_API int64_t ggml_cycles_per_ms(void);
+
+GGML_API FILE * ggml_fopen(const char * fname, const char * mode);
+
+GGML_API int64_t ggml_nelements(const struct ggml_tensor * tensor);
+GGML_API int64_t ggml_nrows(const struct ggml_tensor * tensor);
+GGML_API size_t  ggml_nbytes(const struct ggml_tensor * tensor);
+GGML_API size_t  ggml_nbytes_pad(const struct ggml_tensor * tensor); // padded to GGML_MEM_ALIGN
+
+GGML_API int64_t ggml_blck_size(enum ggml_type type);
+GGML_API size_t  ggml_type_size(enum ggml_type type);            // bytes of one block
+GGML_API size_t  ggml_row_size(enum ggml_type type, int64_t ne); // bytes of ne elements
+GGML_API double  ggml_type_sizef(enum ggml_type type);
+
+GGML_API const char * ggml_type_name(enum ggml_type type);
+GGML_API const char * ggml_op_name(enum ggml_op op);
+GGML_API const char * ggml_op_symbol(enum ggml_op op);
+GGML_API const char * ggml_unary_op_name(enum ggml_unary_op op);
+GGML_API const char * ggml_op_desc(const struct ggml_tensor * t); // unary op name or op name
+
+GGML_API size_t ggml_element_size(const struct ggml_tensor * tensor);
+GGML_API bool   ggml_is_quantized(enum ggml_type type);
+
+GGML_API bool ggml_is_transposed(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_permuted(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_empty(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_view(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_scalar(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_vector(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_matrix(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_3d(const struct ggml_tensor * tensor);
+GGML_API int  ggml_n_dims(const struct ggml_tensor * tensor); // 1 for scalars
+
+GGML_API bool ggml_is_contiguous(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_0(const struct ggml_tensor * tensor); // same as ggml_is_contiguous
+GGML_API bool ggml_is_contiguous_1(const struct ggml_tensor * tensor); // contiguous for dims >= 1
+GGML_API bool ggml_is_contiguous_2(const struct ggml_tensor * tensor); // contiguous for dims >= 2
+GGML_API bool ggml_is_contiguously_allocated(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_channels(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_rows(const struct ggml_tensor * tensor);
+
+GGML_API bool ggml_are_same_shape(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API bool ggml_are_same_stride(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API bool ggml_can_repeat(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+
+// Arena bytes one tensor object takes (without data).
+GGML_API size_t ggml_tensor_overhead(void);
+
+// Checks rows of quantized/float data for NaN/Inf scales or values; logs the first bad one.
+GGML_API bool ggml_validate_row_data(enum ggml_type type, const void * data, size_t nbytes);
+
+// Context. ggml_init returns NULL only when the arena cannot be allocated.
+GGML_API struct ggml_context * ggml_init(struct ggml_init_params params);
+GGML_API void                  ggml_reset(struct ggml_context * ctx);
+GGML_API void                  ggml_free(struct ggml_context * ctx);
+
+GGML_API size_t ggml_used_mem(const struct ggml_context * ctx);
+GGML_API bool   ggml_get_no_alloc(struct ggml_context * ctx);
+GGML_API void   ggml_set_no_alloc(struct ggml_context * ctx, bool no_alloc);
+GGML_API void * ggml_get_mem_buffer(const struct ggml_context * ctx);
+GGML_API size_t ggml_get_mem_size(const struct ggml_context * ctx);
+GGML_API size_t ggml_get_max_tensor_size(const struct ggml_context * ctx);
+
+GGML_API struct ggml_tensor * ggml_new_tensor(struct ggml_context * ctx, enum ggml_type type, int n_dims,
+                                              const int64_t * ne);
+GGML_API struct ggml_tensor * ggml_new_tensor_1d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_new_tensor_2d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                                 int64_t ne1);
+GGML_API struct ggml_tensor * ggml_new_tensor_3d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                                 int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_new_tensor_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                                 int64_t ne1, int64_t ne2, int64_t ne3);
+
+GGML_API void * ggml_new_buffer(struct ggml_context * ctx, size_t nbytes);
+
+GGML_API struct ggml_tensor * ggml_dup_tensor(struct ggml_context * ctx, const struct ggml_tensor * src);
+GGML_API struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src);
+
+GGML_API struct ggml_tensor * ggml_get_first_tensor(const struct ggml_context * ctx);
+GGML_API struct ggml_tensor * ggml_get_next_tensor(const struct ggml_context * ctx, struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_get_tensor(struct ggml_context * ctx, const char * name);
+
+// Converts a flat element index to coordinates.
+GGML_API void ggml_unravel_index(const struct ggml_tensor * tensor, int64_t i, int64_t * i0, int64_t * i1,
+                                 int64_t * i2, int64_t * i3);
+
+GGML_API enum ggml_unary_op ggml_get_unary_op(const struct ggml_tensor * tensor);
+
+GGML_API void *  ggml_get_data(const struct ggml_tensor * tensor);
+GGML_API float * ggml_get_data_f32(const struct ggml_tensor * tensor);
+
+GGML_API const char *         ggml_get_name(const struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * name);
+GGML_ATTRIBUTE_FORMAT(2, 3)
+GGML_API struct ggml_tensor * ggml_format_name(struct ggml_tensor * tensor, const char * fmt, ...);
+
+GGML_API void ggml_set_input(struct ggml_tensor * tensor);
+GGML_API void ggml_set_output(struct ggml_tensor * tensor);
+GGML_API void ggml_set_param(struct ggml_tensor * tensor);
+GGML_API void ggml_set_loss(struct ggml_tensor * tensor);
+
+//
+// Operations. Each returns a new tensor (or a view for *_inplace) whose
+// src[] are the operands; nothing is computed until a graph is.
+//
+
+GGML_API struct ggml_tensor * ggml_dup(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_dup_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Binary element-wise ops: b is broadcast (repeated) to the shape of a.
+GGML_API struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_add_cast(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                            enum ggml_type type);
+// b is a scalar (one element).
+GGML_API struct ggml_tensor * ggml_add1(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_add1_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_sub(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_sub_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_mul(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_mul_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_div(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_div_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+
+GGML_API struct ggml_tensor * ggml_sqr(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqr_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqrt(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sin(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sin_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cos(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cos_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Sum of all elements: a one-element tensor.
+GGML_API struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a);
+// Sums along rows: [a,b,c,d] -> [1,b,c,d].
+GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
+// Mean along rows: [a,b,c,d] -> [1,b,c,d].
+GGML_API struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
+// Index of the largest element of each row of a matrix: I32 [rows].
+GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Repeats a to the shape of b.
+GGML_API struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_repeat_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                             int64_t ne1, int64_t ne2, int64_t ne3);
+
+// Concatenates a and b along dim.
+GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          int dim);
+
+GGML_API struct ggml_tensor * ggml_abs(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_abs_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sgn(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sgn_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_neg(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_neg_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_step(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_step_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_tanh(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_tanh_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_elu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_elu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_relu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_relu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sigmoid(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sigmoid_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// GELU, tanh approximation.
+GGML_API struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// x * sigmoid(1.702 x)
+GGML_API struct ggml_tensor * ggml_gelu_quick(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_quick_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_hardswish(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_hardsigmoid(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_exp(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_exp_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 enum ggml_unary_op op);
+
+// Normalises each row to zero mean and unit variance.
+GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+// Divides each row by its root mean square.
+GGML_API struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+// Normalises groups of channels (dim 2) together.
+GGML_API struct ggml_tensor * ggml_group_norm(struct ggml_context * ctx, struct ggml_tensor * a, int n_groups,
+                                              float eps);
+GGML_API struct ggml_tensor * ggml_group_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                      int n_groups, float eps);
+
+// a: [K, M, p, q], b: [K, N, r*p, s*q] -> [M, N, r*p, s*q]; result = a^T b per
+// matrix, a broadcast over dims 2 and 3.
+GGML_API bool                 ggml_can_mul_mat(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API void                 ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+
+// a: [M, K, p, q], b: [N, K, r*p, s*q] -> [M, N, r*p, s*q]; result = a b^T.
+GGML_API struct ggml_tensor * ggml_out_prod(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// a * s (+ b for ggml_scale_bias)
+GGML_API struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+GGML_API struct ggml_tensor * ggml_scale_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+GGML_API struct ggml_tensor * ggml_scale_bias(struct ggml_context * ctx, struct ggml_tensor * a, float s, float b);
+GGML_API struct ggml_tensor * ggml_scale_bias_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s,
+                                                      float b);
+
+// Copies a into b (converting the type); returns a view of b.
+GGML_API struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// a in type, same shape.
+GGML_API struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
+
+// Makes a contiguous (optionally with a new shape of the same element count).
+GGML_API struct ggml_tensor * ggml_cont(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cont_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1);
+GGML_API struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2, int64_t ne3);
+
+// Reshapes a contiguous tensor (a view sharing its data).
+GGML_API struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                              int64_t ne1);
+GGML_API struct ggml_tensor * ggml_reshape_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                              int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                              int64_t ne1, int64_t ne2, int64_t ne3);
+
+// Views: offset in bytes, strides nb1..nb3 in bytes.
+GGML_API struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           size_t offset);
+GGML_API struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2,
+                                           size_t nb3, size_t offset);
+
+// Dimension i of a becomes dimension axis_i of the result.
+GGML_API struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1,
+                                           int axis2, int axis3);
+GGML_API struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Rows of a selected by the I32 indices b: a [n0, n1, n2, n3], b [k, n2, n3] -> [n0, k, n2, n3] (F32, or I32).
+GGML_API struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// Writes the rows of b into a at the indices c (I32 or I64); returns a view of a.
+GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                            struct ggml_tensor * c);
+
+// Sets elements above the diagonal shifted by n_past to -INF.
+GGML_API struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+GGML_API struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                         int n_past);
+
+GGML_API struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// softmax(a * scale + mask * slope); mask F32/F16 [n0, >=n1, broadcast over 2, 3];
+// slope = 1, or an ALiBi slope per head (dim 2) when max_bias > 0.
+GGML_API struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * mask, float scale, float max_bias);
+GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                        struct ggml_tensor * mask, float scale, float max_bias);
+
+// Rotary position embedding. a: [head_dim, n_head, n_tokens, 1], b: I32 positions [n_tokens],
+// c: optional F32 frequency factors [n_dims/2]. mode: GGML_ROPE_TYPE_NORMAL or GGML_ROPE_TYPE_NEOX.
+GGML_API struct ggml_tensor * ggml_rope(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                        int n_dims, int mode);
+GGML_API struct ggml_tensor * ggml_rope_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * b, int n_dims, int mode);
+GGML_API struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                            struct ggml_tensor * c, int n_dims, int mode, int n_ctx_orig,
+                                            float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                                            float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                    struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                                    int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                                                    float ext_factor, float attn_factor, float beta_fast,
+                                                    float beta_slow);
+// The YaRN correction range [dims[0], dims[1]] of rotary dimensions.
+GGML_API void ggml_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                                       float dims[2]);
+
+// I32 indices that sort each row.
+GGML_API struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a,
+                                           enum ggml_sort_order order);
+// I32 indices of the k largest elements of each row, largest first.
+GGML_API struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+
+// Attention in one op: softmax(scale * q k^T + slope * mask) v.
+// q: [d, n_batch, n_head, ne3]; k: [d, n_kv, n_head_kv, ne3]; v: [dv, n_kv, n_head_kv, ne3]
+// mask: F16 [n_kv, >=n_batch, broadcast over 2, 3] or NULL.
+// Result: F32 [dv, n_head, n_batch, ne3] (heads and batch swapped).
+GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                  struct ggml_tensor * k, struct ggml_tensor * v,
+                                                  struct ggml_tensor * mask, float scale, float max_bias,
+                                                  float logit_softcap);
+GGML_API void                 ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+GGML_API enum ggml_prec       ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
+
+//
+// Graphs
+//
+
+GGML_API struct ggml_cgraph * ggml_new_graph(struct ggml_context * ctx); // size GGML_DEFAULT_GRAPH_SIZE
+GGML_API struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t size, bool grads);
+GGML_API struct ggml_cgraph * ggml_graph_dup(struct ggml_context * ctx, struct ggml_cgraph * cgraph, bool force_grads);
+GGML_API void                 ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst);
+GGML_API void                 ggml_graph_clear(struct ggml_cgraph * cgraph);
+
+// Adds tensor and every source it depends on, in execution order.
+GGML_API void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+
+GGML_API int                  ggml_graph_size(struct ggml_cgraph * cgraph);
+GGML_API struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i); // i < 0 counts from the end
+GGML_API struct ggml_tensor ** ggml_graph_nodes(struct ggml_cgraph * cgraph);
+GGML_API int                  ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
+GGML_API void                 ggml_graph_add_node(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+
+GGML_API size_t ggml_graph_overhead(void);
+GGML_API size_t ggml_graph_overhead_custom(size_t size, bool grads);
+
+GGML_API struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
+
+// The nodes [i0, i1) of cgraph as a graph that shares its arrays (no leafs).
+// Returned by value; the complete type is available to loom's own code.
+GGML_API struct ggml_cgraph ggml_graph_view(struct ggml_cgraph * cgraph, int i0, int i1);
+
+// Prints nodes and leafs with the INFO log level.
+GGML_API void ggml_graph_print(const struct ggml_cgraph * cgraph);
+// Writes a Graphviz file; gf may be NULL.
+GGML_API void ggml_graph_dump_dot(const struct ggml_cgraph * gb, const struct ggml_cgraph * gf, const char * filename);
+
+//
+// Logging
+//
+
+typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+// NULL restores the default (stderr).
+GGML_API void ggml_log_set(ggml_log_callback log_callback, void * user_data);
+GGML_API void ggml_log_get(ggml_log_callback * log_callback, void ** user_data);
+
+//
+// Quantization
+//
+
+// Quantizes nrows rows of n_per_row floats starting at row start / n_per_row
+// into dst (which points at the start of the whole destination). imatrix is
+// ignored by the types loom has. Returns the bytes written.
+GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
+                                    int64_t n_per_row, const float * imatrix);
+GGML_API bool   ggml_quantize_requires_imatrix(enum ggml_type type);
+GGML_API void   ggml_quantize_init(enum ggml_type type);
+GGML_API void   ggml_quantize_free(void);
+
+// Row conversion between a type and F32, as a table per type.
+typedef void (*ggml_to_float_t)(const void * GGML_RESTRICT x, float * GGML_RESTRICT y, int64_t k);
+typedef void (*ggml_from_float_t)(const float * GGML_RESTRICT x, void * GGML_RESTRICT y, int64_t k);
+
+struct ggml_type_traits {
+    const char *      type_name;
+    int64_t           blck_size;
+    int64_t           blck_size_interleave;
+    size_t            type_size;
+    bool              is_quantized;
+    ggml_to_float_t   to_float;
+    ggml_from_float_t from_float_ref;
+};
+
+GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,153 @@
+#pragma once
+
+// The objects behind the opaque handles of ggml-backend.h. Each concept is
+// an abstract class; optional capabilities have default implementations, so
+// a backend overrides only what it has. The C functions in this folder check
+// their arguments and make one call into these objects.
+//
+// The structs are named as ggml's handles so a handle is a pointer to the
+// C++ object itself (no casts, no wrapper allocation).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml-backend.h"
+
+struct ggml_backend_buffer_type {
+    explicit ggml_backend_buffer_type(ggml_backend_device * dev) : device(dev) {}
+    virtual ~ggml_backend_buffer_type() = default;
+
+    virtual const char * name() const = 0;
+    // NULL (with a logged reason) when the memory cannot be had.
+    virtual ggml_backend_buffer * alloc_buffer(size_t size) = 0;
+    virtual size_t alignment() const = 0;
+    virtual size_t max_size() const { return SIZE_MAX; }
+    virtual size_t alloc_size(const ggml_tensor * t) const { return ggml_nbytes(t); }
+    virtual bool   is_host() const { return false; }
+
+    ggml_backend_device * const device;
+};
+
+struct ggml_backend_buffer {
+    ggml_backend_buffer(ggml_backend_buffer_type * type, size_t size_bytes) : buft(type), size(size_bytes) {}
+    virtual ~ggml_backend_buffer() = default;
+
+    // Address of the first byte as tensors see it (a device address for non-host memory).
+    virtual void *      base() = 0;
+    virtual ggml_status init_tensor(ggml_tensor * t) {
+        (void) t;
+        return GGML_STATUS_SUCCESS;
+    }
+    virtual void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n)       = 0;
+    virtual void get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n)       = 0;
+    virtual void memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n)        = 0;
+    // Copies between buffers without staging when this buffer knows how; false otherwise.
+    virtual bool cpy_tensor(const ggml_tensor * src, ggml_tensor * dst) {
+        (void) src;
+        (void) dst;
+        return false;
+    }
+    virtual void clear(uint8_t value) = 0;
+    virtual void reset() {}
+    virtual void set_usage(ggml_backend_buffer_usage u) { usage = u; }
+
+    ggml_backend_buffer_type * const buft;
+    const size_t                     size;
+    ggml_backend_buffer_usage        usage = GGML_BACKEND_BUFFER_USAGE_ANY;
+};
+
+struct ggml_backend {
+    ggml_backend(ggml_guid_t id, ggml_backend_device * dev) : guid(id), device(dev) {}
+    virtual ~ggml_backend() = default;
+
+    virtual const char * name() const = 0;
+
+    // Asynchronous transfers; the defaults are synchronous.
+    virtual void set_tensor_async(ggml_tensor * t, const void * data, size_t offset, size_t n);
+    virtual void get_tensor_async(const ggml_tensor * t, void * data, size_t offset, size_t n);
+    // Copies src (of backend_src) to dst (of this backend) on this stream; false when not possible.
+    virtual bool cpy_tensor_async(ggml_backend * backend_src, const ggml_tensor * src, ggml_tensor * dst) {
+        (void) backend_src;
+        (void) src;
+        (void) dst;
+        return false;
+    }
+    virtual void synchronize() {}
+
+    // Plans: the default plan remembers the graph and computes it as is.
+    virtual ggml_backend_graph_plan_t graph_plan_create(ggml_cgraph * graph);
+    virtual void                      graph_plan_free(ggml_backend_graph_plan_t plan);
+    virtual ggml_status               graph_plan_compute(ggml_backend_graph_plan_t plan);
+
+    // May return before the computation ends (see synchronize).
+    virtual ggml_status graph_compute(ggml_cgraph * graph) = 0;
+
+    ggml_guid_t const           guid;
+    ggml_backend_device * const device;
+};
+
+struct ggml_backend_device {
+    explicit ggml_backend_device(ggml_backend_reg * r) : reg(r) {}
+    virtual ~ggml_backend_device() = default;
+
+    virtual const char *          name() const                               = 0;
+    virtual const char *          description() const                        = 0;
+    virtual void                  memory(size_t * free, size_t * total) const = 0;
+    virtual enum ggml_backend_dev_type type() const                               = 0;
+    virtual ggml_backend_dev_caps caps() const { return {}; }
+    virtual const char *          device_id() const { return nullptr; }
+
+    // NULL (logged) when the backend cannot be created.
+    virtual ggml_backend *             init_backend(const char * params) = 0;
+    virtual ggml_backend_buffer_type * buffer_type()                     = 0;
+    virtual ggml_backend_buffer_type * host_buffer_type() { return nullptr; }
+    virtual ggml_backend_buffer *      buffer_from_host_ptr(void * ptr, size_t size, size_t max_tensor_size) {
+        (void) ptr;
+        (void) size;
+        (void) max_tensor_size;
+        return nullptr;
+    }
+
+    virtual bool supports_op(const ggml_tensor * op) const                = 0;
+    virtual bool supports_buft(const ggml_backend_buffer_type * buft) const = 0;
+    virtual bool offload_op(const ggml_tensor * op) const {
+        (void) op;
+        return false;
+    }
+
+    ggml_backend_reg * const reg;
+};
+
+struct ggml_backend_reg {
+    virtual ~ggml_backend_reg() = default;
+
+    virtual const char *          name() const          = 0;
+    virtual size_t                device_count() const  = 0;
+    virtual ggml_backend_device * device(size_t index)  = 0;
+    virtual void *                proc_address(const char * fn_name) {
+        (void) fn_name;
+        return nullptr;
+    }
+};
+
+namespace loom {
+
+// A buffer of host memory: tensor data is reached with plain loads/stores.
+// Subclasses decide who owns the memory.
+class HostBuffer : public ggml_backend_buffer {
+  public:
+    HostBuffer(ggml_backend_buffer_type * type, void * data, size_t size_bytes)
+        : ggml_backend_buffer(type, size_bytes), data_(data) {}
+
+    void * base() override { return data_; }
+    void   set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override;
+    void   get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override;
+    void   memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override;
+    bool   cpy_tensor(const ggml_tensor * src, ggml_tensor * dst) override;
+    void   clear(uint8_t value) override;
+
+  protected:
+    void * data_;
+};
+
+} // namespace loom

@@ -1,0 +1,266 @@
+#include "compute.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include "core/common.h"
+#include "core/graph.h"
+#include "kernels/kernels.h"
+
+namespace loom::cpu {
+
+namespace {
+
+// Ops that only reinterpret memory: nothing to compute.
+bool is_noop(const ggml_tensor * t) {
+    switch (t->op) {
+        case GGML_OP_NONE:
+        case GGML_OP_VIEW:
+        case GGML_OP_RESHAPE:
+        case GGML_OP_PERMUTE:
+        case GGML_OP_TRANSPOSE: return true;
+        default: return ggml_is_empty(t);
+    }
+}
+
+void compute_node(const ComputeParams & p, ggml_tensor * node) {
+    switch (node->op) {
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+        case GGML_OP_ADD1: compute_binary(p, node); break;
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_SCALE:
+        case GGML_OP_UNARY: compute_unary(p, node); break;
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN:
+        case GGML_OP_ARGMAX: compute_reduce(p, node); break;
+        case GGML_OP_DUP:
+        case GGML_OP_CPY:
+        case GGML_OP_CONT:
+        case GGML_OP_REPEAT:
+        case GGML_OP_CONCAT:
+        case GGML_OP_GET_ROWS:
+        case GGML_OP_SET_ROWS: compute_copy(p, node); break;
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_GROUP_NORM: compute_norm(p, node); break;
+        case GGML_OP_SOFT_MAX:
+        case GGML_OP_DIAG_MASK_INF: compute_softmax(p, node); break;
+        case GGML_OP_ROPE: compute_rope(p, node); break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: compute_sort(p, node); break;
+        case GGML_OP_MUL_MAT:
+        case GGML_OP_OUT_PROD: compute_matmul(p, node); break;
+        case GGML_OP_FLASH_ATTN_EXT: compute_attention(p, node); break;
+        default: LOOM_ASSERT(false && "op without a CPU kernel reached compute");
+    }
+}
+
+size_t node_work_size(const ggml_tensor * node, int n_threads) {
+    switch (node->op) {
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN:
+        case GGML_OP_ARGMAX: return work_size_reduce(node, n_threads);
+        case GGML_OP_DUP:
+        case GGML_OP_CPY:
+        case GGML_OP_CONT:
+        case GGML_OP_REPEAT:
+        case GGML_OP_CONCAT:
+        case GGML_OP_GET_ROWS:
+        case GGML_OP_SET_ROWS: return work_size_copy(node, n_threads);
+        case GGML_OP_SOFT_MAX:
+        case GGML_OP_DIAG_MASK_INF: return work_size_softmax(node, n_threads);
+        case GGML_OP_ROPE: return work_size_rope(node, n_threads);
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: return work_size_sort(node, n_threads);
+        case GGML_OP_MUL_MAT:
+        case GGML_OP_OUT_PROD: return work_size_matmul(node, n_threads);
+        case GGML_OP_FLASH_ATTN_EXT: return work_size_attention(node, n_threads);
+        default: return 0;
+    }
+}
+
+} // namespace
+
+bool supports_op(const ggml_tensor * op) {
+    switch (op->op) {
+        case GGML_OP_NONE:
+        case GGML_OP_VIEW:
+        case GGML_OP_RESHAPE:
+        case GGML_OP_PERMUTE:
+        case GGML_OP_TRANSPOSE: return true;
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+        case GGML_OP_ADD1: return supports_binary(op);
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_SCALE:
+        case GGML_OP_UNARY: return supports_unary(op);
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN:
+        case GGML_OP_ARGMAX: return supports_reduce(op);
+        case GGML_OP_DUP:
+        case GGML_OP_CPY:
+        case GGML_OP_CONT:
+        case GGML_OP_REPEAT:
+        case GGML_OP_CONCAT:
+        case GGML_OP_GET_ROWS:
+        case GGML_OP_SET_ROWS: return supports_copy(op);
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_GROUP_NORM: return supports_norm(op);
+        case GGML_OP_SOFT_MAX:
+        case GGML_OP_DIAG_MASK_INF: return supports_softmax(op);
+        case GGML_OP_ROPE: return supports_rope(op);
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: return supports_sort(op);
+        case GGML_OP_MUL_MAT:
+        case GGML_OP_OUT_PROD: return supports_matmul(op);
+        case GGML_OP_FLASH_ATTN_EXT: return supports_attention(op);
+        default: return false;
+    }
+}
+
+size_t graph_work_size(const ggml_cgraph * graph, int n_threads) {
+    size_t max_size = 0;
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        const ggml_tensor * node = graph->nodes[i];
+        if (!is_noop(node)) {
+            max_size = std::max(max_size, node_work_size(node, n_threads));
+        }
+    }
+    // Room to align the start of the scratch to a cache line.
+    return max_size > 0 ? max_size + 64 : 0;
+}
+
+ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
+    ggml_cgraph * const graph = run.graph;
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        ggml_tensor * node = graph->nodes[i];
+        if (is_noop(node)) {
+            continue;
+        }
+        if (!supports_op(node)) {
+            LOOM_LOG_ERROR("CPU: node %d %s (%s) with these types is not supported\n", i, describe(node).text,
+                           ggml_op_desc(node));
+            return GGML_STATUS_FAILED;
+        }
+        for (int j = 0; j < GGML_MAX_SRC; ++j) {
+            if (node->src[j] != nullptr && node->src[j]->data == nullptr && !ggml_is_empty(node->src[j])) {
+                LOOM_LOG_ERROR("CPU: source %d of node %s has no data (not allocated)\n", j, describe(node).text);
+                return GGML_STATUS_FAILED;
+            }
+        }
+        if (node->data == nullptr) {
+            LOOM_LOG_ERROR("CPU: node %s has no data (not allocated)\n", describe(node).text);
+            return GGML_STATUS_FAILED;
+        }
+    }
+
+    const int n_threads = std::max(1, std::min(run.n_threads, pool.size()));
+    void *    wdata     = run.wdata;
+    size_t    wsize     = run.wsize;
+    if (wdata != nullptr) {
+        // Kernels may rely on cache-line alignment of the scratch.
+        const uintptr_t p   = reinterpret_cast<uintptr_t>(wdata);
+        const uintptr_t al  = (p + 63) & ~uintptr_t(63);
+        const size_t    cut = size_t(al - p);
+        wdata               = reinterpret_cast<void *>(al);
+        wsize               = wsize > cut ? wsize - cut : 0;
+    }
+
+    Barrier           barrier(n_threads);
+    std::atomic<bool> aborted{false};
+
+    pool.run(n_threads, [&](int ith) {
+        ComputeParams p;
+        p.ith     = ith;
+        p.nth     = n_threads;
+        p.wdata   = wdata;
+        p.wsize   = wsize;
+        p.barrier = &barrier;
+        p.use_ref = run.use_ref;
+        for (int i = 0; i < graph->n_nodes; ++i) {
+            ggml_tensor * node = graph->nodes[i];
+            if (is_noop(node)) {
+                continue;
+            }
+            compute_node(p, node);
+            if (ith == 0 && run.abort_cb != nullptr && run.abort_cb(run.abort_data)) {
+                aborted.store(true, std::memory_order_relaxed);
+            }
+            barrier.wait(); // orders the abort flag too
+            if (aborted.load(std::memory_order_relaxed)) {
+                break;
+            }
+        }
+    });
+    return aborted.load() ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+}
+
+} // namespace loom::cpu
+
+using namespace loom;
+using namespace loom::cpu;
+
+extern "C" {
+
+ggml_cplan ggml_graph_plan(const ggml_cgraph * cgraph, int n_threads, ggml_threadpool * threadpool) {
+    LOOM_REQUIRE(cgraph != nullptr, "NULL graph");
+    LOOM_REQUIRE(threadpool == nullptr, "threadpools are not available in this build; pass NULL");
+    if (n_threads <= 0) {
+        n_threads = GGML_DEFAULT_N_THREADS;
+    }
+    n_threads = std::min(n_threads, GGML_MAX_N_THREADS);
+    ggml_cplan plan{};
+    plan.n_threads = n_threads;
+    plan.work_size = graph_work_size(cgraph, n_threads);
+    return plan;
+}
+
+ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
+    LOOM_REQUIRE(cgraph != nullptr && cplan != nullptr, "NULL graph or plan");
+    LOOM_REQUIRE(cplan->n_threads > 0, "n_threads = %d must be positive", cplan->n_threads);
+    const size_t needed = graph_work_size(cgraph, cplan->n_threads);
+    if (cplan->work_size < needed || (needed > 0 && cplan->work_data == nullptr)) {
+        LOOM_LOG_ERROR("ggml_graph_compute: the plan's work buffer (%zu bytes at %p) is smaller than the %zu bytes "
+                       "the graph needs; call ggml_graph_plan first\n",
+                       cplan->work_size, static_cast<void *>(cplan->work_data), needed);
+        return GGML_STATUS_FAILED;
+    }
+    ThreadPool pool(cplan->n_threads);
+    GraphRun   run;
+    run.graph      = cgraph;
+    run.n_threads  = cplan->n_threads;
+    run.wdata      = cplan->work_data;
+    run.wsize      = cplan->work_size;
+    run.abort_cb   = cplan->abort_callback;
+    run.abort_data = cplan->abort_callback_data;
+    run.use_ref    = cplan->use_ref;
+    return compute_graph(pool, run);
+}
+
+ggml_status ggml_graph_compute_with_ctx(ggml_context * ctx, ggml_cgraph * cgraph, int n_threads) {
+    ggml_cplan plan = ggml_graph_plan(cgraph, n_threads, nullptr);
+    if (plan.work_size > 0) {
+        plan.work_data = static_cast<uint8_t *>(ggml_new_buffer(ctx, plan.work_size));
+    }
+    return ggml_graph_compute(cgraph, &plan);
+}
+
+} // extern "C"

@@ -1,0 +1,281 @@
+// The CPU backend family: host buffer types, the device, the reg and the
+// backend (a stream that computes graphs on a persistent thread pool).
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "backend/backend_impl.h"
+#include "compute.h"
+#include "core/common.h"
+#include "features.h"
+#include "ggml-cpu.h"
+
+using namespace loom;
+using namespace loom::cpu;
+
+namespace {
+
+constexpr size_t k_alignment = 64; // a cache line; also what AVX-512 loads like
+
+
+// Memory the buffer owns, from aligned_alloc.
+class CpuBuffer final : public HostBuffer {
+  public:
+    CpuBuffer(ggml_backend_buffer_type * type, void * data, size_t size) : HostBuffer(type, data, size) {}
+    ~CpuBuffer() override { std::free(data_); }
+};
+
+// Caller-owned memory wrapped as a buffer; never freed here.
+class CpuMappedBuffer final : public HostBuffer {
+  public:
+    using HostBuffer::HostBuffer;
+};
+
+class CpuBufferType final : public ggml_backend_buffer_type {
+  public:
+    explicit CpuBufferType(ggml_backend_device * dev) : ggml_backend_buffer_type(dev) {}
+
+    const char * name() const override { return "CPU"; }
+    size_t       alignment() const override { return k_alignment; }
+    bool         is_host() const override { return true; }
+
+    ggml_backend_buffer * alloc_buffer(size_t size) override {
+        void * data = nullptr;
+        if (size > 0) {
+            data = std::aligned_alloc(k_alignment, align_up(size, k_alignment));
+            if (data == nullptr) {
+                LOOM_LOG_ERROR("CPU: failed to allocate a buffer of %zu bytes\n", size);
+                return nullptr;
+            }
+        }
+        auto * buf = new (std::nothrow) CpuBuffer(this, data, size);
+        if (buf == nullptr) {
+            std::free(data);
+        }
+        return buf;
+    }
+};
+
+class CpuMappedBufferType final : public ggml_backend_buffer_type {
+  public:
+    explicit CpuMappedBufferType(ggml_backend_device * dev) : ggml_backend_buffer_type(dev) {}
+
+    const char * name() const override { return "CPU_Mapped"; }
+    size_t       alignment() const override { return k_alignment; }
+    bool         is_host() const override { return true; }
+    ggml_backend_buffer * alloc_buffer(size_t size) override {
+        (void) size;
+        LOOM_LOG_ERROR("CPU_Mapped: buffers of this type wrap existing memory; use ggml_backend_cpu_buffer_from_ptr\n");
+        return nullptr;
+    }
+};
+
+ggml_guid g_cpu_guid = {0x6c, 0x6f, 0x6f, 0x6d, 0x2d, 0x63, 0x70, 0x75,
+                        0x9b, 0x1e, 0x42, 0x07, 0xa4, 0x5d, 0x31, 0xc8};
+
+class CpuBackend final : public ggml_backend {
+  public:
+    explicit CpuBackend(ggml_backend_device * dev) : ggml_backend(&g_cpu_guid, dev) {
+        const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+        n_threads_   = std::min(GGML_DEFAULT_N_THREADS, hw);
+    }
+
+    const char * name() const override { return "CPU"; }
+
+    void set_n_threads(int n) {
+        LOOM_REQUIRE(n > 0 && n <= GGML_MAX_N_THREADS, "n_threads = %d out of range (1..%d)", n, GGML_MAX_N_THREADS);
+        n_threads_ = n;
+    }
+    void set_abort_callback(ggml_abort_callback cb, void * data) {
+        abort_cb_   = cb;
+        abort_data_ = data;
+    }
+
+    struct Plan {
+        ggml_cgraph *        graph;
+        int                  n_threads;
+        std::vector<uint8_t> work;
+    };
+
+    ggml_backend_graph_plan_t graph_plan_create(ggml_cgraph * graph) override {
+        auto * plan = new Plan{graph, n_threads_, {}};
+        plan->work.resize(graph_work_size(graph, n_threads_));
+        return plan;
+    }
+    void graph_plan_free(ggml_backend_graph_plan_t plan) override { delete static_cast<Plan *>(plan); }
+    ggml_status graph_plan_compute(ggml_backend_graph_plan_t p) override {
+        auto * plan = static_cast<Plan *>(p);
+        return run(plan->graph, plan->n_threads, plan->work.data(), plan->work.size());
+    }
+
+    ggml_status graph_compute(ggml_cgraph * graph) override {
+        const size_t need = graph_work_size(graph, n_threads_);
+        if (work_.size() < need) {
+            work_.resize(need);
+        }
+        return run(graph, n_threads_, work_.data(), work_.size());
+    }
+
+  private:
+    ggml_status run(ggml_cgraph * graph, int n_threads, uint8_t * wdata, size_t wsize) {
+        if (!pool_ || pool_->size() < n_threads) {
+            pool_.reset(); // join the old workers before starting new ones
+            pool_ = std::make_unique<ThreadPool>(n_threads);
+        }
+        GraphRun r;
+        r.graph      = graph;
+        r.n_threads  = n_threads;
+        r.wdata      = wdata;
+        r.wsize      = wsize;
+        r.abort_cb   = abort_cb_;
+        r.abort_data = abort_data_;
+        return compute_graph(*pool_, r);
+    }
+
+    int                         n_threads_;
+    ggml_abort_callback         abort_cb_   = nullptr;
+    void *                      abort_data_ = nullptr;
+    std::vector<uint8_t>        work_;
+    std::unique_ptr<ThreadPool> pool_;
+};
+
+class CpuDevice final : public ggml_backend_device {
+  public:
+    explicit CpuDevice(ggml_backend_reg * reg) : ggml_backend_device(reg), buft_(this), mapped_buft_(this) {}
+
+    const char *          name() const override { return "CPU"; }
+    const char *          description() const override { return features().brand.c_str(); }
+    void                  memory(size_t * free, size_t * total) const override { host_memory(free, total); }
+    enum ggml_backend_dev_type type() const override { return GGML_BACKEND_DEVICE_TYPE_CPU; }
+    ggml_backend_dev_caps caps() const override {
+        ggml_backend_dev_caps c{};
+        c.async                = false;
+        c.host_buffer          = false;
+        c.buffer_from_host_ptr = true;
+        c.events               = false;
+        return c;
+    }
+
+    ggml_backend * init_backend(const char * params) override {
+        (void) params;
+        return new (std::nothrow) CpuBackend(this);
+    }
+    ggml_backend_buffer_type * buffer_type() override { return &buft_; }
+
+    ggml_backend_buffer * buffer_from_host_ptr(void * ptr, size_t size, size_t max_tensor_size) override {
+        (void) max_tensor_size;
+        LOOM_REQUIRE(ptr != nullptr || size == 0, "NULL pointer for a buffer of %zu bytes", size);
+        LOOM_REQUIRE(reinterpret_cast<uintptr_t>(ptr) % alignof(std::max_align_t) == 0,
+                     "pointer %p is not aligned to %zu bytes", ptr, alignof(std::max_align_t));
+        return new (std::nothrow) CpuMappedBuffer(&mapped_buft_, ptr, size);
+    }
+
+    bool supports_op(const ggml_tensor * op) const override {
+        for (int i = 0; i < GGML_MAX_SRC; ++i) {
+            const ggml_tensor * s = op->src[i];
+            if (s != nullptr && s->buffer != nullptr && !s->buffer->buft->is_host()) {
+                return false;
+            }
+        }
+        return loom::cpu::supports_op(op);
+    }
+    bool supports_buft(const ggml_backend_buffer_type * buft) const override { return buft->is_host(); }
+
+  private:
+    CpuBufferType       buft_;
+    CpuMappedBufferType mapped_buft_;
+};
+
+
+class CpuReg final : public ggml_backend_reg {
+  public:
+    CpuReg() : device_(this) {}
+
+    const char *          name() const override { return "CPU"; }
+    size_t                device_count() const override { return 1; }
+    ggml_backend_device * device(size_t index) override {
+        (void) index;
+        return &device_;
+    }
+    void * proc_address(const char * fn) override {
+        if (std::strcmp(fn, "ggml_backend_set_n_threads") == 0) {
+            return reinterpret_cast<void *>(&ggml_backend_cpu_set_n_threads);
+        }
+        if (std::strcmp(fn, "ggml_backend_set_abort_callback") == 0) {
+            return reinterpret_cast<void *>(&ggml_backend_cpu_set_abort_callback);
+        }
+        if (std::strcmp(fn, "ggml_backend_get_features") == 0) {
+            return reinterpret_cast<void *>(&get_features);
+        }
+        return nullptr;
+    }
+
+  private:
+    static ggml_backend_feature * get_features(ggml_backend_reg_t) {
+        static std::vector<ggml_backend_feature> list = [] {
+            std::vector<ggml_backend_feature> v;
+            const Features &                  f = features();
+            if (f.sse3) v.push_back({"SSE3", "1"});
+            if (f.avx) v.push_back({"AVX", "1"});
+            if (f.avx2) v.push_back({"AVX2", "1"});
+            if (f.fma) v.push_back({"FMA", "1"});
+            if (f.f16c) v.push_back({"F16C", "1"});
+            if (f.avx512f) v.push_back({"AVX512", "1"});
+            v.push_back({nullptr, nullptr});
+            return v;
+        }();
+        return list.data();
+    }
+
+    CpuDevice device_;
+};
+
+CpuReg & cpu_reg() {
+    static CpuReg reg;
+    return reg;
+}
+
+CpuBackend * as_cpu(ggml_backend_t backend, const char * caller) {
+    LOOM_REQUIRE(ggml_backend_is_cpu(backend), "called from %s with backend %s, which is not the CPU backend", caller,
+                 ggml_backend_name(backend));
+    return static_cast<CpuBackend *>(backend);
+}
+
+} // namespace
+
+extern "C" {
+
+ggml_backend_reg_t ggml_backend_cpu_reg(void) {
+    return &cpu_reg();
+}
+
+ggml_backend_t ggml_backend_cpu_init(void) {
+    return cpu_reg().device(0)->init_backend(nullptr);
+}
+
+bool ggml_backend_is_cpu(ggml_backend_t backend) {
+    return backend != nullptr && ggml_guid_matches(backend->guid, &g_cpu_guid);
+}
+
+void ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads) {
+    as_cpu(backend_cpu, __func__)->set_n_threads(n_threads);
+}
+
+void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback,
+                                         void * abort_callback_data) {
+    as_cpu(backend_cpu, __func__)->set_abort_callback(abort_callback, abort_callback_data);
+}
+
+ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void) {
+    return cpu_reg().device(0)->buffer_type();
+}
+
+ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size) {
+    return cpu_reg().device(0)->buffer_from_host_ptr(ptr, size, size);
+}
+
+} // extern "C"

@@ -1,0 +1,123 @@
+#include "features.h"
+
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#    include <cpuid.h>
+#endif
+
+#include "ggml-cpu.h"
+
+namespace loom::cpu {
+
+namespace {
+
+Features detect() {
+    Features f;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        f.sse3 = c & bit_SSE3;
+        f.fma  = c & bit_FMA;
+        f.f16c = c & bit_F16C;
+        // AVX needs the OS to save the YMM state (OSXSAVE + XCR0 bits 1 and 2).
+        const bool osxsave = c & bit_OSXSAVE;
+        bool       ymm_ok  = false;
+        bool       zmm_ok  = false;
+        if (osxsave) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ymm_ok = (lo & 0x6) == 0x6;
+            zmm_ok = (lo & 0xe6) == 0xe6;
+        }
+        f.avx = (c & bit_AVX) && ymm_ok;
+        f.fma = f.fma && ymm_ok;
+        f.f16c = f.f16c && ymm_ok;
+        if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+            f.avx2    = (b & bit_AVX2) && ymm_ok;
+            f.avx512f = (b & bit_AVX512F) && zmm_ok;
+        }
+    }
+    unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
+    if (max_ext >= 0x80000004u) {
+        char brand[49] = {};
+        for (unsigned i = 0; i < 3; ++i) {
+            __get_cpuid(0x80000002u + i, &a, &b, &c, &d);
+            std::memcpy(brand + 16 * i + 0, &a, 4);
+            std::memcpy(brand + 16 * i + 4, &b, 4);
+            std::memcpy(brand + 16 * i + 8, &c, 4);
+            std::memcpy(brand + 16 * i + 12, &d, 4);
+        }
+        f.brand = brand;
+    }
+#endif
+    if (f.brand.empty()) {
+        if (FILE * fp = std::fopen("/proc/cpuinfo", "r")) {
+            char line[512];
+            while (std::fgets(line, sizeof(line), fp)) {
+                if (std::strncmp(line, "model name", 10) == 0) {
+                    if (const char * colon = std::strchr(line, ':')) {
+                        f.brand = colon + 1;
+                    }
+                    break;
+                }
+            }
+            std::fclose(fp);
+        }
+    }
+    // Trim spaces and the newline.
+    const auto first = f.brand.find_first_not_of(" \t\n");
+    const auto last  = f.brand.find_last_not_of(" \t\n");
+    f.brand          = first == std::string::npos ? "CPU" : f.brand.substr(first, last - first + 1);
+    return f;
+}
+
+} // namespace
+
+const Features & features() {
+    static const Features f = detect();
+    return f;
+}
+
+void host_memory(size_t * free, size_t * total) {
+    const long pages     = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    *total               = pages > 0 && page_size > 0 ? size_t(pages) * size_t(page_size) : 0;
+    *free                = *total;
+    if (FILE * fp = std::fopen("/proc/meminfo", "r")) {
+        char line[256];
+        while (std::fgets(line, sizeof(line), fp)) {
+            unsigned long long kb = 0;
+            if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                *free = size_t(kb) * 1024;
+                break;
+            }
+        }
+        std::fclose(fp);
+    }
+}
+
+} // namespace loom::cpu
+
+extern "C" {
+int ggml_cpu_has_sse3(void) {
+    return loom::cpu::features().sse3;
+}
+int ggml_cpu_has_avx(void) {
+    return loom::cpu::features().avx;
+}
+int ggml_cpu_has_avx2(void) {
+    return loom::cpu::features().avx2;
+}
+int ggml_cpu_has_f16c(void) {
+    return loom::cpu::features().f16c;
+}
+int ggml_cpu_has_fma(void) {
+    return loom::cpu::features().fma;
+}
+int ggml_cpu_has_avx512(void) {
+    return loom::cpu::features().avx512f;
+}
+}

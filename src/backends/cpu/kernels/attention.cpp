@@ -1,0 +1,190 @@
+// GGML_OP_FLASH_ATTN_EXT: softmax(scale * q k^T + slope * mask) v, one
+// query row at a time, without materialising the scores.
+//
+// Each work item is one (query, head, dim-3) row; threads take contiguous
+// runs of items, queries varying fastest so that consecutive items read
+// the same k and v head. Per row, the scores are folded into the output
+// with an online softmax: a running maximum M, a running sum S of
+// exp(s - M) and an accumulator of exp(s - M) * v, all rescaled by
+// exp(M_old - M_new) whenever the maximum grows. Positions whose mask is
+// -inf are skipped; a row with every position masked has S == 0 and is
+// written as zeros.
+//
+// As in mul_mat, q is first converted to the operand type of k's dot
+// product (f16 for f16 k), so k rows are dotted in their own type.
+// v is accumulated in f32 whatever its type.
+
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include "core/common.h"
+#include "core/fp16.h"
+#include "kernels.h"
+#include "vec.h"
+
+namespace loom::cpu {
+
+namespace {
+
+constexpr size_t SCRATCH_ALIGN = 64;
+
+struct Slices {
+    size_t acc; // DV floats
+    size_t q;   // q row as k's operand type (at most DK floats)
+    size_t per_thread() const { return acc + q; }
+};
+
+Slices slices(const ggml_tensor * op) {
+    const int64_t dk = op->src[1]->ne[0];
+    const int64_t dv = op->src[2]->ne[0];
+    return {align_up(size_t(dv) * sizeof(float), SCRATCH_ALIGN), align_up(size_t(dk) * sizeof(float), SCRATCH_ALIGN)};
+}
+
+bool is_kv_type(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
+}
+
+inline const char * at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return static_cast<const char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+} // namespace
+
+void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * q    = dst->src[0];
+    const ggml_tensor * k    = dst->src[1];
+    const ggml_tensor * v    = dst->src[2];
+    const ggml_tensor * mask = dst->src[3];
+    LOOM_ASSERT(dst->op == GGML_OP_FLASH_ATTN_EXT && q->type == GGML_TYPE_F32 && is_kv_type(k->type) &&
+                is_kv_type(v->type) && dst->type == GGML_TYPE_F32);
+
+    const int64_t DK     = k->ne[0];
+    const int64_t DV     = v->ne[0];
+    const int64_t n_q    = q->ne[1];
+    const int64_t n_head = q->ne[2];
+    const int64_t n_kv   = k->ne[1];
+    LOOM_ASSERT(q->ne[0] == DK && v->ne[1] == n_kv);
+    LOOM_ASSERT(dst->ne[0] == DV && dst->ne[1] == n_head && dst->ne[2] == n_q && dst->nb[0] == sizeof(float));
+    LOOM_ASSERT(n_head % k->ne[2] == 0 && n_head % v->ne[2] == 0 && q->ne[3] % k->ne[3] == 0 &&
+                q->ne[3] % v->ne[3] == 0);
+    if (mask != nullptr) {
+        LOOM_ASSERT(mask->ne[0] >= n_kv && mask->ne[1] >= n_q);
+    }
+
+    float         scale    = op_param_f32(dst, 0);
+    const float   max_bias = op_param_f32(dst, 1);
+    const float   softcap  = op_param_f32(dst, 2);
+    if (softcap != 0.0f) {
+        // softcap * tanh(s * scale / softcap), the division folded into scale.
+        scale /= softcap;
+    }
+
+    const VecDotInfo kdot = vec_dot_info(k->type);
+    const int64_t    rk2  = n_head / k->ne[2];
+    const int64_t    rk3  = q->ne[3] / k->ne[3];
+    const int64_t    rv2  = n_head / v->ne[2];
+    const int64_t    rv3  = q->ne[3] / v->ne[3];
+    const bool       mask_f16 = mask != nullptr && mask->type == GGML_TYPE_F16;
+    const bool       v_f16    = v->type == GGML_TYPE_F16;
+
+    const Slices sl = slices(dst);
+    LOOM_ASSERT(p.wsize >= sl.per_thread() * size_t(p.nth));
+    char *  scratch = static_cast<char *>(p.wdata) + sl.per_thread() * size_t(p.ith);
+    float * acc     = reinterpret_cast<float *>(scratch);
+    void *  q_op    = scratch + sl.acc;
+
+    const Range r = split_range(n_q * n_head * q->ne[3], p.ith, p.nth);
+    for (int64_t ir = r.begin; ir < r.end; ++ir) {
+        const int64_t i3 = ir / (n_q * n_head);
+        const int64_t h  = ir / n_q % n_head;
+        const int64_t iq = ir % n_q;
+
+        const float  slope = alibi_slope(max_bias, n_head, h);
+        const char * mrow  = mask != nullptr ? at(mask, iq, h % mask->ne[2], i3 % mask->ne[3]) : nullptr;
+        const char * kmat  = at(k, 0, h / rk2, i3 / rk3);
+        const char * vmat  = at(v, 0, h / rv2, i3 / rv3);
+
+        convert_f32_row(kdot.operand, at(q, iq, h, i3), q->nb[0], q_op, DK);
+        std::memset(acc, 0, size_t(DV) * sizeof(float));
+
+        float M = -INFINITY; // largest score so far
+        float S = 0.0f;      // sum of exp(score - M)
+        for (int64_t ic = 0; ic < n_kv; ++ic) {
+            float mv = 0.0f;
+            if (mrow != nullptr) {
+                float m;
+                if (mask_f16) {
+                    m = fp16_to_fp32(reinterpret_cast<const ggml_fp16_t *>(mrow)[ic]);
+                } else {
+                    m = reinterpret_cast<const float *>(mrow)[ic];
+                }
+                mv = slope * m;
+                if (mv == -INFINITY) {
+                    continue;
+                }
+            }
+
+            float s = kdot.dot(DK, kmat + ic * k->nb[1], q_op) * scale;
+            if (softcap != 0.0f) {
+                s = softcap * std::tanh(s);
+            }
+            s += mv;
+
+            // weight of this position relative to the (possibly new) maximum,
+            // and the factor that moves the old terms onto that maximum
+            float w = 1.0f, rescale = 1.0f;
+            if (s > M) {
+                rescale = std::exp(M - s);
+                M       = s;
+                scale_f32(DV, acc, rescale);
+            } else {
+                w = std::exp(s - M);
+            }
+            const char * vrow = vmat + ic * v->nb[1];
+            if (v_f16) {
+                mad_f16(DV, acc, reinterpret_cast<const ggml_fp16_t *>(vrow), w);
+            } else {
+                mad_f32(DV, acc, reinterpret_cast<const float *>(vrow), w);
+            }
+            S = S * rescale + w;
+        }
+
+        float * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] + iq * dst->nb[2] +
+                                                i3 * dst->nb[3]);
+        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        for (int64_t d = 0; d < DV; ++d) {
+            out[d] = acc[d] * inv;
+        }
+    }
+}
+
+bool supports_attention(const ggml_tensor * op) {
+    const ggml_tensor * q    = op->src[0];
+    const ggml_tensor * k    = op->src[1];
+    const ggml_tensor * v    = op->src[2];
+    const ggml_tensor * mask = op->src[3];
+    if (op->op != GGML_OP_FLASH_ATTN_EXT || q == nullptr || k == nullptr || v == nullptr || op->src[4] != nullptr) {
+        return false; // src[4] would be attention sinks
+    }
+    if (q->type != GGML_TYPE_F32 || !is_kv_type(k->type) || !is_kv_type(v->type) || op->type != GGML_TYPE_F32) {
+        return false;
+    }
+    if (mask != nullptr && mask->type != GGML_TYPE_F32 && mask->type != GGML_TYPE_F16) {
+        return false;
+    }
+    // Rows of k, v, mask and dst are contiguous runs; everything else (all of
+    // q, which is converted row by row) goes by strides.
+    for (const ggml_tensor * t : {k, v, mask, static_cast<const ggml_tensor *>(op)}) {
+        if (t != nullptr && t->nb[0] != ggml_type_size(t->type)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+size_t work_size_attention(const ggml_tensor * op, int n_threads) {
+    return slices(op).per_thread() * size_t(n_threads);
+}
+
+} // namespace loom::cpu

@@ -1,0 +1,94 @@
+#pragma once
+
+// The CPU kernels, grouped by op family. Every compute_* function is called
+// by all nth threads of a graph computation with the same dst; each thread
+// does its share (params.ith of params.nth) and the kernel returns when its
+// share is done. A kernel that needs all threads to finish a phase before
+// the next calls params.sync() (every thread must make the same calls).
+//
+// Results must not depend on nth: each output element is computed by one
+// thread with the same sequence of operations whatever the thread count.
+// Kernels never allocate; scratch memory comes from params.wdata, sized by
+// the family's work_size_* function (shared by all threads).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace loom::cpu {
+
+class Barrier;
+
+struct ComputeParams {
+    int       ith   = 0;
+    int       nth   = 1;
+    void *    wdata = nullptr; // shared scratch of wsize bytes
+    size_t    wsize = 0;
+    Barrier * barrier = nullptr;
+    bool      use_ref = false; // portable code paths only
+
+    // Waits until every thread of the computation has called sync.
+    void sync() const;
+};
+
+// Rows [begin, end) of n for thread ith of nth (contiguous, balanced).
+struct Range {
+    int64_t begin;
+    int64_t end;
+};
+inline Range split_range(int64_t n, int ith, int nth) {
+    const int64_t per = (n + nth - 1) / nth;
+    const int64_t b   = per * ith < n ? per * ith : n;
+    const int64_t e   = b + per < n ? b + per : n;
+    return {b, e};
+}
+
+// GGML_OP_ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1.
+void compute_binary(const ComputeParams & p, ggml_tensor * dst);
+bool supports_binary(const ggml_tensor * op);
+
+// GGML_OP_SQR, SQRT, LOG, SIN, COS, SCALE, UNARY.
+void compute_unary(const ComputeParams & p, ggml_tensor * dst);
+bool supports_unary(const ggml_tensor * op);
+
+// GGML_OP_SUM, SUM_ROWS, MEAN, ARGMAX.
+void   compute_reduce(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_reduce(const ggml_tensor * op);
+size_t work_size_reduce(const ggml_tensor * op, int n_threads);
+
+// GGML_OP_DUP, CPY, CONT, REPEAT, CONCAT, GET_ROWS, SET_ROWS.
+void   compute_copy(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_copy(const ggml_tensor * op);
+size_t work_size_copy(const ggml_tensor * op, int n_threads);
+
+// GGML_OP_NORM, RMS_NORM, GROUP_NORM.
+void compute_norm(const ComputeParams & p, ggml_tensor * dst);
+bool supports_norm(const ggml_tensor * op);
+
+// GGML_OP_SOFT_MAX, DIAG_MASK_INF.
+void   compute_softmax(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_softmax(const ggml_tensor * op);
+size_t work_size_softmax(const ggml_tensor * op, int n_threads);
+
+// GGML_OP_ROPE.
+void   compute_rope(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_rope(const ggml_tensor * op);
+size_t work_size_rope(const ggml_tensor * op, int n_threads);
+
+// GGML_OP_ARGSORT, TOP_K.
+void   compute_sort(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_sort(const ggml_tensor * op);
+size_t work_size_sort(const ggml_tensor * op, int n_threads);
+
+// GGML_OP_MUL_MAT, OUT_PROD.
+void   compute_matmul(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_matmul(const ggml_tensor * op);
+size_t work_size_matmul(const ggml_tensor * op, int n_threads);
+
+// GGML_OP_FLASH_ATTN_EXT.
+void   compute_attention(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_attention(const ggml_tensor * op);
+size_t work_size_attention(const ggml_tensor * op, int n_threads);
+
+} // namespace loom::cpu

@@ -1,0 +1,195 @@
+// Normalisations over rows (NORM, RMS_NORM) and over groups of channels
+// (GROUP_NORM). F32 only; sums accumulate in double.
+//
+// Each row or group is handled by one thread from start to end, so results
+// do not depend on the thread count. dst may be src itself (in-place): every
+// pass reads an element before it writes the same element.
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "core/common.h"
+
+namespace loom::cpu {
+namespace {
+
+constexpr int LANES = 8;
+
+// Eight interleaved double accumulators, combined pairwise: vectorisable,
+// and a fixed grouping of the additions for a given row length.
+struct Lanes {
+    double acc[LANES] = {};
+
+    template <typename Load>
+    void add(int64_t n, Load load) {
+        const int64_t nv = n - n % LANES;
+        for (int64_t i = 0; i < nv; i += LANES) {
+            for (int j = 0; j < LANES; ++j) {
+                acc[j] += load(i + j);
+            }
+        }
+        for (int64_t i = nv; i < n; ++i) {
+            acc[i - nv] += load(i);
+        }
+    }
+
+    double total() {
+        for (int w = LANES / 2; w > 0; w /= 2) {
+            for (int j = 0; j < w; ++j) {
+                acc[j] += acc[j + w];
+            }
+        }
+        return acc[0];
+    }
+};
+
+template <typename T>
+T * at(T * base, size_t off) {
+    using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+    return reinterpret_cast<T *>(reinterpret_cast<Byte *>(base) + off);
+}
+
+void scale_row(float * y, int64_t n, float s) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] *= s;
+    }
+}
+
+void norm_row(const float * x, float * y, int64_t n, float eps) {
+    Lanes s1;
+    s1.add(n, [x](int64_t i) { return double(x[i]); });
+    const float mean = float(s1.total() / double(n));
+
+    Lanes s2;
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] - mean;
+    }
+    s2.add(n, [y](int64_t i) { return double(y[i]) * double(y[i]); });
+    const float var = float(s2.total() / double(n));
+    scale_row(y, n, 1.0f / std::sqrt(var + eps));
+}
+
+void rms_norm_row(const float * x, float * y, int64_t n, float eps) {
+    Lanes s;
+    s.add(n, [x](int64_t i) { return double(x[i]) * double(x[i]); });
+    const float mean_sq = float(s.total() / double(n));
+    const float scale   = 1.0f / std::sqrt(mean_sq + eps);
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] * scale;
+    }
+}
+
+void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool rms) {
+    const ggml_tensor * src = dst->src[0];
+    const float         eps = op_param_f32(dst, 0);
+    const int64_t       ne0 = src->ne[0], ne1 = src->ne[1], ne2 = src->ne[2];
+
+    const Range rr = split_range(ggml_nrows(src), p.ith, p.nth);
+    for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
+        const int64_t i1 = ir % ne1;
+        const int64_t i2 = (ir / ne1) % ne2;
+        const int64_t i3 = ir / (ne1 * ne2);
+        const float * x  = at(static_cast<const float *>(src->data), i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3]);
+        float *       y  = at(static_cast<float *>(dst->data), i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+        if (rms) {
+            rms_norm_row(x, y, ne0, eps);
+        } else {
+            norm_row(x, y, ne0, eps);
+        }
+    }
+}
+
+// Channels (dim 2) are split into groups of ceil(ne2 / n_groups); each group
+// is normalised over dims 0 and 1 of its channels, separately per dim-3 index.
+// A trailing group may be short or, when the division is uneven, empty.
+void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src      = dst->src[0];
+    const int64_t       n_groups = op_param_i32(dst, 0);
+    const float         eps      = op_param_f32(dst, 1);
+    const int64_t       ne0 = src->ne[0], ne1 = src->ne[1], ne2 = src->ne[2], ne3 = src->ne[3];
+    const int64_t       per_group = (ne2 + n_groups - 1) / n_groups;
+
+    auto src_row = [&](int64_t i1, int64_t i2, int64_t i3) {
+        return at(static_cast<const float *>(src->data), i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3]);
+    };
+    auto dst_row = [&](int64_t i1, int64_t i2, int64_t i3) {
+        return at(static_cast<float *>(dst->data), i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+    };
+
+    const Range rr = split_range(n_groups * ne3, p.ith, p.nth);
+    for (int64_t item = rr.begin; item < rr.end; ++item) {
+        const int64_t g     = item % n_groups;
+        const int64_t i3    = item / n_groups;
+        const int64_t first = g * per_group;
+        const int64_t last  = std::min(first + per_group, ne2);
+        if (first >= last) {
+            continue;
+        }
+        const double count = double(ne0) * double(ne1) * double(last - first);
+
+        Lanes s1;
+        for (int64_t i2 = first; i2 < last; ++i2) {
+            for (int64_t i1 = 0; i1 < ne1; ++i1) {
+                const float * x = src_row(i1, i2, i3);
+                s1.add(ne0, [x](int64_t i) { return double(x[i]); });
+            }
+        }
+        const float mean = float(s1.total() / count);
+
+        Lanes s2;
+        for (int64_t i2 = first; i2 < last; ++i2) {
+            for (int64_t i1 = 0; i1 < ne1; ++i1) {
+                const float * x = src_row(i1, i2, i3);
+                float *       y = dst_row(i1, i2, i3);
+                for (int64_t i = 0; i < ne0; ++i) {
+                    y[i] = x[i] - mean;
+                }
+                s2.add(ne0, [y](int64_t i) { return double(y[i]) * double(y[i]); });
+            }
+        }
+        const float scale = 1.0f / std::sqrt(float(s2.total() / count) + eps);
+
+        for (int64_t i2 = first; i2 < last; ++i2) {
+            for (int64_t i1 = 0; i1 < ne1; ++i1) {
+                scale_row(dst_row(i1, i2, i3), ne0, scale);
+            }
+        }
+    }
+}
+
+} // namespace
+
+void compute_norm(const ComputeParams & p, ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) {
+        return;
+    }
+    switch (dst->op) {
+        case GGML_OP_NORM: compute_rows(p, dst, false); break;
+        case GGML_OP_RMS_NORM: compute_rows(p, dst, true); break;
+        case GGML_OP_GROUP_NORM: compute_group_norm(p, dst); break;
+        default: LOOM_ASSERT(false && "compute_norm: not a normalisation"); break;
+    }
+}
+
+bool supports_norm(const ggml_tensor * op) {
+    switch (op->op) {
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM: break;
+        case GGML_OP_GROUP_NORM:
+            if (op_param_i32(op, 0) <= 0) {
+                return false;
+            }
+            break;
+        default: return false;
+    }
+    const ggml_tensor * src = op->src[0];
+    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 || !ggml_are_same_shape(src, op)) {
+        return false;
+    }
+    // Rows are read as plain float arrays.
+    return (src->nb[0] == sizeof(float) || src->ne[0] == 1) && (op->nb[0] == sizeof(float) || op->ne[0] == 1);
+}
+
+} // namespace loom::cpu

@@ -1,0 +1,187 @@
+// GGML_OP_ROPE: rotary position embedding with YaRN scaling.
+//
+// Pair i of the first n_dims values of a row (adjacent values in normal
+// mode, values n_dims/2 apart in NEOX mode) is rotated by theta_i(pos),
+// pos = positions[i2]. The angles depend only on the position, so each
+// thread keeps a table of (cos, sin) per pair in its scratch slice and
+// rebuilds it only when its rows move on to the next token; heads of one
+// token (dim 1) reuse it. Values past n_dims are copied.
+//
+// The base angle advances by a factor theta_scale = freq_base^(-2/n_dims)
+// per pair (theta_i = pos * theta_scale^i, built by repeated
+// multiplication), which reproduces ggml's values bit for bit.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/common.h"
+#include "core/fp16.h"
+#include "kernels.h"
+
+namespace loom::cpu {
+
+namespace {
+
+constexpr size_t SCRATCH_ALIGN = 64;
+
+struct RopeParams {
+    int   n_dims;
+    int   mode;
+    int   n_ctx_orig;
+    float freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+
+    static RopeParams of(const ggml_tensor * op) {
+        return {op_param_i32(op, 1),     op_param_i32(op, 2),     op_param_i32(op, 4),
+                op_param_f32(op, 5),     op_param_f32(op, 6),     op_param_f32(op, 7),
+                op_param_f32(op, 8),     op_param_f32(op, 9),     op_param_f32(op, 10)};
+    }
+};
+
+size_t thread_scratch(const ggml_tensor * op) {
+    return align_up(size_t(op_param_i32(op, 1)) * sizeof(float), SCRATCH_ALIGN);
+}
+
+// Fills cache[2i], cache[2i+1] with cos and sin of pair i's angle at pos.
+void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors,
+                 float pos, float * cache) {
+    // YaRN: between the corrected dimensions [corr[0], corr[1]] the angle
+    // blends from extrapolated (unscaled) to interpolated (scaled by
+    // freq_scale); the magnitude is compensated once for the whole row.
+    float mscale = rp.attn_factor;
+    if (rp.ext_factor != 0.0f) {
+        mscale *= 1.0f + 0.1f * std::log(1.0f / rp.freq_scale);
+    }
+    float theta_base = pos;
+    for (int i = 0; i < rp.n_dims / 2; ++i) {
+        float ff = 1.0f;
+        if (factors != nullptr) {
+            std::memcpy(&ff, static_cast<const char *>(factors->data) + size_t(i) * factors->nb[0], sizeof(ff));
+        }
+        const float theta_extrap = theta_base / ff;
+        const float theta_interp = rp.freq_scale * theta_extrap;
+        float       theta        = theta_interp;
+        if (rp.ext_factor != 0.0f) {
+            const float y    = (float(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
+            const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * rp.ext_factor;
+            theta            = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
+        }
+        cache[2 * i + 0] = std::cos(theta) * mscale;
+        cache[2 * i + 1] = std::sin(theta) * mscale;
+        theta_base *= theta_scale;
+    }
+}
+
+inline float load(const float * x, int64_t i) {
+    return x[i];
+}
+inline float load(const ggml_fp16_t * x, int64_t i) {
+    return fp16_to_fp32(x[i]);
+}
+inline void store(float * y, int64_t i, float v) {
+    y[i] = v;
+}
+inline void store(ggml_fp16_t * y, int64_t i, float v) {
+    y[i] = fp32_to_fp16(v);
+}
+
+template <typename T>
+void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src     = dst->src[0];
+    const ggml_tensor * pos     = dst->src[1];
+    const ggml_tensor * factors = dst->src[2];
+    const RopeParams    rp      = RopeParams::of(dst);
+    LOOM_ASSERT(rp.n_dims > 0 && rp.n_dims % 2 == 0 && rp.n_dims <= src->ne[0]);
+    LOOM_ASSERT(pos->ne[0] >= src->ne[2]);
+
+    const int64_t ne0   = src->ne[0];
+    const int64_t ne1   = src->ne[1];
+    const int64_t ne2   = src->ne[2];
+    const int64_t half  = rp.n_dims / 2;
+    // Distance between the two values of a pair, and from one pair to the next.
+    const int64_t other = rp.mode == GGML_ROPE_TYPE_NEOX ? half : 1;
+    const int64_t step  = rp.mode == GGML_ROPE_TYPE_NEOX ? 1 : 2;
+
+    const float theta_scale = std::pow(rp.freq_base, -2.0f / float(rp.n_dims));
+    float       corr[2];
+    ggml_rope_yarn_corr_dims(rp.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, corr);
+
+    const size_t slice = thread_scratch(dst);
+    LOOM_ASSERT(p.wsize >= slice * size_t(p.nth));
+    float * cache = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + slice * size_t(p.ith));
+
+    int64_t     cached_i2 = -1;
+    const Range r         = split_range(ne1 * ne2 * src->ne[3], p.ith, p.nth);
+    for (int64_t ir = r.begin; ir < r.end; ++ir) {
+        const int64_t i3 = ir / (ne1 * ne2);
+        const int64_t i2 = ir / ne1 % ne2;
+        const int64_t i1 = ir % ne1;
+        if (i2 != cached_i2) {
+            int32_t position;
+            std::memcpy(&position, static_cast<const char *>(pos->data) + i2 * pos->nb[0], sizeof(position));
+            build_cache(rp, theta_scale, corr, factors, float(position), cache);
+            cached_i2 = i2;
+        }
+
+        const auto * x = reinterpret_cast<const T *>(static_cast<const char *>(src->data) + i1 * src->nb[1] +
+                                                     i2 * src->nb[2] + i3 * src->nb[3]);
+        auto *       y = reinterpret_cast<T *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
+                                         i3 * dst->nb[3]);
+        // Both values of a pair are read before either is written, so x may be y.
+        for (int64_t i = 0; i < half; ++i) {
+            const int64_t j     = i * step;
+            const float   c     = cache[2 * i + 0];
+            const float   s     = cache[2 * i + 1];
+            const float   x0    = load(x, j);
+            const float   x1    = load(x, j + other);
+            store(y, j, x0 * c - x1 * s);
+            store(y, j + other, x0 * s + x1 * c);
+        }
+        if (static_cast<const void *>(x) != static_cast<const void *>(y)) {
+            std::memcpy(y + rp.n_dims, x + rp.n_dims, size_t(ne0 - rp.n_dims) * sizeof(T));
+        }
+    }
+}
+
+} // namespace
+
+void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
+    LOOM_ASSERT(dst->op == GGML_OP_ROPE && dst->type == dst->src[0]->type);
+    switch (dst->type) {
+    case GGML_TYPE_F32:
+        rope_rows<float>(p, dst);
+        break;
+    case GGML_TYPE_F16:
+        rope_rows<ggml_fp16_t>(p, dst);
+        break;
+    default:
+        LOOM_ASSERT(false && "compute_rope: unsupported type");
+    }
+}
+
+bool supports_rope(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    const ggml_tensor * pos = op->src[1];
+    if (op->op != GGML_OP_ROPE || src == nullptr || pos == nullptr || pos->type != GGML_TYPE_I32) {
+        return false;
+    }
+    if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) || op->type != src->type) {
+        return false;
+    }
+    const int mode = op_param_i32(op, 2);
+    if (mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) {
+        return false;
+    }
+    const ggml_tensor * factors = op->src[2];
+    if (factors != nullptr && factors->type != GGML_TYPE_F32) {
+        return false;
+    }
+    // Rows are read and written as contiguous runs.
+    return src->nb[0] == ggml_type_size(src->type) && op->nb[0] == ggml_type_size(op->type);
+}
+
+size_t work_size_rope(const ggml_tensor * op, int n_threads) {
+    return thread_scratch(op) * size_t(n_threads);
+}
+
+} // namespace loom::cpu

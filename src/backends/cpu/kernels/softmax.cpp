@@ -1,0 +1,156 @@
+// GGML_OP_SOFT_MAX and GGML_OP_DIAG_MASK_INF.
+//
+// soft_max: y = softmax(x * scale + slope * mask) along each row, slope the
+// ALiBi slope of the row's head (dim 2) or 1 without max_bias. The mask row
+// is the row's dim-1 index in the mask; its dims 2 and 3 repeat over x's.
+// The work row is dst itself (dst has x's shape and is contiguous; in place
+// each element is read before it is written), so no scratch is needed.
+//
+// Note [fully masked rows]: a row whose biased logits are all -inf has max
+// -inf, and exp(-inf - -inf) is NaN, so the whole row becomes NaN. ggml's
+// CPU backend gives the same (and asserts in its debug builds); callers mask
+// at least one position per row. flash_attn_ext, by contrast, defines such
+// rows as zeros.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/common.h"
+#include "core/fp16.h"
+#include "kernels.h"
+#include "vec.h"
+
+namespace loom::cpu {
+
+namespace {
+
+inline float * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return reinterpret_cast<float *>(static_cast<char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
+void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src  = dst->src[0];
+    const ggml_tensor * mask = dst->src[1];
+    LOOM_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    LOOM_ASSERT(src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float));
+
+    const float   scale    = op_param_f32(dst, 0);
+    const float   max_bias = op_param_f32(dst, 1);
+    const int64_t n        = src->ne[0];
+    const int64_t ne1      = src->ne[1];
+    const int64_t ne2      = src->ne[2];
+    const bool    mask_f16 = mask != nullptr && mask->type == GGML_TYPE_F16;
+    if (mask != nullptr) {
+        LOOM_ASSERT(mask->ne[0] == n && mask->ne[1] >= ne1 && mask->nb[0] == ggml_type_size(mask->type));
+    }
+
+    const Range r = split_range(ggml_nrows(src), p.ith, p.nth);
+    for (int64_t ir = r.begin; ir < r.end; ++ir) {
+        const int64_t i3 = ir / (ne1 * ne2);
+        const int64_t i2 = ir / ne1 % ne2;
+        const int64_t i1 = ir % ne1;
+
+        const float * x = row_at(src, i1, i2, i3);
+        float *       y = row_at(dst, i1, i2, i3);
+        for (int64_t i = 0; i < n; ++i) {
+            y[i] = x[i] * scale;
+        }
+        if (mask != nullptr) {
+            const float slope = alibi_slope(max_bias, ne2, i2);
+            const char * m    = static_cast<const char *>(mask->data) + i1 * mask->nb[1] +
+                             (i2 % mask->ne[2]) * mask->nb[2] + (i3 % mask->ne[3]) * mask->nb[3];
+            if (mask_f16) {
+                const auto * mh = reinterpret_cast<const ggml_fp16_t *>(m);
+                for (int64_t i = 0; i < n; ++i) {
+                    y[i] += slope * fp16_to_fp32(mh[i]);
+                }
+            } else {
+                const auto * mf = reinterpret_cast<const float *>(m);
+                for (int64_t i = 0; i < n; ++i) {
+                    y[i] += slope * mf[i];
+                }
+            }
+        }
+        const float  max = max_f32(n, y);
+        const double sum = exp_sub_sum_f32(n, y, max);
+        scale_f32(n, y, float(1.0 / sum));
+    }
+}
+
+// dst = src with element (i0, i1) of every matrix set to -inf where
+// i0 > n_past + i1. In place dst->data == src->data and only the masking
+// writes happen.
+void compute_diag_mask_inf(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    LOOM_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
+    LOOM_ASSERT(src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float));
+
+    const int64_t n_past = op_param_i32(dst, 0);
+    const int64_t n      = src->ne[0];
+    const int64_t ne1    = src->ne[1];
+    const int64_t ne2    = src->ne[2];
+
+    const Range r = split_range(ggml_nrows(src), p.ith, p.nth);
+    for (int64_t ir = r.begin; ir < r.end; ++ir) {
+        const int64_t i3 = ir / (ne1 * ne2);
+        const int64_t i2 = ir / ne1 % ne2;
+        const int64_t i1 = ir % ne1;
+
+        const float * x = row_at(src, i1, i2, i3);
+        float *       y = row_at(dst, i1, i2, i3);
+        // First masked column, clamped to [0, n].
+        const int64_t keep = std::min(n, std::max<int64_t>(0, n_past + i1 + 1));
+        if (x != y) {
+            std::memcpy(y, x, size_t(keep) * sizeof(float));
+        }
+        for (int64_t i = keep; i < n; ++i) {
+            y[i] = -INFINITY;
+        }
+    }
+}
+
+} // namespace
+
+void compute_softmax(const ComputeParams & p, ggml_tensor * dst) {
+    switch (dst->op) {
+    case GGML_OP_SOFT_MAX:
+        compute_soft_max(p, dst);
+        break;
+    case GGML_OP_DIAG_MASK_INF:
+        compute_diag_mask_inf(p, dst);
+        break;
+    default:
+        LOOM_ASSERT(false && "compute_softmax: not a softmax op");
+    }
+}
+
+bool supports_softmax(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 ||
+        src->nb[0] != sizeof(float) || op->nb[0] != sizeof(float)) {
+        return false;
+    }
+    switch (op->op) {
+    case GGML_OP_SOFT_MAX: {
+        const ggml_tensor * mask = op->src[1];
+        if (op->src[2] != nullptr) {
+            return false; // attention sinks
+        }
+        return mask == nullptr || ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) &&
+                                   mask->nb[0] == ggml_type_size(mask->type));
+    }
+    case GGML_OP_DIAG_MASK_INF:
+        return true;
+    default:
+        return false;
+    }
+}
+
+size_t work_size_softmax(const ggml_tensor * op, int n_threads) {
+    (void) op;
+    (void) n_threads;
+    return 0;
+}
+
+} // namespace loom::cpu

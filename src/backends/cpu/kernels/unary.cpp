@@ -1,0 +1,238 @@
+// Element-wise unary functions: SQR, SQRT, LOG, SIN, COS, SCALE and the
+// GGML_OP_UNARY family. Values are computed in float whatever the storage
+// type, one dst row per thread.
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "core/common.h"
+#include "core/fp16.h"
+#include "core/types.h"
+
+namespace loom::cpu {
+namespace {
+
+enum class Fn {
+    sqr,
+    sqrt,
+    log,
+    sin,
+    cos,
+    scale,
+    abs,
+    sgn,
+    neg,
+    step,
+    tanh,
+    elu,
+    relu,
+    sigmoid,
+    gelu,
+    gelu_quick,
+    silu,
+    hardswish,
+    hardsigmoid,
+    exp,
+    invalid,
+};
+
+struct UnaryFn {
+    Fn    fn = Fn::invalid;
+    float s  = 1.0f; // SCALE: y = x * s + b
+    float b  = 0.0f;
+};
+
+Fn from_unary_op(int32_t u) {
+    switch (u) {
+        case GGML_UNARY_OP_ABS: return Fn::abs;
+        case GGML_UNARY_OP_SGN: return Fn::sgn;
+        case GGML_UNARY_OP_NEG: return Fn::neg;
+        case GGML_UNARY_OP_STEP: return Fn::step;
+        case GGML_UNARY_OP_TANH: return Fn::tanh;
+        case GGML_UNARY_OP_ELU: return Fn::elu;
+        case GGML_UNARY_OP_RELU: return Fn::relu;
+        case GGML_UNARY_OP_SIGMOID: return Fn::sigmoid;
+        case GGML_UNARY_OP_GELU: return Fn::gelu;
+        case GGML_UNARY_OP_GELU_QUICK: return Fn::gelu_quick;
+        case GGML_UNARY_OP_SILU: return Fn::silu;
+        case GGML_UNARY_OP_HARDSWISH: return Fn::hardswish;
+        case GGML_UNARY_OP_HARDSIGMOID: return Fn::hardsigmoid;
+        case GGML_UNARY_OP_EXP: return Fn::exp;
+        default: return Fn::invalid;
+    }
+}
+
+UnaryFn decode(const ggml_tensor * dst) {
+    UnaryFn f;
+    switch (dst->op) {
+        case GGML_OP_SQR: f.fn = Fn::sqr; break;
+        case GGML_OP_SQRT: f.fn = Fn::sqrt; break;
+        case GGML_OP_LOG: f.fn = Fn::log; break;
+        case GGML_OP_SIN: f.fn = Fn::sin; break;
+        case GGML_OP_COS: f.fn = Fn::cos; break;
+        case GGML_OP_SCALE:
+            f.fn = Fn::scale;
+            f.s  = op_param_f32(dst, 0);
+            f.b  = op_param_f32(dst, 1);
+            break;
+        case GGML_OP_UNARY: f.fn = from_unary_op(op_param_i32(dst, 0)); break;
+        default: break;
+    }
+    return f;
+}
+
+inline float sigmoid(float x) {
+    return 1.0f / (1.0f + std::exp(-x));
+}
+
+// sqrt(2/pi) and the cubic coefficient of the tanh approximation of GELU.
+constexpr float kGeluScale = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+template <typename F>
+inline void map(const float * x, float * y, int64_t n, F f) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = f(x[i]);
+    }
+}
+
+// y may alias x exactly (in-place); every element is read before written.
+// The switch sits outside the element loops so each loop can vectorise.
+void apply(const UnaryFn & f, const float * x, float * y, int64_t n) {
+    switch (f.fn) {
+        case Fn::sqr: map(x, y, n, [](float v) { return v * v; }); break;
+        case Fn::sqrt: map(x, y, n, [](float v) { return std::sqrt(v); }); break;
+        case Fn::log: map(x, y, n, [](float v) { return std::log(v); }); break;
+        case Fn::sin: map(x, y, n, [](float v) { return std::sin(v); }); break;
+        case Fn::cos: map(x, y, n, [](float v) { return std::cos(v); }); break;
+        case Fn::scale: {
+            const float s = f.s, b = f.b;
+            map(x, y, n, [s, b](float v) { return v * s + b; });
+            break;
+        }
+        case Fn::abs: map(x, y, n, [](float v) { return std::fabs(v); }); break;
+        case Fn::sgn: map(x, y, n, [](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); }); break;
+        case Fn::neg: map(x, y, n, [](float v) { return -v; }); break;
+        case Fn::step: map(x, y, n, [](float v) { return v > 0.0f ? 1.0f : 0.0f; }); break;
+        case Fn::tanh: map(x, y, n, [](float v) { return std::tanh(v); }); break;
+        case Fn::elu: map(x, y, n, [](float v) { return v > 0.0f ? v : std::expm1(v); }); break;
+        case Fn::relu: map(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
+        case Fn::sigmoid: map(x, y, n, [](float v) { return sigmoid(v); }); break;
+        case Fn::gelu:
+            map(x, y, n, [](float v) {
+                return 0.5f * v * (1.0f + std::tanh(kGeluScale * v * (1.0f + kGeluCubic * v * v)));
+            });
+            break;
+        case Fn::gelu_quick: map(x, y, n, [](float v) { return v * sigmoid(1.702f * v); }); break;
+        // x / (1 + e^-x) rather than x * sigmoid(x): one rounding fewer
+        case Fn::silu: map(x, y, n, [](float v) { return v / (1.0f + std::exp(-v)); }); break;
+        case Fn::hardswish:
+            map(x, y, n, [](float v) { return v * std::min(1.0f, std::max(0.0f, (v + 3.0f) / 6.0f)); });
+            break;
+        case Fn::hardsigmoid:
+            map(x, y, n, [](float v) { return std::min(1.0f, std::max(0.0f, (v + 3.0f) / 6.0f)); });
+            break;
+        case Fn::exp: map(x, y, n, [](float v) { return std::exp(v); }); break;
+        case Fn::invalid: LOOM_ASSERT(false && "unary kernel called for an unsupported op"); break;
+    }
+}
+
+bool is_float_type(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+// Reads or writes n values of an F32/F16/BF16 tensor `stride` bytes apart.
+void load_row(ggml_type type, ggml_to_float_t to, const char * p, size_t stride, int64_t n, float * out) {
+    if (stride == ggml_type_size(type)) {
+        to(p, out, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const char * q = p + size_t(i) * stride;
+        uint16_t     h;
+        switch (type) {
+            case GGML_TYPE_F16: std::memcpy(&h, q, 2); out[i] = fp16_to_fp32(h); break;
+            case GGML_TYPE_BF16: std::memcpy(&h, q, 2); out[i] = bf16_to_fp32(h); break;
+            default: std::memcpy(&out[i], q, 4); break;
+        }
+    }
+}
+
+void store_row(ggml_type type, ggml_from_float_t from, const float * in, char * p, size_t stride, int64_t n) {
+    if (stride == ggml_type_size(type)) {
+        from(in, p, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        char *   q = p + size_t(i) * stride;
+        uint16_t h;
+        switch (type) {
+            case GGML_TYPE_F16: h = fp32_to_fp16(in[i]); std::memcpy(q, &h, 2); break;
+            case GGML_TYPE_BF16: h = fp32_to_bf16(in[i]); std::memcpy(q, &h, 2); break;
+            default: std::memcpy(q, &in[i], 4); break;
+        }
+    }
+}
+
+// Values converted per step when the data is not unit-stride f32.
+constexpr int64_t kChunk = 256;
+
+} // namespace
+
+void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) {
+        return;
+    }
+    const ggml_tensor * src = dst->src[0];
+    const UnaryFn       f   = decode(dst);
+    LOOM_ASSERT(f.fn != Fn::invalid);
+
+    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const bool    f32_unit = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 &&
+                          ((src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float)) || ne0 == 1);
+
+    const TypeInfo & ts = type_info(src->type, __func__);
+    const TypeInfo & td = type_info(dst->type, __func__);
+
+    const int64_t nrows = ne1 * ne2 * dst->ne[3];
+    const Range   rr    = split_range(nrows, p.ith, p.nth);
+    for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
+        const int64_t i1 = ir % ne1;
+        const int64_t i2 = (ir / ne1) % ne2;
+        const int64_t i3 = ir / (ne1 * ne2);
+        const char *  x  = static_cast<const char *>(src->data) + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        char *        y  = static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        if (f32_unit) {
+            apply(f, reinterpret_cast<const float *>(x), reinterpret_cast<float *>(y), ne0);
+            continue;
+        }
+        float buf[kChunk];
+        for (int64_t j0 = 0; j0 < ne0; j0 += kChunk) {
+            const int64_t n = std::min(kChunk, ne0 - j0);
+            load_row(src->type, ts.to_float, x + size_t(j0) * src->nb[0], src->nb[0], n, buf);
+            apply(f, buf, buf, n);
+            store_row(dst->type, td.from_float, buf, y + size_t(j0) * dst->nb[0], dst->nb[0], n);
+        }
+    }
+}
+
+bool supports_unary(const ggml_tensor * op) {
+    switch (op->op) {
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_SCALE:
+        case GGML_OP_UNARY: break;
+        default: return false;
+    }
+    const ggml_tensor * src = op->src[0];
+    if (src == nullptr || decode(op).fn == Fn::invalid) {
+        return false;
+    }
+    return is_float_type(src->type) && src->type == op->type && ggml_are_same_shape(src, op);
+}
+
+} // namespace loom::cpu

@@ -1,0 +1,227 @@
+#include "vec.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/common.h"
+#include "core/fp16.h"
+
+namespace loom::cpu {
+
+namespace {
+
+// Independent partial sums, one per lane, summed pairwise at the end: the
+// shape a vector unit of LANES floats computes, and shorter dependency
+// chains than a single running sum.
+constexpr int LANES = 8;
+
+inline float reduce_lanes(float (&acc)[LANES]) {
+    for (int w = LANES / 2; w > 0; w /= 2) {
+        for (int j = 0; j < w; ++j) {
+            acc[j] += acc[j + w];
+        }
+    }
+    return acc[0];
+}
+
+template <typename Load>
+inline float dot_lanes(int64_t n, Load load) {
+    float         acc[LANES] = {};
+    const int64_t nv         = n - n % LANES;
+    for (int64_t i = 0; i < nv; i += LANES) {
+        for (int j = 0; j < LANES; ++j) {
+            acc[j] += load(i + j);
+        }
+    }
+    for (int64_t i = nv; i < n; ++i) {
+        acc[i - nv] += load(i);
+    }
+    return reduce_lanes(acc);
+}
+
+float dot_f32_v(int64_t n, const void * x, const void * y) {
+    return dot_f32(n, static_cast<const float *>(x), static_cast<const float *>(y));
+}
+float dot_f16_v(int64_t n, const void * x, const void * y) {
+    return dot_f16(n, static_cast<const ggml_fp16_t *>(x), static_cast<const ggml_fp16_t *>(y));
+}
+float dot_bf16_v(int64_t n, const void * x, const void * y) {
+    return dot_bf16(n, static_cast<const uint16_t *>(x), static_cast<const uint16_t *>(y));
+}
+float dot_q8_0_v(int64_t n, const void * x, const void * y) {
+    return dot_q8_0_q8_0(n, static_cast<const block_q8_0 *>(x), static_cast<const block_q8_0 *>(y));
+}
+float dot_q4_0_v(int64_t n, const void * x, const void * y) {
+    return dot_q4_0_q8_0(n, static_cast<const block_q4_0 *>(x), static_cast<const block_q8_0 *>(y));
+}
+
+} // namespace
+
+float dot_f32(int64_t n, const float * x, const float * y) {
+    return dot_lanes(n, [&](int64_t i) { return x[i] * y[i]; });
+}
+
+float dot_f16(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y) {
+    return dot_lanes(n, [&](int64_t i) { return fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]); });
+}
+
+float dot_bf16(int64_t n, const uint16_t * x, const uint16_t * y) {
+    return dot_lanes(n, [&](int64_t i) { return bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]); });
+}
+
+float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y) {
+    LOOM_ASSERT(n % QK8_0 == 0);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / QK8_0; ++b) {
+        int32_t isum = 0;
+        for (int j = 0; j < QK8_0; ++j) {
+            isum += int32_t(x[b].qs[j]) * int32_t(y[b].qs[j]);
+        }
+        sum += float(isum) * (fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d));
+    }
+    return sum;
+}
+
+float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y) {
+    static_assert(QK4_0 == QK8_0, "q4_0 and q8_0 blocks must line up");
+    LOOM_ASSERT(n % QK4_0 == 0);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / QK4_0; ++b) {
+        int32_t isum = 0;
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            const int32_t lo = int32_t(x[b].qs[j] & 0x0f) - 8;
+            const int32_t hi = int32_t(x[b].qs[j] >> 4) - 8;
+            isum += lo * int32_t(y[b].qs[j]) + hi * int32_t(y[b].qs[j + QK4_0 / 2]);
+        }
+        sum += float(isum) * (fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d));
+    }
+    return sum;
+}
+
+VecDotInfo vec_dot_info(ggml_type weight_type) {
+    switch (weight_type) {
+    case GGML_TYPE_F32:
+        return {GGML_TYPE_F32, dot_f32_v};
+    case GGML_TYPE_F16:
+        return {GGML_TYPE_F16, dot_f16_v};
+    case GGML_TYPE_BF16:
+        return {GGML_TYPE_BF16, dot_bf16_v};
+    case GGML_TYPE_Q8_0:
+        return {GGML_TYPE_Q8_0, dot_q8_0_v};
+    case GGML_TYPE_Q4_0:
+        return {GGML_TYPE_Q8_0, dot_q4_0_v};
+    default:
+        return {GGML_TYPE_COUNT, nullptr};
+    }
+}
+
+void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst, int64_t n) {
+    if (stride == sizeof(float)) {
+        const auto * x = reinterpret_cast<const float *>(src);
+        switch (type) {
+        case GGML_TYPE_F32:
+            std::memcpy(dst, x, size_t(n) * sizeof(float));
+            return;
+        case GGML_TYPE_Q8_0:
+            quantize_row_q8_0_ref(x, dst, n);
+            return;
+        default:
+            break;
+        }
+    }
+    auto load = [&](int64_t i) {
+        float v;
+        std::memcpy(&v, src + size_t(i) * stride, sizeof(v));
+        return v;
+    };
+    switch (type) {
+    case GGML_TYPE_F32: {
+        auto * y = static_cast<float *>(dst);
+        for (int64_t i = 0; i < n; ++i) {
+            y[i] = load(i);
+        }
+        return;
+    }
+    case GGML_TYPE_F16: {
+        auto * y = static_cast<ggml_fp16_t *>(dst);
+        for (int64_t i = 0; i < n; ++i) {
+            y[i] = fp32_to_fp16(load(i));
+        }
+        return;
+    }
+    case GGML_TYPE_BF16: {
+        auto * y = static_cast<uint16_t *>(dst);
+        for (int64_t i = 0; i < n; ++i) {
+            y[i] = fp32_to_bf16(load(i));
+        }
+        return;
+    }
+    case GGML_TYPE_Q8_0: {
+        // Gather one block at a time so the reference quantizer sees a
+        // contiguous row without scratch memory.
+        LOOM_ASSERT(n % QK8_0 == 0);
+        auto * y = static_cast<block_q8_0 *>(dst);
+        float  block[QK8_0];
+        for (int64_t b = 0; b < n / QK8_0; ++b) {
+            for (int j = 0; j < QK8_0; ++j) {
+                block[j] = load(b * QK8_0 + j);
+            }
+            quantize_row_q8_0_ref(block, y + b, QK8_0);
+        }
+        return;
+    }
+    default:
+        LOOM_ASSERT(false && "convert_f32_row: unsupported operand type");
+    }
+}
+
+void mad_f32(int64_t n, float * y, const float * x, float s) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] += x[i] * s;
+    }
+}
+
+void mad_f16(int64_t n, float * y, const ggml_fp16_t * x, float s) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] += fp16_to_fp32(x[i]) * s;
+    }
+}
+
+void scale_f32(int64_t n, float * y, float s) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] *= s;
+    }
+}
+
+float max_f32(int64_t n, const float * x) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+        m = x[i] > m ? x[i] : m;
+    }
+    return m;
+}
+
+double exp_sub_sum_f32(int64_t n, float * y, float max) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float e = std::exp(y[i] - max);
+        y[i]          = e;
+        sum += double(e);
+    }
+    return sum;
+}
+
+float alibi_slope(float max_bias, int64_t n_head, int64_t h) {
+    if (!(max_bias > 0.0f)) {
+        return 1.0f;
+    }
+    const uint32_t n_log2 = 1u << uint32_t(std::floor(std::log2(double(n_head))));
+    if (uint32_t(h) < n_log2) {
+        const float m0 = std::pow(2.0f, -max_bias / float(n_log2));
+        return std::pow(m0, float(h + 1));
+    }
+    const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / float(n_log2));
+    return std::pow(m1, float(2 * (int64_t(h) - int64_t(n_log2)) + 1));
+}
+
+} // namespace loom::cpu

@@ -1,0 +1,66 @@
+#pragma once
+
+// Row primitives shared by the matrix, softmax and attention kernels: dot
+// products per weight type, scaled accumulation, and conversion of f32 rows
+// into the operand type a dot product expects. These are the functions a
+// SIMD path replaces; the portable versions here are the reference.
+//
+// Every function is a pure function of its arguments (same inputs, same
+// bits), so a kernel that calls them per output element is independent of
+// the thread count. Accumulation is in fp32 unless stated.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/types.h"
+#include "ggml.h"
+
+namespace loom::cpu {
+
+// ---- dot products (n elements; for block types n is a multiple of 32) ----
+
+float dot_f32(int64_t n, const float * x, const float * y);
+float dot_f16(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y);
+float dot_bf16(int64_t n, const uint16_t * x, const uint16_t * y);
+// Integer products per block, then scaled by both block scales.
+float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y);
+float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
+
+// A dot product between a row of some weight type and a row already in that
+// type's operand type (see VecDotInfo::operand).
+using VecDotFn = float (*)(int64_t n, const void * x, const void * y);
+
+struct VecDotInfo {
+    ggml_type operand; // the type the other side is converted to
+    VecDotFn  dot;     // nullptr when the weight type has no dot product
+};
+
+// F32->F32, F16->F16, BF16->BF16, Q8_0 and Q4_0 -> Q8_0; dot == nullptr otherwise.
+VecDotInfo vec_dot_info(ggml_type weight_type);
+
+// ---- conversions ----
+
+// Converts n f32 values, read stride bytes apart, into a row of type
+// (F32, F16, BF16 or Q8_0; n a multiple of the block size).
+void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst, int64_t n);
+
+// ---- element-wise helpers ----
+
+// y[i] += x[i] * s
+void mad_f32(int64_t n, float * y, const float * x, float s);
+void mad_f16(int64_t n, float * y, const ggml_fp16_t * x, float s);
+// y[i] *= s
+void scale_f32(int64_t n, float * y, float s);
+// Largest element (-INFINITY for n == 0; NaN elements are ignored).
+float max_f32(int64_t n, const float * x);
+// y[i] = exp(y[i] - max); returns the sum of the results accumulated in double.
+double exp_sub_sum_f32(int64_t n, float * y, float max);
+
+// ---- attention helpers ----
+
+// ALiBi bias slope of head h out of n_head (1 when max_bias <= 0). The
+// first 2^floor(log2(n_head)) heads take powers of m0 = 2^(-max_bias / n),
+// the rest odd powers of m1 = 2^(-max_bias / 2n), n that power of two.
+float alibi_slope(float max_bias, int64_t n_head, int64_t h);
+
+} // namespace loom::cpu

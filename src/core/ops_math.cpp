@@ -1,0 +1,257 @@
+// Op constructors for element-wise arithmetic, unary functions, reductions
+// and normalisations.
+
+#include "common.h"
+#include "context.h"
+#include "types.h"
+
+using namespace loom;
+
+namespace {
+
+ggml_tensor * binary_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_op op, bool inplace,
+                          const char * caller) {
+    LOOM_REQUIRE(ggml_can_repeat(b, a), "called from %s: %s cannot be broadcast to %s", caller, describe(b).text,
+                 describe(a).text);
+    ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    r->op           = op;
+    r->src[0]       = a;
+    r->src[1]       = b;
+    return r;
+}
+
+ggml_tensor * simple_unary(ggml_context * ctx, ggml_tensor * a, ggml_op op, bool inplace) {
+    ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    r->op           = op;
+    r->src[0]       = a;
+    return r;
+}
+
+ggml_tensor * unary_impl(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op, bool inplace, const char * caller) {
+    LOOM_REQUIRE(op >= 0 && op < GGML_UNARY_OP_COUNT, "called from %s: unknown unary op %d", caller, int(op));
+    LOOM_REQUIRE(ggml_is_contiguous_rows(a), "called from %s: rows of %s are not contiguous", caller,
+                 describe(a).text);
+    ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    set_op_param_i32(r, 0, int32_t(op));
+    r->op     = GGML_OP_UNARY;
+    r->src[0] = a;
+    return r;
+}
+
+ggml_tensor * scale_impl(ggml_context * ctx, ggml_tensor * a, float s, float b, bool inplace) {
+    ggml_tensor * r         = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    const float   params[2] = {s, b};
+    set_op_params(r, params, sizeof(params));
+    r->op     = GGML_OP_SCALE;
+    r->src[0] = a;
+    return r;
+}
+
+ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, ggml_op op, bool inplace) {
+    ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    set_op_param_f32(r, 0, eps);
+    r->op     = op;
+    r->src[0] = a;
+    return r;
+}
+
+ggml_tensor * group_norm_impl(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps, bool inplace) {
+    LOOM_REQUIRE(n_groups > 0, "n_groups = %d must be positive", n_groups);
+    ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    set_op_param_i32(r, 0, n_groups);
+    set_op_param_f32(r, 1, eps);
+    r->op     = GGML_OP_GROUP_NORM;
+    r->src[0] = a;
+    return r;
+}
+
+} // namespace
+
+extern "C" {
+
+ggml_tensor * ggml_add(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_ADD, false, __func__);
+}
+ggml_tensor * ggml_add_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_ADD, true, __func__);
+}
+ggml_tensor * ggml_add_cast(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_type type) {
+    LOOM_REQUIRE(ggml_can_repeat(b, a), "%s cannot be broadcast to %s", describe(b).text, describe(a).text);
+    LOOM_REQUIRE(type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16,
+                 "result type %s must be a float type", ggml_type_name(type));
+    ggml_tensor * r = new_tensor_impl(ctx, type, GGML_MAX_DIMS, a->ne, nullptr, 0, __func__);
+    r->op           = GGML_OP_ADD;
+    r->src[0]       = a;
+    r->src[1]       = b;
+    return r;
+}
+ggml_tensor * ggml_sub(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_SUB, false, __func__);
+}
+ggml_tensor * ggml_sub_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_SUB, true, __func__);
+}
+ggml_tensor * ggml_mul(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_MUL, false, __func__);
+}
+ggml_tensor * ggml_mul_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_MUL, true, __func__);
+}
+ggml_tensor * ggml_div(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_DIV, false, __func__);
+}
+ggml_tensor * ggml_div_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return binary_impl(ctx, a, b, GGML_OP_DIV, true, __func__);
+}
+
+ggml_tensor * ggml_add1(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    LOOM_REQUIRE(ggml_is_scalar(b), "%s must be a scalar", describe(b).text);
+    LOOM_REQUIRE(ggml_is_contiguous_rows(a), "rows of %s must be contiguous", describe(a).text);
+    ggml_tensor * r = ggml_dup_tensor(ctx, a);
+    r->op           = GGML_OP_ADD1;
+    r->src[0]       = a;
+    r->src[1]       = b;
+    return r;
+}
+ggml_tensor * ggml_add1_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    LOOM_REQUIRE(ggml_is_scalar(b), "%s must be a scalar", describe(b).text);
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    r->op           = GGML_OP_ADD1;
+    r->src[0]       = a;
+    r->src[1]       = b;
+    return r;
+}
+
+ggml_tensor * ggml_sqr(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_SQR, false);
+}
+ggml_tensor * ggml_sqr_inplace(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_SQR, true);
+}
+ggml_tensor * ggml_sqrt(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_SQRT, false);
+}
+ggml_tensor * ggml_sqrt_inplace(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_SQRT, true);
+}
+ggml_tensor * ggml_log(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_LOG, false);
+}
+ggml_tensor * ggml_log_inplace(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_LOG, true);
+}
+ggml_tensor * ggml_sin(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_SIN, false);
+}
+ggml_tensor * ggml_sin_inplace(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_SIN, true);
+}
+ggml_tensor * ggml_cos(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_COS, false);
+}
+ggml_tensor * ggml_cos_inplace(ggml_context * ctx, ggml_tensor * a) {
+    return simple_unary(ctx, a, GGML_OP_COS, true);
+}
+
+ggml_tensor * ggml_sum(ggml_context * ctx, ggml_tensor * a) {
+    const int64_t one = 1;
+    ggml_tensor * r   = new_tensor_impl(ctx, a->type, 1, &one, nullptr, 0, __func__);
+    r->op             = GGML_OP_SUM;
+    r->src[0]         = a;
+    return r;
+}
+
+ggml_tensor * ggml_sum_rows(ggml_context * ctx, ggml_tensor * a) {
+    const int64_t ne[4] = {1, a->ne[1], a->ne[2], a->ne[3]};
+    ggml_tensor * r     = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, __func__);
+    r->op               = GGML_OP_SUM_ROWS;
+    r->src[0]           = a;
+    return r;
+}
+
+ggml_tensor * ggml_mean(ggml_context * ctx, ggml_tensor * a) {
+    const int64_t ne[4] = {1, a->ne[1], a->ne[2], a->ne[3]};
+    ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_F32, 4, ne, nullptr, 0, __func__);
+    r->op               = GGML_OP_MEAN;
+    r->src[0]           = a;
+    return r;
+}
+
+ggml_tensor * ggml_argmax(ggml_context * ctx, ggml_tensor * a) {
+    LOOM_REQUIRE(ggml_is_matrix(a), "%s must be a matrix", describe(a).text);
+    LOOM_REQUIRE(a->ne[0] <= INT32_MAX, "rows of %s are too long for i32 indices", describe(a).text);
+    ggml_tensor * r = new_tensor_impl(ctx, GGML_TYPE_I32, 1, &a->ne[1], nullptr, 0, __func__);
+    r->op           = GGML_OP_ARGMAX;
+    r->src[0]       = a;
+    return r;
+}
+
+ggml_tensor * ggml_unary(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op) {
+    return unary_impl(ctx, a, op, false, __func__);
+}
+ggml_tensor * ggml_unary_inplace(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op) {
+    return unary_impl(ctx, a, op, true, __func__);
+}
+
+#define LOOM_UNARY_PAIR(fn, OP) \
+    ggml_tensor * ggml_##fn(ggml_context * ctx, ggml_tensor * a) { \
+        return unary_impl(ctx, a, GGML_UNARY_OP_##OP, false, __func__); \
+    } \
+    ggml_tensor * ggml_##fn##_inplace(ggml_context * ctx, ggml_tensor * a) { \
+        return unary_impl(ctx, a, GGML_UNARY_OP_##OP, true, __func__); \
+    }
+
+LOOM_UNARY_PAIR(abs, ABS)
+LOOM_UNARY_PAIR(sgn, SGN)
+LOOM_UNARY_PAIR(neg, NEG)
+LOOM_UNARY_PAIR(step, STEP)
+LOOM_UNARY_PAIR(tanh, TANH)
+LOOM_UNARY_PAIR(elu, ELU)
+LOOM_UNARY_PAIR(relu, RELU)
+LOOM_UNARY_PAIR(sigmoid, SIGMOID)
+LOOM_UNARY_PAIR(gelu, GELU)
+LOOM_UNARY_PAIR(gelu_quick, GELU_QUICK)
+LOOM_UNARY_PAIR(silu, SILU)
+LOOM_UNARY_PAIR(exp, EXP)
+#undef LOOM_UNARY_PAIR
+
+ggml_tensor * ggml_hardswish(ggml_context * ctx, ggml_tensor * a) {
+    return unary_impl(ctx, a, GGML_UNARY_OP_HARDSWISH, false, __func__);
+}
+ggml_tensor * ggml_hardsigmoid(ggml_context * ctx, ggml_tensor * a) {
+    return unary_impl(ctx, a, GGML_UNARY_OP_HARDSIGMOID, false, __func__);
+}
+
+ggml_tensor * ggml_scale(ggml_context * ctx, ggml_tensor * a, float s) {
+    return scale_impl(ctx, a, s, 0.0f, false);
+}
+ggml_tensor * ggml_scale_inplace(ggml_context * ctx, ggml_tensor * a, float s) {
+    return scale_impl(ctx, a, s, 0.0f, true);
+}
+ggml_tensor * ggml_scale_bias(ggml_context * ctx, ggml_tensor * a, float s, float b) {
+    return scale_impl(ctx, a, s, b, false);
+}
+ggml_tensor * ggml_scale_bias_inplace(ggml_context * ctx, ggml_tensor * a, float s, float b) {
+    return scale_impl(ctx, a, s, b, true);
+}
+
+ggml_tensor * ggml_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
+    return norm_impl(ctx, a, eps, GGML_OP_NORM, false);
+}
+ggml_tensor * ggml_norm_inplace(ggml_context * ctx, ggml_tensor * a, float eps) {
+    return norm_impl(ctx, a, eps, GGML_OP_NORM, true);
+}
+ggml_tensor * ggml_rms_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
+    return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, false);
+}
+ggml_tensor * ggml_rms_norm_inplace(ggml_context * ctx, ggml_tensor * a, float eps) {
+    return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, true);
+}
+ggml_tensor * ggml_group_norm(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps) {
+    return group_norm_impl(ctx, a, n_groups, eps, false);
+}
+ggml_tensor * ggml_group_norm_inplace(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps) {
+    return group_norm_impl(ctx, a, n_groups, eps, true);
+}
+
+} // extern "C"
