@@ -10,6 +10,9 @@
 #include "ggml-cpp.h"
 #include "ggml.h"
 
+// ggml_graph_view returns the graph by value; its complete type is internal.
+#include "core/graph.h"
+
 namespace {
 
 ggml_context_ptr make_ctx(size_t mem, bool no_alloc) {
@@ -206,7 +209,7 @@ TEST(Core, LogCallbackReceivesMessages) {
             if (level == GGML_LOG_LEVEL_INFO) static_cast<std::vector<std::string> *>(ud)->push_back(text);
         },
         &lines);
-    auto          ctx = make_ctx(1 << 16, true);
+    auto          ctx = make_ctx(4 * ggml_tensor_overhead() + ggml_graph_overhead(), true);
     ggml_tensor * a   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
     ggml_cgraph * g   = ggml_new_graph(ctx.get());
     ggml_build_forward_expand(g, ggml_neg(ctx.get(), a));
