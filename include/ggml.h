@@ -638,10 +638,6 @@ GGML_API size_t ggml_graph_overhead_custom(size_t size, bool grads);
 
 GGML_API struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
 
-// The nodes [i0, i1) of cgraph as a graph that shares its arrays (no leafs).
-// Returned by value; the complete type is available to loom's own code.
-GGML_API struct ggml_cgraph ggml_graph_view(struct ggml_cgraph * cgraph, int i0, int i1);
-
 // Prints nodes and leafs with the INFO log level.
 GGML_API void ggml_graph_print(const struct ggml_cgraph * cgraph);
 // Writes a Graphviz file; gf may be NULL.

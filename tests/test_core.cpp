@@ -10,7 +10,7 @@
 #include "ggml-cpp.h"
 #include "ggml.h"
 
-// ggml_graph_view returns the graph by value; its complete type is internal.
+// ggml_graph_view is internal (the graph type is opaque to users).
 #include "core/graph.h"
 
 namespace {

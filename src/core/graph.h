@@ -52,3 +52,7 @@ struct ggml_cgraph {
     int      order = 0;
     uint64_t uid   = 0;
 };
+
+// The nodes [i0, i1) of cgraph as a graph that shares its arrays (no leafs).
+// As in ggml, this is internal: the graph type is opaque to users.
+extern "C" ggml_cgraph ggml_graph_view(ggml_cgraph * cgraph, int i0, int i1);

@@ -72,19 +72,19 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
         LOOM_ASSERT(mask->ne[0] >= n_kv && mask->ne[1] >= n_q);
     }
 
-    float         scale    = op_param_f32(dst, 0);
-    const float   max_bias = op_param_f32(dst, 1);
-    const float   softcap  = op_param_f32(dst, 2);
+    float       scale    = op_param_f32(dst, 0);
+    const float max_bias = op_param_f32(dst, 1);
+    const float softcap  = op_param_f32(dst, 2);
     if (softcap != 0.0f) {
         // softcap * tanh(s * scale / softcap), the division folded into scale.
         scale /= softcap;
     }
 
-    const VecDotInfo kdot = vec_dot_info(k->type);
-    const int64_t    rk2  = n_head / k->ne[2];
-    const int64_t    rk3  = q->ne[3] / k->ne[3];
-    const int64_t    rv2  = n_head / v->ne[2];
-    const int64_t    rv3  = q->ne[3] / v->ne[3];
+    const VecDotInfo kdot     = vec_dot_info(k->type);
+    const int64_t    rk2      = n_head / k->ne[2];
+    const int64_t    rk3      = q->ne[3] / k->ne[3];
+    const int64_t    rv2      = n_head / v->ne[2];
+    const int64_t    rv3      = q->ne[3] / v->ne[3];
     const bool       mask_f16 = mask != nullptr && mask->type == GGML_TYPE_F16;
     const bool       v_f16    = v->type == GGML_TYPE_F16;
 
@@ -150,7 +150,7 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
             S = S * rescale + w;
         }
 
-        float * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] + iq * dst->nb[2] +
+        float *     out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] + iq * dst->nb[2] +
                                                 i3 * dst->nb[3]);
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
         for (int64_t d = 0; d < DV; ++d) {

@@ -38,7 +38,8 @@ bool mul_mat_packs_b(const ggml_tensor * a, const ggml_tensor * b) {
     return vec_dot_info(a->type).operand != GGML_TYPE_F32 || b->nb[0] != sizeof(float);
 }
 
-// Where column r1 (flattened over n, i2, i3) of the b operand lives.
+// Where column i1 of b's matrix (i2, i3) lives as an operand: packed in the
+// scratch, or read in place through b's strides.
 struct BOperand {
     const char * base;
     bool         packed;
@@ -53,6 +54,20 @@ struct BOperand {
         return base + i1 * nb1 + i2 * nb2 + i3 * nb3;
     }
 };
+
+// packed: the scratch b was packed into, or nullptr to read b in place.
+BOperand b_operand(const ggml_tensor * b, const void * packed, size_t row_size) {
+    BOperand op;
+    op.base     = static_cast<const char *>(packed != nullptr ? packed : b->data);
+    op.packed   = packed != nullptr;
+    op.row_size = row_size;
+    op.ne1      = b->ne[1];
+    op.ne2      = b->ne[2];
+    op.nb1      = b->nb[1];
+    op.nb2      = b->nb[2];
+    op.nb3      = b->nb[3];
+    return op;
+}
 
 void pack_b(const ComputeParams & p, const ggml_tensor * b, ggml_type operand, size_t row_size) {
     const int64_t K     = b->ne[0];
@@ -76,7 +91,7 @@ struct MulMatJob {
     BOperand            b;
     VecDotFn            dot;
     int64_t             K;
-    int64_t             r2, r3; // broadcast ratios of b over a in dims 2, 3
+    int64_t             r2, r3;   // broadcast ratios of b over a in dims 2, 3
     int64_t             ne1, ne2; // dst (= b) columns per matrix, matrices per dim 3
 };
 
@@ -91,8 +106,8 @@ void compute_tile(const MulMatJob & job, int64_t m0, int64_t m1, int64_t c0, int
 
         const char * a_mat = static_cast<const char *>(a->data) + (i2 / job.r2) * a->nb[2] + (i3 / job.r3) * a->nb[3];
         const char * b_col = job.b.column(i1, i2, i3);
-        auto *       out   = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] +
-                                                   i2 * dst->nb[2] + i3 * dst->nb[3]);
+        auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
+                                               i3 * dst->nb[3]);
         for (int64_t m = m0; m < m1; ++m) {
             out[m] = job.dot(job.K, a_mat + m * a->nb[1], b_col);
         }
@@ -100,16 +115,15 @@ void compute_tile(const MulMatJob & job, int64_t m0, int64_t m1, int64_t c0, int
 }
 
 void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
-    const ggml_tensor * a = dst->src[0];
-    const ggml_tensor * b = dst->src[1];
+    const ggml_tensor * a    = dst->src[0];
+    const ggml_tensor * b    = dst->src[1];
     const VecDotInfo    info = vec_dot_info(a->type);
     LOOM_ASSERT(info.dot != nullptr && b->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
-    LOOM_ASSERT(dst->ne[0] == a->ne[1] && dst->ne[1] == b->ne[1] && dst->ne[2] == b->ne[2] &&
-                dst->ne[3] == b->ne[3]);
+    LOOM_ASSERT(dst->ne[0] == a->ne[1] && dst->ne[1] == b->ne[1] && dst->ne[2] == b->ne[2] && dst->ne[3] == b->ne[3]);
     LOOM_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
 
-    const int64_t K      = a->ne[0];
-    const bool    packed = mul_mat_packs_b(a, b);
+    const int64_t K        = a->ne[0];
+    const bool    packed   = mul_mat_packs_b(a, b);
     const size_t  row_size = ggml_row_size(info.operand, K);
     if (packed) {
         LOOM_ASSERT(p.wsize >= row_size * size_t(ggml_nrows(b)));
@@ -120,8 +134,7 @@ void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
     MulMatJob job;
     job.a   = a;
     job.dst = dst;
-    job.b   = {packed ? static_cast<const char *>(p.wdata) : static_cast<const char *>(b->data),
-               packed, row_size, b->ne[1], b->ne[2], b->nb[1], b->nb[2], b->nb[3]};
+    job.b   = b_operand(b, packed ? p.wdata : nullptr, row_size);
     job.dot = info.dot;
     job.K   = K;
     job.r2  = b->ne[2] / a->ne[2];
@@ -131,8 +144,8 @@ void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
 
     // Cut the longer side of dst among the threads, in whole tiles, so each
     // thread's rectangle is as square as the shape allows.
-    const int64_t nr0 = dst->ne[0];
-    const int64_t nr1 = dst->ne[1] * dst->ne[2] * dst->ne[3];
+    const int64_t nr0     = dst->ne[0];
+    const int64_t nr1     = dst->ne[1] * dst->ne[2] * dst->ne[3];
     int64_t       m_begin = 0, m_end = nr0, c_begin = 0, c_end = nr1;
     if (nr0 >= nr1) {
         const Range t = split_range((nr0 + TILE_M - 1) / TILE_M, p.ith, p.nth);
@@ -165,8 +178,8 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
     LOOM_ASSERT(b->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float) && a->nb[0] == ggml_type_size(a->type));
-    LOOM_ASSERT(dst->ne[0] == a->ne[0] && dst->ne[1] == b->ne[0] && a->ne[1] == b->ne[1] &&
-                dst->ne[2] == b->ne[2] && dst->ne[3] == b->ne[3]);
+    LOOM_ASSERT(dst->ne[0] == a->ne[0] && dst->ne[1] == b->ne[0] && a->ne[1] == b->ne[1] && dst->ne[2] == b->ne[2] &&
+                dst->ne[3] == b->ne[3]);
     LOOM_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
 
     const int64_t   M        = a->ne[0];
@@ -220,14 +233,14 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
 
 void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
     switch (dst->op) {
-    case GGML_OP_MUL_MAT:
-        compute_mul_mat(p, dst);
-        break;
-    case GGML_OP_OUT_PROD:
-        compute_out_prod(p, dst);
-        break;
-    default:
-        LOOM_ASSERT(false && "compute_matmul: not a matrix op");
+        case GGML_OP_MUL_MAT:
+            compute_mul_mat(p, dst);
+            break;
+        case GGML_OP_OUT_PROD:
+            compute_out_prod(p, dst);
+            break;
+        default:
+            LOOM_ASSERT(false && "compute_matmul: not a matrix op");
     }
 }
 
@@ -243,12 +256,12 @@ bool supports_matmul(const ggml_tensor * op) {
         return false;
     }
     switch (op->op) {
-    case GGML_OP_MUL_MAT:
-        return a->ne[0] % ggml_blck_size(vec_dot_info(a->type).operand) == 0;
-    case GGML_OP_OUT_PROD:
-        return true;
-    default:
-        return false;
+        case GGML_OP_MUL_MAT:
+            return a->ne[0] % ggml_blck_size(vec_dot_info(a->type).operand) == 0;
+        case GGML_OP_OUT_PROD:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -256,17 +269,17 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
     switch (op->op) {
-    case GGML_OP_MUL_MAT: {
-        if (!mul_mat_packs_b(a, b)) {
-            return 0;
+        case GGML_OP_MUL_MAT: {
+            if (!mul_mat_packs_b(a, b)) {
+                return 0;
+            }
+            const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
+            return align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
         }
-        const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
-        return align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
-    }
-    case GGML_OP_OUT_PROD:
-        return out_prod_thread_scratch(a) * size_t(n_threads);
-    default:
-        return 0;
+        case GGML_OP_OUT_PROD:
+            return out_prod_thread_scratch(a) * size_t(n_threads);
+        default:
+            return 0;
     }
 }
 

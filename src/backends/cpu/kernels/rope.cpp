@@ -9,7 +9,7 @@
 //
 // The base angle advances by a factor theta_scale = freq_base^(-2/n_dims)
 // per pair (theta_i = pos * theta_scale^i, built by repeated
-// multiplication), which reproduces ggml's values bit for bit.
+// multiplication), the rounding ggml's tables have.
 
 #include <algorithm>
 #include <cmath>
@@ -32,9 +32,8 @@ struct RopeParams {
     float freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
 
     static RopeParams of(const ggml_tensor * op) {
-        return {op_param_i32(op, 1),     op_param_i32(op, 2),     op_param_i32(op, 4),
-                op_param_f32(op, 5),     op_param_f32(op, 6),     op_param_f32(op, 7),
-                op_param_f32(op, 8),     op_param_f32(op, 9),     op_param_f32(op, 10)};
+        return {op_param_i32(op, 1), op_param_i32(op, 2), op_param_i32(op, 4), op_param_f32(op, 5), op_param_f32(op, 6),
+                op_param_f32(op, 7), op_param_f32(op, 8), op_param_f32(op, 9), op_param_f32(op, 10)};
     }
 };
 
@@ -43,8 +42,8 @@ size_t thread_scratch(const ggml_tensor * op) {
 }
 
 // Fills cache[2i], cache[2i+1] with cos and sin of pair i's angle at pos.
-void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors,
-                 float pos, float * cache) {
+void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors, float pos,
+                 float * cache) {
     // YaRN: between the corrected dimensions [corr[0], corr[1]] the angle
     // blends from extrapolated (unscaled) to interpolated (scaled by
     // freq_scale); the magnitude is compensated once for the whole row.
@@ -94,10 +93,10 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
     LOOM_ASSERT(rp.n_dims > 0 && rp.n_dims % 2 == 0 && rp.n_dims <= src->ne[0]);
     LOOM_ASSERT(pos->ne[0] >= src->ne[2]);
 
-    const int64_t ne0   = src->ne[0];
-    const int64_t ne1   = src->ne[1];
-    const int64_t ne2   = src->ne[2];
-    const int64_t half  = rp.n_dims / 2;
+    const int64_t ne0  = src->ne[0];
+    const int64_t ne1  = src->ne[1];
+    const int64_t ne2  = src->ne[2];
+    const int64_t half = rp.n_dims / 2;
     // Distance between the two values of a pair, and from one pair to the next.
     const int64_t other = rp.mode == GGML_ROPE_TYPE_NEOX ? half : 1;
     const int64_t step  = rp.mode == GGML_ROPE_TYPE_NEOX ? 1 : 2;
@@ -125,15 +124,15 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
 
         const auto * x = reinterpret_cast<const T *>(static_cast<const char *>(src->data) + i1 * src->nb[1] +
                                                      i2 * src->nb[2] + i3 * src->nb[3]);
-        auto *       y = reinterpret_cast<T *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
-                                         i3 * dst->nb[3]);
+        auto *       y =
+            reinterpret_cast<T *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
         // Both values of a pair are read before either is written, so x may be y.
         for (int64_t i = 0; i < half; ++i) {
-            const int64_t j     = i * step;
-            const float   c     = cache[2 * i + 0];
-            const float   s     = cache[2 * i + 1];
-            const float   x0    = load(x, j);
-            const float   x1    = load(x, j + other);
+            const int64_t j  = i * step;
+            const float   c  = cache[2 * i + 0];
+            const float   s  = cache[2 * i + 1];
+            const float   x0 = load(x, j);
+            const float   x1 = load(x, j + other);
             store(y, j, x0 * c - x1 * s);
             store(y, j + other, x0 * s + x1 * c);
         }
@@ -148,14 +147,14 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
 void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
     LOOM_ASSERT(dst->op == GGML_OP_ROPE && dst->type == dst->src[0]->type);
     switch (dst->type) {
-    case GGML_TYPE_F32:
-        rope_rows<float>(p, dst);
-        break;
-    case GGML_TYPE_F16:
-        rope_rows<ggml_fp16_t>(p, dst);
-        break;
-    default:
-        LOOM_ASSERT(false && "compute_rope: unsupported type");
+        case GGML_TYPE_F32:
+            rope_rows<float>(p, dst);
+            break;
+        case GGML_TYPE_F16:
+            rope_rows<ggml_fp16_t>(p, dst);
+            break;
+        default:
+            LOOM_ASSERT(false && "compute_rope: unsupported type");
     }
 }
 

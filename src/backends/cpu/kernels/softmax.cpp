@@ -57,8 +57,8 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
             y[i] = x[i] * scale;
         }
         if (mask != nullptr) {
-            const float slope = alibi_slope(max_bias, ne2, i2);
-            const char * m    = static_cast<const char *>(mask->data) + i1 * mask->nb[1] +
+            const float  slope = alibi_slope(max_bias, ne2, i2);
+            const char * m     = static_cast<const char *>(mask->data) + i1 * mask->nb[1] +
                              (i2 % mask->ne[2]) * mask->nb[2] + (i3 % mask->ne[3]) * mask->nb[3];
             if (mask_f16) {
                 const auto * mh = reinterpret_cast<const ggml_fp16_t *>(m);
@@ -114,42 +114,42 @@ void compute_diag_mask_inf(const ComputeParams & p, ggml_tensor * dst) {
 
 void compute_softmax(const ComputeParams & p, ggml_tensor * dst) {
     switch (dst->op) {
-    case GGML_OP_SOFT_MAX:
-        compute_soft_max(p, dst);
-        break;
-    case GGML_OP_DIAG_MASK_INF:
-        compute_diag_mask_inf(p, dst);
-        break;
-    default:
-        LOOM_ASSERT(false && "compute_softmax: not a softmax op");
+        case GGML_OP_SOFT_MAX:
+            compute_soft_max(p, dst);
+            break;
+        case GGML_OP_DIAG_MASK_INF:
+            compute_diag_mask_inf(p, dst);
+            break;
+        default:
+            LOOM_ASSERT(false && "compute_softmax: not a softmax op");
     }
 }
 
 bool supports_softmax(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 ||
-        src->nb[0] != sizeof(float) || op->nb[0] != sizeof(float)) {
+    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 || src->nb[0] != sizeof(float) ||
+        op->nb[0] != sizeof(float)) {
         return false;
     }
     switch (op->op) {
-    case GGML_OP_SOFT_MAX: {
-        const ggml_tensor * mask = op->src[1];
-        if (op->src[2] != nullptr) {
-            return false; // attention sinks
+        case GGML_OP_SOFT_MAX: {
+            const ggml_tensor * mask = op->src[1];
+            if (op->src[2] != nullptr) {
+                return false; // attention sinks
+            }
+            return mask == nullptr || ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) &&
+                                       mask->nb[0] == ggml_type_size(mask->type));
         }
-        return mask == nullptr || ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) &&
-                                   mask->nb[0] == ggml_type_size(mask->type));
-    }
-    case GGML_OP_DIAG_MASK_INF:
-        return true;
-    default:
-        return false;
+        case GGML_OP_DIAG_MASK_INF:
+            return true;
+        default:
+            return false;
     }
 }
 
 size_t work_size_softmax(const ggml_tensor * op, int n_threads) {
-    (void) op;
-    (void) n_threads;
+    (void)op;
+    (void)n_threads;
     return 0;
 }
 

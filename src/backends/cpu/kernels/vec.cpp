@@ -100,18 +100,18 @@ float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y) {
 
 VecDotInfo vec_dot_info(ggml_type weight_type) {
     switch (weight_type) {
-    case GGML_TYPE_F32:
-        return {GGML_TYPE_F32, dot_f32_v};
-    case GGML_TYPE_F16:
-        return {GGML_TYPE_F16, dot_f16_v};
-    case GGML_TYPE_BF16:
-        return {GGML_TYPE_BF16, dot_bf16_v};
-    case GGML_TYPE_Q8_0:
-        return {GGML_TYPE_Q8_0, dot_q8_0_v};
-    case GGML_TYPE_Q4_0:
-        return {GGML_TYPE_Q8_0, dot_q4_0_v};
-    default:
-        return {GGML_TYPE_COUNT, nullptr};
+        case GGML_TYPE_F32:
+            return {GGML_TYPE_F32, dot_f32_v};
+        case GGML_TYPE_F16:
+            return {GGML_TYPE_F16, dot_f16_v};
+        case GGML_TYPE_BF16:
+            return {GGML_TYPE_BF16, dot_bf16_v};
+        case GGML_TYPE_Q8_0:
+            return {GGML_TYPE_Q8_0, dot_q8_0_v};
+        case GGML_TYPE_Q4_0:
+            return {GGML_TYPE_Q8_0, dot_q4_0_v};
+        default:
+            return {GGML_TYPE_COUNT, nullptr};
     }
 }
 
@@ -119,14 +119,14 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
     if (stride == sizeof(float)) {
         const auto * x = reinterpret_cast<const float *>(src);
         switch (type) {
-        case GGML_TYPE_F32:
-            std::memcpy(dst, x, size_t(n) * sizeof(float));
-            return;
-        case GGML_TYPE_Q8_0:
-            quantize_row_q8_0_ref(x, dst, n);
-            return;
-        default:
-            break;
+            case GGML_TYPE_F32:
+                std::memcpy(dst, x, size_t(n) * sizeof(float));
+                return;
+            case GGML_TYPE_Q8_0:
+                quantize_row_q8_0_ref(x, dst, n);
+                return;
+            default:
+                break;
         }
     }
     auto load = [&](int64_t i) {
@@ -135,43 +135,43 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
         return v;
     };
     switch (type) {
-    case GGML_TYPE_F32: {
-        auto * y = static_cast<float *>(dst);
-        for (int64_t i = 0; i < n; ++i) {
-            y[i] = load(i);
-        }
-        return;
-    }
-    case GGML_TYPE_F16: {
-        auto * y = static_cast<ggml_fp16_t *>(dst);
-        for (int64_t i = 0; i < n; ++i) {
-            y[i] = fp32_to_fp16(load(i));
-        }
-        return;
-    }
-    case GGML_TYPE_BF16: {
-        auto * y = static_cast<uint16_t *>(dst);
-        for (int64_t i = 0; i < n; ++i) {
-            y[i] = fp32_to_bf16(load(i));
-        }
-        return;
-    }
-    case GGML_TYPE_Q8_0: {
-        // Gather one block at a time so the reference quantizer sees a
-        // contiguous row without scratch memory.
-        LOOM_ASSERT(n % QK8_0 == 0);
-        auto * y = static_cast<block_q8_0 *>(dst);
-        float  block[QK8_0];
-        for (int64_t b = 0; b < n / QK8_0; ++b) {
-            for (int j = 0; j < QK8_0; ++j) {
-                block[j] = load(b * QK8_0 + j);
+        case GGML_TYPE_F32: {
+            auto * y = static_cast<float *>(dst);
+            for (int64_t i = 0; i < n; ++i) {
+                y[i] = load(i);
             }
-            quantize_row_q8_0_ref(block, y + b, QK8_0);
+            return;
         }
-        return;
-    }
-    default:
-        LOOM_ASSERT(false && "convert_f32_row: unsupported operand type");
+        case GGML_TYPE_F16: {
+            auto * y = static_cast<ggml_fp16_t *>(dst);
+            for (int64_t i = 0; i < n; ++i) {
+                y[i] = fp32_to_fp16(load(i));
+            }
+            return;
+        }
+        case GGML_TYPE_BF16: {
+            auto * y = static_cast<uint16_t *>(dst);
+            for (int64_t i = 0; i < n; ++i) {
+                y[i] = fp32_to_bf16(load(i));
+            }
+            return;
+        }
+        case GGML_TYPE_Q8_0: {
+            // Gather one block at a time so the reference quantizer sees a
+            // contiguous row without scratch memory.
+            LOOM_ASSERT(n % QK8_0 == 0);
+            auto * y = static_cast<block_q8_0 *>(dst);
+            float  block[QK8_0];
+            for (int64_t b = 0; b < n / QK8_0; ++b) {
+                for (int j = 0; j < QK8_0; ++j) {
+                    block[j] = load(b * QK8_0 + j);
+                }
+                quantize_row_q8_0_ref(block, y + b, QK8_0);
+            }
+            return;
+        }
+        default:
+            LOOM_ASSERT(false && "convert_f32_row: unsupported operand type");
     }
 }
 
