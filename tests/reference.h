@@ -106,6 +106,11 @@ Array sum_rows(const Array & a); // [1, ne1, ne2, ne3]
 Array mean(const Array & a);     // [1, ne1, ne2, ne3]
 Array argmax(const Array & a);   // [ne1] indices of the first maximum of each row
 
+// The elements of a in order, under the shape ne (same count).
+Array reshape(const Array & a, const Shape & ne);
+// ggml_permute: dimension i of a becomes dimension axes[i] of the result.
+Array permute(const Array & a, const std::array<int, 4> & axes);
+
 Array repeat(const Array & a, const Shape & ne);
 Array concat(const Array & a, const Array & b, int dim);
 

@@ -1,6 +1,7 @@
 #include "compute.h"
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <memory>
 
@@ -184,8 +185,12 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         wsize               = wsize > cut ? wsize - cut : 0;
     }
 
-    Barrier           barrier(n_threads);
-    std::atomic<bool> aborted{false};
+    Barrier barrier(n_threads);
+    // The node after which the abort callback asked to stop. Threads compare
+    // it with the node they just passed, not as a plain flag: a thread may
+    // see thread 0's store one barrier early and must not leave before the
+    // others reach the barrier of that node.
+    std::atomic<int> abort_after{INT_MAX};
 
     pool.run(n_threads, [&](int ith) {
         ComputeParams p;
@@ -202,15 +207,15 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
             }
             compute_node(p, node);
             if (ith == 0 && run.abort_cb != nullptr && run.abort_cb(run.abort_data)) {
-                aborted.store(true, std::memory_order_relaxed);
+                abort_after.store(i, std::memory_order_relaxed);
             }
-            barrier.wait(); // orders the abort flag too
-            if (aborted.load(std::memory_order_relaxed)) {
+            barrier.wait(); // makes thread 0's store visible to all
+            if (abort_after.load(std::memory_order_relaxed) <= i) {
                 break;
             }
         }
     });
-    return aborted.load() ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+    return abort_after.load() != INT_MAX ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
 }
 
 } // namespace loom::cpu

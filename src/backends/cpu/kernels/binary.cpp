@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/common.h"
 #include "core/fp16.h"
@@ -45,81 +46,15 @@ void rows_f32_scalar(const float * a, float b, float * d, int64_t n) {
     }
 }
 
-bool is_float_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
-}
-
-// Reads and writes runs of F32/F16/BF16 values that sit `stride` bytes
-// apart. Unit strides go through the type's row converters; others (views
-// with a permuted dim 0) fall back to one element at a time.
+// Reads and writes runs of F32/F16/BF16 values of one tensor.
 struct FloatIO {
-    ggml_type         type;
-    size_t            size;
-    ggml_to_float_t   to;
-    ggml_from_float_t from;
+    ggml_type type;
 
-    explicit FloatIO(ggml_type t) : type(t) {
-        const TypeInfo & ti = type_info(t, "cpu binary kernel");
-        size                = ti.type_size;
-        to                  = ti.to_float;
-        from                = ti.from_float;
-    }
-
-    float load1(const char * p) const {
-        switch (type) {
-            case GGML_TYPE_F16: {
-                uint16_t h;
-                std::memcpy(&h, p, sizeof(h));
-                return fp16_to_fp32(h);
-            }
-            case GGML_TYPE_BF16: {
-                uint16_t h;
-                std::memcpy(&h, p, sizeof(h));
-                return bf16_to_fp32(h);
-            }
-            default: {
-                float f;
-                std::memcpy(&f, p, sizeof(f));
-                return f;
-            }
-        }
-    }
-
-    void store1(char * p, float v) const {
-        switch (type) {
-            case GGML_TYPE_F16: {
-                const uint16_t h = fp32_to_fp16(v);
-                std::memcpy(p, &h, sizeof(h));
-                break;
-            }
-            case GGML_TYPE_BF16: {
-                const uint16_t h = fp32_to_bf16(v);
-                std::memcpy(p, &h, sizeof(h));
-                break;
-            }
-            default: std::memcpy(p, &v, sizeof(v)); break;
-        }
-    }
-
-    void load(const char * p, size_t stride, int64_t n, float * out) const {
-        if (stride == size) {
-            to(p, out, n);
-            return;
-        }
-        for (int64_t i = 0; i < n; ++i) {
-            out[i] = load1(p + size_t(i) * stride);
-        }
-    }
-
-    void store(const float * in, char * p, size_t stride, int64_t n) const {
-        if (stride == size) {
-            from(in, p, n);
-            return;
-        }
-        for (int64_t i = 0; i < n; ++i) {
-            store1(p + size_t(i) * stride, in[i]);
-        }
-    }
+    explicit FloatIO(ggml_type t) : type(t) {}
+    float load1(const char * p) const { return load_float(type, p); }
+    void  store1(char * p, float v) const { store_float(type, p, v); }
+    void  load(const char * p, size_t stride, int64_t n, float * out) const { load_floats(type, p, stride, n, out); }
+    void  store(const float * in, char * p, size_t stride, int64_t n) const { store_floats(type, in, p, stride, n); }
 };
 
 // Elements converted per step in the mixed-type path; stack buffers keep the

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/common.h"
 #include "core/fp16.h"
@@ -21,9 +22,6 @@ namespace {
 constexpr int64_t kChunk = 256;
 static_assert(kChunk % QK4_0 == 0 && kChunk % QK8_0 == 0);
 
-bool is_float_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
-}
 bool is_block_type(ggml_type t) {
     return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
 }
@@ -70,36 +68,18 @@ struct Side {
     bool   unit() const { return t->nb[0] == bsize; }
 
     void load(const char * p, int64_t n, float * out) const {
-        if (quant || unit()) {
+        if (quant) {
             to(p, out, n);
-            return;
-        }
-        const size_t nb0 = t->nb[0];
-        for (int64_t i = 0; i < n; ++i) {
-            const char * q = p + size_t(i) * nb0;
-            uint16_t     h;
-            switch (t->type) {
-                case GGML_TYPE_F16: std::memcpy(&h, q, 2); out[i] = fp16_to_fp32(h); break;
-                case GGML_TYPE_BF16: std::memcpy(&h, q, 2); out[i] = bf16_to_fp32(h); break;
-                default: std::memcpy(&out[i], q, 4); break;
-            }
+        } else {
+            load_floats(t->type, p, t->nb[0], n, out);
         }
     }
 
     void store(const float * in, char * p, int64_t n) const {
-        if (quant || unit()) {
+        if (quant) {
             from(in, p, n);
-            return;
-        }
-        const size_t nb0 = t->nb[0];
-        for (int64_t i = 0; i < n; ++i) {
-            char *   q = p + size_t(i) * nb0;
-            uint16_t h;
-            switch (t->type) {
-                case GGML_TYPE_F16: h = fp32_to_fp16(in[i]); std::memcpy(q, &h, 2); break;
-                case GGML_TYPE_BF16: h = fp32_to_bf16(in[i]); std::memcpy(q, &h, 2); break;
-                default: std::memcpy(q, &in[i], 4); break;
-            }
+        } else {
+            store_floats(t->type, in, p, t->nb[0], n);
         }
     }
 };

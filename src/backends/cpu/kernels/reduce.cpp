@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/common.h"
 #include "core/fp16.h"
@@ -54,29 +55,6 @@ struct Lanes {
     }
 };
 
-bool is_float_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
-}
-
-float load1(ggml_type type, const char * p) {
-    uint16_t h;
-    float    f;
-    switch (type) {
-        case GGML_TYPE_F16: std::memcpy(&h, p, 2); return fp16_to_fp32(h);
-        case GGML_TYPE_BF16: std::memcpy(&h, p, 2); return bf16_to_fp32(h);
-        default: std::memcpy(&f, p, 4); return f;
-    }
-}
-
-void store1(ggml_type type, char * p, float v) {
-    uint16_t h;
-    switch (type) {
-        case GGML_TYPE_F16: h = fp32_to_fp16(v); std::memcpy(p, &h, 2); break;
-        case GGML_TYPE_BF16: h = fp32_to_bf16(v); std::memcpy(p, &h, 2); break;
-        default: std::memcpy(p, &v, 4); break;
-    }
-}
-
 // Calls f(values, offset, count) over a row of n F32/F16/BF16 elements
 // `stride` bytes apart; unit-stride f32 rows are passed through unconverted.
 template <typename F>
@@ -95,7 +73,7 @@ void for_chunks(ggml_type type, const char * row, size_t stride, int64_t n, F &&
             ti.to_float(p, buf, m);
         } else {
             for (int64_t i = 0; i < m; ++i) {
-                buf[i] = load1(type, p + size_t(i) * stride);
+                buf[i] = load_float(type, p + size_t(i) * stride);
             }
         }
         f(static_cast<const float *>(buf), j0, m);
@@ -136,7 +114,7 @@ void compute_sum(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t s = 0; s < kSumSlices; ++s) {
             total += slice_sum(src, s);
         }
-        store1(dst->type, static_cast<char *>(dst->data), float(total));
+        store_float(dst->type, static_cast<char *>(dst->data), float(total));
         return;
     }
     auto * partial = static_cast<double *>(p.wdata);
@@ -149,7 +127,7 @@ void compute_sum(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t s = 0; s < kSumSlices; ++s) {
             total += partial[s];
         }
-        store1(dst->type, static_cast<char *>(dst->data), float(total));
+        store_float(dst->type, static_cast<char *>(dst->data), float(total));
     }
 }
 
@@ -162,7 +140,7 @@ void compute_row_sums(const ComputeParams & p, ggml_tensor * dst, bool mean) {
         if (mean) {
             s /= double(src->ne[0]);
         }
-        store1(dst->type, const_cast<char *>(row_ptr(dst, ir)), float(s));
+        store_float(dst->type, const_cast<char *>(row_ptr(dst, ir)), float(s));
     }
 }
 

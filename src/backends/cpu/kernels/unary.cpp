@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/common.h"
 #include "core/fp16.h"
@@ -138,43 +139,6 @@ void apply(const UnaryFn & f, const float * x, float * y, int64_t n) {
     }
 }
 
-bool is_float_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
-}
-
-// Reads or writes n values of an F32/F16/BF16 tensor `stride` bytes apart.
-void load_row(ggml_type type, ggml_to_float_t to, const char * p, size_t stride, int64_t n, float * out) {
-    if (stride == ggml_type_size(type)) {
-        to(p, out, n);
-        return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-        const char * q = p + size_t(i) * stride;
-        uint16_t     h;
-        switch (type) {
-            case GGML_TYPE_F16: std::memcpy(&h, q, 2); out[i] = fp16_to_fp32(h); break;
-            case GGML_TYPE_BF16: std::memcpy(&h, q, 2); out[i] = bf16_to_fp32(h); break;
-            default: std::memcpy(&out[i], q, 4); break;
-        }
-    }
-}
-
-void store_row(ggml_type type, ggml_from_float_t from, const float * in, char * p, size_t stride, int64_t n) {
-    if (stride == ggml_type_size(type)) {
-        from(in, p, n);
-        return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-        char *   q = p + size_t(i) * stride;
-        uint16_t h;
-        switch (type) {
-            case GGML_TYPE_F16: h = fp32_to_fp16(in[i]); std::memcpy(q, &h, 2); break;
-            case GGML_TYPE_BF16: h = fp32_to_bf16(in[i]); std::memcpy(q, &h, 2); break;
-            default: std::memcpy(q, &in[i], 4); break;
-        }
-    }
-}
-
 // Values converted per step when the data is not unit-stride f32.
 constexpr int64_t kChunk = 256;
 
@@ -192,9 +156,6 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
     const bool    f32_unit = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 &&
                           ((src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float)) || ne0 == 1);
 
-    const TypeInfo & ts = type_info(src->type, __func__);
-    const TypeInfo & td = type_info(dst->type, __func__);
-
     const int64_t nrows = ne1 * ne2 * dst->ne[3];
     const Range   rr    = split_range(nrows, p.ith, p.nth);
     for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
@@ -210,9 +171,9 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
         float buf[kChunk];
         for (int64_t j0 = 0; j0 < ne0; j0 += kChunk) {
             const int64_t n = std::min(kChunk, ne0 - j0);
-            load_row(src->type, ts.to_float, x + size_t(j0) * src->nb[0], src->nb[0], n, buf);
+            load_floats(src->type, x + size_t(j0) * src->nb[0], src->nb[0], n, buf);
             apply(f, buf, buf, n);
-            store_row(dst->type, td.from_float, buf, y + size_t(j0) * dst->nb[0], dst->nb[0], n);
+            store_floats(dst->type, buf, y + size_t(j0) * dst->nb[0], dst->nb[0], n);
         }
     }
 }

@@ -1,0 +1,63 @@
+#pragma once
+
+// Reading and writing F32/F16/BF16 values that may sit any number of bytes
+// apart (views with a permuted dimension 0). Shared by the element-wise,
+// reduction and copy kernels; unit-stride runs go through the type's row
+// converters, which SIMD versions will replace.
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "core/types.h"
+#include "ggml.h"
+
+namespace loom::cpu {
+
+inline bool is_float_type(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+inline float load_float(ggml_type type, const char * p) {
+    uint16_t h;
+    float    f;
+    switch (type) {
+        case GGML_TYPE_F16: std::memcpy(&h, p, 2); return fp16_to_fp32(h);
+        case GGML_TYPE_BF16: std::memcpy(&h, p, 2); return bf16_to_fp32(h);
+        default: std::memcpy(&f, p, 4); return f;
+    }
+}
+
+inline void store_float(ggml_type type, char * p, float v) {
+    uint16_t h;
+    switch (type) {
+        case GGML_TYPE_F16: h = fp32_to_fp16(v); std::memcpy(p, &h, 2); break;
+        case GGML_TYPE_BF16: h = fp32_to_bf16(v); std::memcpy(p, &h, 2); break;
+        default: std::memcpy(p, &v, 4); break;
+    }
+}
+
+// n values `stride` bytes apart, to and from a float array.
+inline void load_floats(ggml_type type, const char * p, size_t stride, int64_t n, float * out) {
+    const TypeInfo & ti = type_info(type, "cpu kernel");
+    if (stride == ti.type_size) {
+        ti.to_float(p, out, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        out[i] = load_float(type, p + size_t(i) * stride);
+    }
+}
+
+inline void store_floats(ggml_type type, const float * in, char * p, size_t stride, int64_t n) {
+    const TypeInfo & ti = type_info(type, "cpu kernel");
+    if (stride == ti.type_size) {
+        ti.from_float(in, p, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        store_float(type, p + size_t(i) * stride, in[i]);
+    }
+}
+
+} // namespace loom::cpu
