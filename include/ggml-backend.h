@@ -8,8 +8,10 @@
 // Ownership: ggml_backend_buft_alloc_buffer / ggml_backend_alloc_buffer
 // return a buffer the caller frees with ggml_backend_buffer_free;
 // ggml_backend_*_init return a backend the caller frees with
-// ggml_backend_free. Buffer types, devices and regs are owned by the
-// registry and live for the whole process.
+// ggml_backend_free; ggml_backend_event_new an event freed with
+// ggml_backend_event_free. Buffer types, devices and regs belong to their
+// backend family and live for the whole process (for a family loaded as a
+// plugin: until ggml_backend_unload).
 //
 // Errors: allocation failure returns NULL (with a logged reason); a compute
 // returns a ggml_status. Out-of-range tensor access aborts with a message
@@ -74,6 +76,17 @@ GGML_API void                           ggml_backend_buffer_reset(ggml_backend_b
 // Copies data between tensors of the same layout, in any buffers.
 GGML_API void ggml_backend_tensor_copy(const struct ggml_tensor * src, struct ggml_tensor * dst);
 
+// A buffer made of n_buffers buffers of one type, for allocations larger
+// than the type's maximum buffer size. Tensors are placed in the parts; the
+// multi-buffer takes ownership of the parts and frees them with itself.
+// Usage, clear and reset apply to every part. Returns NULL (logged, the
+// parts still the caller's) when memory runs out.
+GGML_API ggml_backend_buffer_t ggml_backend_multi_buffer_alloc_buffer(ggml_backend_buffer_t * buffers,
+                                                                      size_t                  n_buffers);
+GGML_API bool ggml_backend_buffer_is_multi_buffer(ggml_backend_buffer_t buffer);
+// Same as ggml_backend_buffer_set_usage; buffer must be a multi-buffer.
+GGML_API void ggml_backend_multi_buffer_set_usage(ggml_backend_buffer_t buffer, enum ggml_backend_buffer_usage usage);
+
 //
 // Backends (streams)
 //
@@ -122,6 +135,21 @@ GGML_API void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_ba
                                              const struct ggml_tensor * src, struct ggml_tensor * dst);
 
 GGML_API ggml_backend_dev_t ggml_backend_get_device(ggml_backend_t backend);
+
+//
+// Events: a point in a backend's stream that other streams or the host can wait for.
+//
+
+// NULL when the device has no events (caps.events is false, as for the CPU).
+// Free with ggml_backend_event_free.
+GGML_API ggml_backend_event_t ggml_backend_event_new(ggml_backend_dev_t device);
+GGML_API void                 ggml_backend_event_free(ggml_backend_event_t event); // NULL is a no-op
+// Marks the end of the work queued so far on backend, which must run on the event's device.
+GGML_API void ggml_backend_event_record(ggml_backend_event_t event, ggml_backend_t backend);
+// Blocks until the work before the last record is done.
+GGML_API void ggml_backend_event_synchronize(ggml_backend_event_t event);
+// Work queued on backend (of any device) after this call starts once the event is complete.
+GGML_API void ggml_backend_event_wait(ggml_backend_t backend, ggml_backend_event_t event);
 
 //
 // Devices
@@ -190,7 +218,9 @@ struct ggml_backend_feature {
 typedef struct ggml_backend_feature * (*ggml_backend_get_features_t)(ggml_backend_reg_t reg);
 
 //
-// The registry. Names compare case-insensitively.
+// The registry. Names compare case-insensitively. Registering, looking up
+// and loading may happen from several threads; unloading must not race with
+// any use of the family being unloaded.
 //
 
 GGML_API void ggml_backend_register(ggml_backend_reg_t reg);
@@ -212,8 +242,79 @@ GGML_API ggml_backend_t ggml_backend_init_by_type(enum ggml_backend_dev_type typ
 GGML_API ggml_backend_t ggml_backend_init_best(void);
 
 //
+// Backend plugins
+//
+// A backend family can be built as a shared library that links to libloom
+// and derives from loom's backend classes. It exports, with C linkage:
+//
+//   int                loom_backend_api_version(void); // required: LOOM_BACKEND_API_VERSION
+//   ggml_backend_reg_t ggml_backend_init(void);        // required: the family's reg (owned by the library)
+//   int                ggml_backend_score(void);       // optional: 0 = cannot run on this machine;
+//                                                      // among variants of one family the highest wins
+//
+// The version is checked before anything else in the library is called,
+// because the classes' layout is part of the contract. Files are found by
+// name: libloom-<family>.so or libloom-<family>-<variant>.so.
+//
+// GGML_BACKEND_PATH (read once, at the first use of the loader) is a
+// ':'-separated list: a directory is searched by ggml_backend_load_all
+// before the default places, a file is loaded by it directly.
+
+#define LOOM_BACKEND_API_VERSION 1
+
+typedef int (*loom_backend_api_version_t)(void);
+typedef ggml_backend_reg_t (*ggml_backend_init_t)(void);
+typedef int (*ggml_backend_score_t)(void);
+
+// Loads and registers the backend in the library at path. Returns its reg,
+// or NULL with a logged reason (no such file, not a shared library, no entry
+// point, another API version, score 0, init failed, a family of that name is
+// already registered) and the registry unchanged. Loading a library that is
+// already loaded returns its reg.
+GGML_API ggml_backend_reg_t ggml_backend_load(const char * path);
+// Unregisters reg and its devices and, when it came from a library, closes
+// the library. Every backend, buffer and event of the family must be freed
+// first. An unknown reg is logged and ignored.
+GGML_API void ggml_backend_unload(ggml_backend_reg_t reg);
+// Loads the best variant of every family found in GGML_BACKEND_PATH, the
+// executable's directory and the working directory (the highest score; each
+// candidate is opened to read it). A family whose name is registered already
+// is not loaded again. Failures are logged, never fatal.
+GGML_API void ggml_backend_load_all(void);
+// Same, searching dir_path only (NULL: as ggml_backend_load_all).
+GGML_API void ggml_backend_load_all_from_path(const char * dir_path);
+
+//
 // Utilities
 //
+
+// A graph copied to another backend: the copies of its tensors live in
+// buffer (allocated ones, with the data copied over) and in the two
+// contexts. Free everything with ggml_backend_graph_copy_free.
+struct ggml_backend_graph_copy {
+    ggml_backend_buffer_t buffer;
+    struct ggml_context * ctx_allocated;   // tensors with their own memory in buffer
+    struct ggml_context * ctx_unallocated; // views, placed in their sources
+    struct ggml_cgraph *  graph;
+};
+
+// Every tensor of graph must be allocated. On failure (logged) every member is NULL.
+GGML_API struct ggml_backend_graph_copy ggml_backend_graph_copy(ggml_backend_t backend, struct ggml_cgraph * graph);
+GGML_API void                           ggml_backend_graph_copy_free(struct ggml_backend_graph_copy copy);
+
+// Called with the same node of both graphs; returning false stops the comparison.
+typedef bool (*ggml_backend_eval_callback)(int node_index, struct ggml_tensor * t1, struct ggml_tensor * t2,
+                                           void * user_data);
+
+// Copies graph (allocated for backend1) to backend2 and computes both node
+// by node, calling callback after each node that is not a view (VIEW,
+// RESHAPE, PERMUTE, TRANSPOSE). With test_nodes, computes the whole graphs
+// once and calls callback for those nodes only. Returns false (logged) when
+// the copy cannot be made or a computation fails.
+GGML_API bool ggml_backend_compare_graph_backend(ggml_backend_t backend1, ggml_backend_t backend2,
+                                                 struct ggml_cgraph * graph, ggml_backend_eval_callback callback,
+                                                 void * user_data, struct ggml_tensor const * const * test_nodes,
+                                                 size_t num_test_nodes);
 
 // Places tensor at addr inside buffer and initialises it there.
 GGML_API enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor,

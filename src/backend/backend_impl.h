@@ -7,13 +7,22 @@
 //
 // The structs are named as ggml's handles so a handle is a pointer to the
 // C++ object itself (no casts, no wrapper allocation).
+//
+// Backend plugins (see ggml_backend_load) derive from these classes, so
+// their layout and virtual tables are part of the plugin ABI: any change
+// here must bump LOOM_BACKEND_API_VERSION in ggml-backend.h.
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ggml-backend.h"
 
-struct ggml_backend_buffer_type {
+// Keeps the classes' type information and virtual tables visible to plugins
+// even if libloom is ever built with hidden visibility.
+#define LOOM_BACKEND_CLASS __attribute__((visibility("default")))
+
+struct LOOM_BACKEND_CLASS ggml_backend_buffer_type {
     explicit ggml_backend_buffer_type(ggml_backend_device * dev) : device(dev) {}
     virtual ~ggml_backend_buffer_type() = default;
 
@@ -28,7 +37,7 @@ struct ggml_backend_buffer_type {
     ggml_backend_device * const device;
 };
 
-struct ggml_backend_buffer {
+struct LOOM_BACKEND_CLASS ggml_backend_buffer {
     ggml_backend_buffer(ggml_backend_buffer_type * type, size_t size_bytes) : buft(type), size(size_bytes) {}
     virtual ~ggml_backend_buffer() = default;
 
@@ -56,7 +65,16 @@ struct ggml_backend_buffer {
     ggml_backend_buffer_usage        usage = GGML_BACKEND_BUFFER_USAGE_ANY;
 };
 
-struct ggml_backend {
+// An event marks a point in a backend's stream. Devices without events never
+// create one (ggml_backend_event_new returns NULL for them).
+struct LOOM_BACKEND_CLASS ggml_backend_event {
+    explicit ggml_backend_event(ggml_backend_device * dev) : device(dev) {}
+    virtual ~ggml_backend_event() = default;
+
+    ggml_backend_device * const device;
+};
+
+struct LOOM_BACKEND_CLASS ggml_backend {
     ggml_backend(ggml_guid_t id, ggml_backend_device * dev) : guid(id), device(dev) {}
     virtual ~ggml_backend() = default;
 
@@ -74,6 +92,13 @@ struct ggml_backend {
     }
     virtual void synchronize() {}
 
+    // Events. The defaults suit a backend that can wait for its own stream:
+    // recording finishes the stream, so the event is complete as soon as it
+    // is recorded; waiting blocks the host until the event's device says the
+    // event is complete. Backends with real streams enqueue both instead.
+    virtual void event_record(ggml_backend_event * event);
+    virtual void event_wait(ggml_backend_event * event);
+
     // Plans: the default plan remembers the graph and computes it as is.
     virtual ggml_backend_graph_plan_t graph_plan_create(ggml_cgraph * graph);
     virtual void                      graph_plan_free(ggml_backend_graph_plan_t plan);
@@ -86,7 +111,7 @@ struct ggml_backend {
     ggml_backend_device * const device;
 };
 
-struct ggml_backend_device {
+struct LOOM_BACKEND_CLASS ggml_backend_device {
     explicit ggml_backend_device(ggml_backend_reg * r) : reg(r) {}
     virtual ~ggml_backend_device() = default;
 
@@ -115,10 +140,15 @@ struct ggml_backend_device {
         return false;
     }
 
+    // Events: none by default. A device that creates events also reports
+    // caps().events and blocks in event_synchronize until the event is done.
+    virtual ggml_backend_event * event_new() { return nullptr; }
+    virtual void                 event_synchronize(ggml_backend_event * event) { (void) event; }
+
     ggml_backend_reg * const reg;
 };
 
-struct ggml_backend_reg {
+struct LOOM_BACKEND_CLASS ggml_backend_reg {
     virtual ~ggml_backend_reg() = default;
 
     virtual const char *          name() const          = 0;
@@ -134,7 +164,7 @@ namespace loom {
 
 // A buffer of host memory: tensor data is reached with plain loads/stores.
 // Subclasses decide who owns the memory.
-class HostBuffer : public ggml_backend_buffer {
+class LOOM_BACKEND_CLASS HostBuffer : public ggml_backend_buffer {
   public:
     HostBuffer(ggml_backend_buffer_type * type, void * data, size_t size_bytes)
         : ggml_backend_buffer(type, size_bytes), data_(data) {}
@@ -148,6 +178,30 @@ class HostBuffer : public ggml_backend_buffer {
 
   protected:
     void * data_;
+};
+
+// Several buffers of one type presented as one, for allocations larger than
+// the type's maximum buffer size. Tensors live in the parts (their buffer is
+// a part); the multi-buffer owns the parts, frees them with itself, and
+// passes usage, clear and reset on to each of them.
+class LOOM_BACKEND_CLASS MultiBuffer final : public ggml_backend_buffer {
+  public:
+    // Takes ownership of the parts (all of one buffer type, at least one).
+    MultiBuffer(ggml_backend_buffer * const * parts, size_t n_parts);
+    ~MultiBuffer() override;
+
+    void * base() override;
+    void   set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override;
+    void   get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override;
+    void   memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override;
+    void   clear(uint8_t value) override;
+    void   reset() override;
+    void   set_usage(ggml_backend_buffer_usage u) override;
+
+    const std::vector<ggml_backend_buffer *> & parts() const { return parts_; }
+
+  private:
+    std::vector<ggml_backend_buffer *> parts_;
 };
 
 } // namespace loom

@@ -1,62 +1,108 @@
 // The process-wide registry of backend families and their devices.
 
-#include <mutex>
-#include <strings.h>
-#include <vector>
+#include "registry.h"
 
-#include "backend_impl.h"
+#include <algorithm>
+#include <strings.h>
+#include <utility>
+
 #include "core/common.h"
 #include "ggml-cpu.h"
 
-namespace {
+namespace loom {
 
-class Registry {
-  public:
-    static Registry & get() {
-        static Registry r;
-        return r;
+Registry & Registry::get() {
+    static Registry r;
+    return r;
+}
+
+Registry::Registry() {
+    // Built-in backend families, in order of preference.
+    add_locked(ggml_backend_cpu_reg(), SharedLibrary());
+}
+
+Registry::~Registry() {
+    // Plugin libraries stay mapped until the process ends: objects of theirs
+    // (a backend's threads, a buffer freed by a static destructor) may still
+    // be in use while static objects are destroyed.
+    for (Entry & e : entries_) {
+        e.library.release();
     }
+}
 
-    void add_reg(ggml_backend_reg * reg) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (ggml_backend_reg * r : regs_) {
-            if (r == reg) {
-                return;
-            }
-        }
-        regs_.push_back(reg);
-        for (size_t i = 0; i < reg->device_count(); ++i) {
-            devs_.push_back(reg->device(i));
+void Registry::add_locked(ggml_backend_reg * reg, SharedLibrary library) {
+    entries_.push_back({reg, std::move(library)});
+    for (size_t i = 0; i < reg->device_count(); ++i) {
+        ggml_backend_device * dev = reg->device(i);
+        if (std::find(devs_.begin(), devs_.end(), dev) == devs_.end()) {
+            devs_.push_back(dev);
         }
     }
+}
 
-    void add_dev(ggml_backend_device * dev) {
-        std::lock_guard<std::mutex> lock(mutex_);
+void Registry::add_reg(ggml_backend_reg * reg) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry & e : entries_) {
+        if (e.reg == reg) {
+            return;
+        }
+    }
+    add_locked(reg, SharedLibrary());
+}
+
+Registry::AddResult Registry::add_loaded(ggml_backend_reg * reg, SharedLibrary & library) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry & e : entries_) {
+        if (e.reg == reg) {
+            return AddResult::already_present;
+        }
+        if (strcasecmp(e.reg->name(), reg->name()) == 0) {
+            return AddResult::name_taken;
+        }
+    }
+    add_locked(reg, std::move(library));
+    return AddResult::added;
+}
+
+void Registry::add_dev(ggml_backend_device * dev) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(devs_.begin(), devs_.end(), dev) == devs_.end()) {
         devs_.push_back(dev);
     }
+}
 
-    std::vector<ggml_backend_reg *> regs() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return regs_;
+bool Registry::remove(ggml_backend_reg * reg, SharedLibrary * library) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = std::find_if(entries_.begin(), entries_.end(), [reg](const Entry & e) { return e.reg == reg; });
+    if (it == entries_.end()) {
+        return false;
     }
-    std::vector<ggml_backend_device *> devs() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return devs_;
-    }
+    std::erase_if(devs_, [reg](const ggml_backend_device * d) { return d->reg == reg; });
+    *library = std::move(it->library);
+    entries_.erase(it);
+    return true;
+}
 
-  private:
-    Registry() {
-        // Built-in backend families, in order of preference.
-        regs_.push_back(ggml_backend_cpu_reg());
-        for (size_t i = 0; i < regs_.back()->device_count(); ++i) {
-            devs_.push_back(regs_.back()->device(i));
-        }
+std::vector<ggml_backend_reg *> Registry::regs() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<ggml_backend_reg *> out;
+    out.reserve(entries_.size());
+    for (const Entry & e : entries_) {
+        out.push_back(e.reg);
     }
+    return out;
+}
 
-    std::mutex                         mutex_;
-    std::vector<ggml_backend_reg *>    regs_;
-    std::vector<ggml_backend_device *> devs_;
-};
+std::vector<ggml_backend_device *> Registry::devs() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return devs_;
+}
+
+} // namespace loom
+
+namespace {
+
+using loom::Registry;
 
 bool same_name(const char * a, const char * b) {
     return a != nullptr && b != nullptr && strcasecmp(a, b) == 0;

@@ -1,0 +1,78 @@
+#pragma once
+
+// The process-wide registry of backend families (regs) and their devices,
+// and the shared libraries that plugin families came from.
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend_impl.h"
+
+namespace loom {
+
+// An open shared library; closed when destroyed unless released.
+class SharedLibrary {
+  public:
+    SharedLibrary() = default;
+    ~SharedLibrary();
+    SharedLibrary(SharedLibrary && other) noexcept;
+    SharedLibrary & operator=(SharedLibrary && other) noexcept;
+    SharedLibrary(const SharedLibrary &)             = delete;
+    SharedLibrary & operator=(const SharedLibrary &) = delete;
+
+    // An empty library with *error set when the file cannot be loaded.
+    static SharedLibrary open(const std::string & path, std::string * error);
+
+    explicit operator bool() const { return handle_ != nullptr; }
+    // The address of an exported symbol, or NULL.
+    void * symbol(const char * name) const;
+    // Forgets the library without closing it.
+    void release() { handle_ = nullptr; }
+
+  private:
+    explicit SharedLibrary(void * handle) : handle_(handle) {}
+    void close();
+
+    void * handle_ = nullptr;
+};
+
+class Registry {
+  public:
+    static Registry & get();
+
+    // Adds a reg that lives in the process (built in, or registered by the
+    // user) and its devices; a reg already present is ignored.
+    void add_reg(ggml_backend_reg * reg);
+
+    enum class AddResult { added, already_present, name_taken };
+    // Adds a reg that came from library, which the registry keeps open while
+    // the reg is registered. Unless added, the library is left to the caller.
+    AddResult add_loaded(ggml_backend_reg * reg, SharedLibrary & library);
+
+    void add_dev(ggml_backend_device * dev);
+
+    // Removes reg and its devices; returns its library (empty for a reg
+    // that did not come from one). false when reg is not registered.
+    bool remove(ggml_backend_reg * reg, SharedLibrary * library);
+
+    std::vector<ggml_backend_reg *>    regs();
+    std::vector<ggml_backend_device *> devs();
+
+  private:
+    Registry();
+    ~Registry();
+
+    struct Entry {
+        ggml_backend_reg * reg;
+        SharedLibrary      library;
+    };
+
+    void add_locked(ggml_backend_reg * reg, SharedLibrary library);
+
+    std::mutex                         mutex_;
+    std::vector<Entry>                 entries_;
+    std::vector<ggml_backend_device *> devs_;
+};
+
+} // namespace loom

@@ -1,0 +1,673 @@
+// The op cases of the conformance suite. They mirror the numeric op tests:
+// the same ops, type combinations, broadcasts and non-contiguous layouts.
+//
+// Thresholds are normalised mean squared errors against the CPU, chosen for
+// what a correct device may legitimately do differently (summation order,
+// fused multiply-adds, its own rounding of f16/bf16 results):
+//   f32 results                      1e-7
+//   f16 results                      1e-6   one f16 rounding step apart (2^-11) everywhere stays below
+//   bf16 results                     2e-5   one bf16 step (2^-8) everywhere stays below
+//   results stored quantized         1e-3   a few values one quantisation step apart
+//   mul_mat, out_prod, flash_attn    5e-4   other summation orders and blockings of long dot products
+//   copies, gathers, masks, sorts    exact
+
+#include "backend_ops_cases.h"
+
+#include <string>
+
+namespace loomtest::ops {
+
+ggml_tensor * Builder::input(ggml_type type, const Shape & ne, Init init) {
+    ggml_tensor * t = ggml_new_tensor_4d(ctx_, type, ne[0], ne[1], ne[2], ne[3]);
+    ggml_format_name(t, "in%zu", inputs_.size());
+    inputs_.emplace_back(t, init);
+    return t;
+}
+
+namespace {
+
+constexpr double kExact   = 0.0;
+constexpr double kF32     = 1e-7;
+constexpr double kF16     = 1e-6;
+constexpr double kBF16    = 2e-5;
+constexpr double kQuant   = 1e-3;
+constexpr double kProduct = 5e-4;
+
+double for_type(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F16: return kF16;
+        case GGML_TYPE_BF16: return kBF16;
+        case GGML_TYPE_Q4_0:
+        case GGML_TYPE_Q8_0: return kQuant;
+        default: return kF32;
+    }
+}
+
+std::string dims(const Shape & s) {
+    return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]) + "x" + std::to_string(s[3]);
+}
+
+std::string tn(ggml_type t) {
+    return ggml_type_name(t);
+}
+
+// Where the cases are collected.
+class Cases {
+  public:
+    void add(std::string name, std::function<ggml_tensor *(Builder &)> build, double max_nmse,
+             Compare compare = Compare::values) {
+        list_.push_back({std::move(name), std::move(build), max_nmse, compare});
+    }
+    std::vector<OpCase> take() { return std::move(list_); }
+
+  private:
+    std::vector<OpCase> list_;
+};
+
+using BinaryFn = ggml_tensor * (*) (ggml_context *, ggml_tensor *, ggml_tensor *);
+
+struct BinaryOp {
+    const char * name;
+    BinaryFn     fn;
+    BinaryFn     inplace;
+};
+
+const BinaryOp kBinaryOps[] = {
+    {"ADD", ggml_add, ggml_add_inplace},
+    {"SUB", ggml_sub, ggml_sub_inplace},
+    {"MUL", ggml_mul, ggml_mul_inplace},
+    {"DIV", ggml_div, ggml_div_inplace},
+};
+
+// The divisor stays away from zero.
+Init operand_b(const BinaryOp & op) {
+    return std::string(op.name) == "DIV" ? uniform(0.5, 2.0) : Init{};
+}
+
+void binary_cases(Cases & cases) {
+    const Shape a = {10, 5, 4, 3};
+    const Shape broadcasts[] = {a, {10, 1, 1, 1}, {1, 5, 1, 3}, {10, 5, 1, 1}, {1, 1, 1, 1}, {10, 1, 4, 1}};
+    for (const BinaryOp & op : kBinaryOps) {
+        for (const Shape & b : broadcasts) {
+            cases.add(std::string(op.name) + "_f32_f32_" + dims(a) + "_" + dims(b),
+                      [op, a, b](Builder & g) {
+                          return op.fn(g.ctx(), g.input(GGML_TYPE_F32, a), g.input(GGML_TYPE_F32, b, operand_b(op)));
+                      },
+                      kF32);
+        }
+        // b repeated 3, 2, 2 and 2 times.
+        cases.add(std::string(op.name) + "_f32_f32_15x6x4x2_5x3x2x1",
+                  [op](Builder & g) {
+                      return op.fn(g.ctx(), g.input(GGML_TYPE_F32, {15, 6, 4, 2}),
+                                   g.input(GGML_TYPE_F32, {5, 3, 2, 1}, operand_b(op)));
+                  },
+                  kF32);
+        const std::pair<ggml_type, ggml_type> types[] = {{GGML_TYPE_F16, GGML_TYPE_F16},
+                                                         {GGML_TYPE_F16, GGML_TYPE_F32},
+                                                         {GGML_TYPE_BF16, GGML_TYPE_BF16},
+                                                         {GGML_TYPE_BF16, GGML_TYPE_F32}};
+        for (const auto & [ta, tb] : types) {
+            cases.add(std::string(op.name) + "_" + tn(ta) + "_" + tn(tb) + "_" + dims(a) + "_10x1x4x1",
+                      [op, a, ta, tb](Builder & g) {
+                          return op.fn(g.ctx(), g.input(ta, a), g.input(tb, {10, 1, 4, 1}, operand_b(op)));
+                      },
+                      for_type(ta));
+        }
+        cases.add(std::string(op.name) + "_f32_noncontiguous",
+                  [op](Builder & g) {
+                      // a: dims 1 and 2 swapped; b: rows of a wider tensor.
+                      ggml_tensor * a_base = g.input(GGML_TYPE_F32, {13, 5, 7, 2});
+                      ggml_tensor * b_base = g.input(GGML_TYPE_F32, {16, 7, 1, 1}, operand_b(op));
+                      ggml_tensor * pa     = ggml_permute(g.ctx(), a_base, 0, 2, 1, 3);
+                      ggml_tensor * vb = ggml_view_2d(g.ctx(), b_base, 13, 7, b_base->nb[1], sizeof(float));
+                      return op.fn(g.ctx(), pa, vb);
+                  },
+                  kF32);
+        cases.add(std::string(op.name) + "_f32_transposed_b",
+                  [op](Builder & g) {
+                      ggml_tensor * b_base = g.input(GGML_TYPE_F32, {9, 11, 1, 1}, operand_b(op));
+                      return op.fn(g.ctx(), g.input(GGML_TYPE_F32, {11, 9, 1, 1}), ggml_transpose(g.ctx(), b_base));
+                  },
+                  kF32);
+        cases.add(std::string(op.name) + "_f32_inplace",
+                  [op, a](Builder & g) {
+                      return op.inplace(g.ctx(), g.input(GGML_TYPE_F32, a),
+                                        g.input(GGML_TYPE_F32, {10, 1, 1, 1}, operand_b(op)));
+                  },
+                  kF32);
+    }
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("ADD1_" + tn(t) + "_" + dims(a),
+                  [a, t](Builder & g) { return ggml_add1(g.ctx(), g.input(t, a), g.input(t, {1, 1, 1, 1})); },
+                  for_type(t));
+    }
+    const ggml_type add_cast[][3] = {{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_F32},
+                                     {GGML_TYPE_BF16, GGML_TYPE_F32, GGML_TYPE_F32},
+                                     {GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_F16}};
+    for (const auto & t : add_cast) {
+        const ggml_type ta = t[0], tb = t[1], to = t[2];
+        cases.add("ADD_cast_" + tn(ta) + "_" + tn(tb) + "_to_" + tn(to),
+                  [a, ta, tb, to](Builder & g) {
+                      return ggml_add_cast(g.ctx(), g.input(ta, a), g.input(tb, {10, 5, 1, 1}), to);
+                  },
+                  for_type(to));
+    }
+}
+
+void scale_cases(Cases & cases) {
+    const Shape a = {10, 5, 4, 3};
+    cases.add("SCALE_f32", [a](Builder & g) { return ggml_scale(g.ctx(), g.input(GGML_TYPE_F32, a), 0.7f); }, kF32);
+    cases.add("SCALE_bias_f32",
+              [a](Builder & g) { return ggml_scale_bias(g.ctx(), g.input(GGML_TYPE_F32, a), 1.5f, -0.25f); }, kF32);
+    cases.add("SCALE_f32_inplace",
+              [a](Builder & g) { return ggml_scale_inplace(g.ctx(), g.input(GGML_TYPE_F32, a), -2.0f); }, kF32);
+}
+
+using UnaryFn = ggml_tensor * (*) (ggml_context *, ggml_tensor *);
+
+void math_cases(Cases & cases) {
+    struct MathOp {
+        const char * name;
+        UnaryFn      fn;
+        Init         init;
+    };
+    const MathOp ops[] = {
+        {"SQR", ggml_sqr, {}},
+        {"SQRT", ggml_sqrt, uniform(0.1, 3.0)},
+        {"LOG", ggml_log, uniform(0.1, 3.0)},
+        {"SIN", ggml_sin, uniform(-3.0, 3.0)},
+        {"COS", ggml_cos, uniform(-3.0, 3.0)},
+    };
+    for (const MathOp & op : ops) {
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            cases.add(std::string(op.name) + "_" + tn(t),
+                      [op, t](Builder & g) { return op.fn(g.ctx(), g.input(t, {17, 5, 3, 2}, op.init)); },
+                      for_type(t));
+        }
+    }
+}
+
+void unary_cases(Cases & cases) {
+    for (int u = 0; u < GGML_UNARY_OP_COUNT; ++u) {
+        const auto op = ggml_unary_op(u);
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            cases.add(std::string(ggml_unary_op_name(op)) + "_" + tn(t),
+                      [op, t](Builder & g) { return ggml_unary(g.ctx(), g.input(t, {17, 5, 3, 2}, uniform(-3, 3)), op); },
+                      for_type(t));
+        }
+    }
+    for (ggml_unary_op op : {GGML_UNARY_OP_GELU, GGML_UNARY_OP_SILU, GGML_UNARY_OP_TANH, GGML_UNARY_OP_NEG}) {
+        cases.add(std::string(ggml_unary_op_name(op)) + "_f32_noncontiguous_rows",
+                  [op](Builder & g) {
+                      ggml_tensor * base = g.input(GGML_TYPE_F32, {24, 7, 3, 1}, uniform(-3, 3));
+                      ggml_tensor * v    = ggml_view_3d(g.ctx(), base, 17, 7, 3, base->nb[1], base->nb[2], 0);
+                      return ggml_unary(g.ctx(), v, op);
+                  },
+                  kF32);
+    }
+    for (ggml_unary_op op : {GGML_UNARY_OP_RELU, GGML_UNARY_OP_EXP}) {
+        cases.add(std::string(ggml_unary_op_name(op)) + "_f32_inplace",
+                  [op](Builder & g) {
+                      return ggml_unary_inplace(g.ctx(), g.input(GGML_TYPE_F32, {17, 5, 3, 2}, uniform(-3, 3)), op);
+                  },
+                  kF32);
+    }
+}
+
+void reduce_cases(Cases & cases) {
+    struct ReduceOp {
+        const char * name;
+        UnaryFn      fn;
+    };
+    const ReduceOp ops[] = {{"SUM", ggml_sum}, {"SUM_ROWS", ggml_sum_rows}, {"MEAN", ggml_mean}};
+    for (const ReduceOp & op : ops) {
+        cases.add(std::string(op.name) + "_f32",
+                  [op](Builder & g) { return op.fn(g.ctx(), g.input(GGML_TYPE_F32, {37, 5, 4, 3})); }, kF32);
+        cases.add(std::string(op.name) + "_f32_permuted",
+                  [op](Builder & g) {
+                      ggml_tensor * base = g.input(GGML_TYPE_F32, {11, 5, 4, 3});
+                      return op.fn(g.ctx(), ggml_permute(g.ctx(), base, 1, 0, 2, 3));
+                  },
+                  kF32);
+    }
+    cases.add("ARGMAX_f32",
+              [](Builder & g) { return ggml_argmax(g.ctx(), g.input(GGML_TYPE_F32, {37, 9, 1, 1}, {Init::distinct})); },
+              kExact);
+}
+
+void repeat_concat_cases(Cases & cases) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("REPEAT_" + tn(t) + "_3x2x1x1_to_6x4x3x2",
+                  [t](Builder & g) {
+                      return ggml_repeat(g.ctx(), g.input(t, {3, 2, 1, 1}), g.input(t, {6, 4, 3, 2}));
+                  },
+                  kExact);
+    }
+    cases.add("REPEAT_f32_scalar_to_5x3x2x1",
+              [](Builder & g) { return ggml_repeat_4d(g.ctx(), g.input(GGML_TYPE_F32, {1, 1, 1, 1}), 5, 3, 2, 1); },
+              kExact);
+    for (int dim = 0; dim < 4; ++dim) {
+        cases.add("CONCAT_f32_dim" + std::to_string(dim),
+                  [dim](Builder & g) {
+                      Shape b = {4, 3, 2, 2};
+                      b[size_t(dim)] = 5;
+                      return ggml_concat(g.ctx(), g.input(GGML_TYPE_F32, {4, 3, 2, 2}), g.input(GGML_TYPE_F32, b), dim);
+                  },
+                  kExact);
+    }
+    cases.add("CONCAT_f32_dim1_permuted_operand",
+              [](Builder & g) {
+                  ggml_tensor * b_base = g.input(GGML_TYPE_F32, {6, 4, 3, 1});
+                  ggml_tensor * b      = ggml_permute(g.ctx(), b_base, 0, 2, 1, 3); // [6, 3, 4, 1]
+                  return ggml_concat(g.ctx(), g.input(GGML_TYPE_F32, {6, 2, 4, 1}), b, 1);
+              },
+              kExact);
+}
+
+void norm_cases(Cases & cases) {
+    struct NormOp {
+        const char * name;
+        ggml_tensor * (*fn)(ggml_context *, ggml_tensor *, float);
+        ggml_tensor * (*inplace)(ggml_context *, ggml_tensor *, float);
+    };
+    const NormOp ops[] = {{"NORM", ggml_norm, ggml_norm_inplace}, {"RMS_NORM", ggml_rms_norm, ggml_rms_norm_inplace}};
+    for (const NormOp & op : ops) {
+        cases.add(std::string(op.name) + "_f32",
+                  [op](Builder & g) { return op.fn(g.ctx(), g.input(GGML_TYPE_F32, {64, 5, 4, 3}, uniform(-1, 3)), 1e-5f); },
+                  kF32);
+        cases.add(std::string(op.name) + "_f32_noncontiguous",
+                  [op](Builder & g) {
+                      ggml_tensor * base = g.input(GGML_TYPE_F32, {80, 5, 4, 1}, uniform(-1, 3));
+                      ggml_tensor * v    = ggml_view_3d(g.ctx(), base, 64, 5, 4, base->nb[1], base->nb[2], 16 * sizeof(float));
+                      return op.fn(g.ctx(), v, 1e-6f);
+                  },
+                  kF32);
+        cases.add(std::string(op.name) + "_f32_inplace",
+                  [op](Builder & g) {
+                      return op.inplace(g.ctx(), g.input(GGML_TYPE_F32, {33, 7, 1, 1}, uniform(-1, 3)), 1e-5f);
+                  },
+                  kF32);
+    }
+    const std::pair<Shape, int> groups[] = {{{8, 6, 12, 1}, 4}, {{5, 5, 6, 2}, 3}};
+    for (const auto & [shape, n_groups] : groups) {
+        cases.add("GROUP_NORM_f32_" + dims(shape) + "_groups" + std::to_string(n_groups),
+                  [shape, n_groups](Builder & g) {
+                      return ggml_group_norm(g.ctx(), g.input(GGML_TYPE_F32, shape, uniform(-1, 3)), n_groups, 1e-6f);
+                  },
+                  kF32);
+    }
+}
+
+const ggml_type kWeightTypes[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+
+void matmul_cases(Cases & cases) {
+    const std::pair<Shape, Shape> batches[] = {
+        {{1, 1, 1, 1}, {1, 1, 1, 1}}, {{2, 1, 1, 1}, {6, 2, 1, 1}}, {{1, 1, 1, 1}, {3, 2, 1, 1}}, {{3, 2, 1, 1}, {3, 2, 1, 1}}};
+    for (ggml_type type : kWeightTypes) {
+        const int64_t K = ggml_is_quantized(type) ? 96 : 37;
+        for (const auto & [ba, bb] : batches) {
+            const Shape sa = {K, 13, ba[0], ba[1]};
+            const Shape sb = {K, 7, bb[0], bb[1]};
+            cases.add("MUL_MAT_" + tn(type) + "_f32_" + dims(sa) + "_" + dims(sb),
+                      [type, sa, sb](Builder & g) {
+                          return ggml_mul_mat(g.ctx(), g.input(type, sa), g.input(GGML_TYPE_F32, sb));
+                      },
+                      kProduct);
+        }
+        cases.add("MUL_MAT_" + tn(type) + "_f32_vector",
+                  [type, K](Builder & g) {
+                      return ggml_mul_mat(g.ctx(), g.input(type, {K, 21, 1, 1}), g.input(GGML_TYPE_F32, {K, 1, 1, 1}));
+                  },
+                  kProduct);
+        if (type != GGML_TYPE_BF16) {
+            cases.add("MUL_MAT_" + tn(type) + "_f32_256x33_256x17",
+                      [type](Builder & g) {
+                          return ggml_mul_mat(g.ctx(), g.input(type, {256, 33, 1, 1}),
+                                              g.input(GGML_TYPE_F32, {256, 17, 1, 1}));
+                      },
+                      kProduct);
+        }
+    }
+    cases.add("MUL_MAT_f32_transposed_b",
+              [](Builder & g) {
+                  ggml_tensor * bt = g.input(GGML_TYPE_F32, {13, 5, 1, 1});
+                  return ggml_mul_mat(g.ctx(), g.input(GGML_TYPE_F32, {5, 9, 1, 1}), ggml_transpose(g.ctx(), bt));
+              },
+              kProduct);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("MUL_MAT_" + tn(type) + "_permuted_b",
+                  [type](Builder & g) {
+                      ggml_tensor * b_base = g.input(GGML_TYPE_F32, {32, 3, 5, 1});
+                      ggml_tensor * b      = ggml_permute(g.ctx(), b_base, 0, 2, 1, 3); // [32, 5, 3, 1]
+                      return ggml_mul_mat(g.ctx(), g.input(type, {32, 11, 3, 1}), b);
+                  },
+                  kProduct);
+    }
+    cases.add("MUL_MAT_f16_rows_of_a_view",
+              [](Builder & g) {
+                  ggml_tensor * a_base = g.input(GGML_TYPE_F16, {40, 20, 1, 1});
+                  ggml_tensor * a      = ggml_view_2d(g.ctx(), a_base, 40, 9, a_base->nb[1], 4 * a_base->nb[1]);
+                  return ggml_mul_mat(g.ctx(), a, g.input(GGML_TYPE_F32, {40, 6, 1, 1}));
+              },
+              kProduct);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        const std::pair<Shape, Shape> shapes[] = {{{11, 16, 1, 1}, {7, 16, 1, 1}}, {{11, 16, 2, 1}, {7, 16, 4, 3}}};
+        for (const auto & [sa, sb] : shapes) {
+            cases.add("OUT_PROD_" + tn(type) + "_f32_" + dims(sa) + "_" + dims(sb),
+                      [type, sa, sb](Builder & g) {
+                          return ggml_out_prod(g.ctx(), g.input(type, sa), g.input(GGML_TYPE_F32, sb));
+                      },
+                      kProduct);
+        }
+    }
+    cases.add("OUT_PROD_f32_transposed_b",
+              [](Builder & g) {
+                  ggml_tensor * bt = g.input(GGML_TYPE_F32, {16, 7, 1, 1});
+                  return ggml_out_prod(g.ctx(), g.input(GGML_TYPE_F32, {11, 16, 1, 1}), ggml_transpose(g.ctx(), bt));
+              },
+              kProduct);
+}
+
+void copy_cases(Cases & cases) {
+    const ggml_type floats[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    for (ggml_type from : floats) {
+        for (ggml_type to : floats) {
+            cases.add("CPY_" + tn(from) + "_to_" + tn(to),
+                      [from, to](Builder & g) {
+                          return ggml_cpy(g.ctx(), g.input(from, {41, 7, 3, 2}), g.input(to, {41, 7, 3, 2}));
+                      },
+                      for_type(to));
+        }
+    }
+    for (ggml_type q : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        cases.add("CPY_f32_to_" + tn(q),
+                  [q](Builder & g) {
+                      return ggml_cpy(g.ctx(), g.input(GGML_TYPE_F32, {96, 5, 2, 1}, uniform(-4, 4)),
+                                      g.input(q, {96, 5, 2, 1}));
+                  },
+                  kQuant);
+    }
+    cases.add("CPY_f32_to_f16_permuted_source",
+              [](Builder & g) {
+                  ggml_tensor * a = ggml_permute(g.ctx(), g.input(GGML_TYPE_F32, {9, 6, 4, 1}), 1, 2, 0, 3);
+                  return ggml_cpy(g.ctx(), a, g.input(GGML_TYPE_F16, {4, 9, 6, 1}));
+              },
+              kF16);
+    cases.add("CPY_f32_into_transposed_destination",
+              [](Builder & g) {
+                  ggml_tensor * dst = ggml_transpose(g.ctx(), g.input(GGML_TYPE_F32, {6, 9, 1, 1}));
+                  return ggml_cpy(g.ctx(), g.input(GGML_TYPE_F32, {9, 6, 1, 1}), dst);
+              },
+              kExact);
+    cases.add("DUP_f16", [](Builder & g) { return ggml_dup(g.ctx(), g.input(GGML_TYPE_F16, {13, 5, 2, 1})); }, kExact);
+    cases.add("CONT_f32_permuted",
+              [](Builder & g) {
+                  return ggml_cont(g.ctx(), ggml_permute(g.ctx(), g.input(GGML_TYPE_F32, {7, 5, 3, 2}), 2, 0, 3, 1));
+              },
+              kExact);
+    cases.add("CONT_2d_f32_transposed",
+              [](Builder & g) {
+                  return ggml_cont_2d(g.ctx(), ggml_transpose(g.ctx(), g.input(GGML_TYPE_F32, {8, 6, 1, 1})), 3, 16);
+              },
+              kExact);
+    cases.add("CAST_f32_to_f16",
+              [](Builder & g) { return ggml_cast(g.ctx(), g.input(GGML_TYPE_F32, {33, 4, 1, 1}), GGML_TYPE_F16); },
+              kF16);
+    cases.add("VIEWS_feeding_SCALE_and_MUL",
+              [](Builder & g) {
+                  ggml_tensor * x   = g.input(GGML_TYPE_F32, {12, 10, 1, 1});
+                  ggml_tensor * win = ggml_view_2d(g.ctx(), x, 5, 4, x->nb[1], 2 * x->nb[1] + 3 * sizeof(float));
+                  ggml_tensor * r   = ggml_reshape_2d(g.ctx(), ggml_cont(g.ctx(), win), 4, 5);
+                  return ggml_mul(g.ctx(), ggml_scale(g.ctx(), r, 2.0f), g.input(GGML_TYPE_F32, {4, 5, 1, 1}));
+              },
+              kF32);
+
+    const ggml_type sources[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_I32};
+    for (ggml_type type : sources) {
+        cases.add("GET_ROWS_" + tn(type),
+                  [type](Builder & g) {
+                      const int64_t n0   = ggml_is_quantized(type) ? 64 : 19;
+                      const Init    init = type == GGML_TYPE_I32 ? integers(-1000, 1000) : Init{};
+                      ggml_tensor * a    = g.input(type, {n0, 11, 2, 2}, init);
+                      return ggml_get_rows(g.ctx(), a, g.input(GGML_TYPE_I32, {7, 2, 2, 1}, integers(0, 10)));
+                  },
+                  kExact);
+    }
+    struct SetRows {
+        ggml_type dst, src, idx;
+        int64_t   idx_ne1, idx_ne2;
+    };
+    const SetRows set_rows[] = {
+        {GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_I64, 2, 2}, {GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_I32, 1, 1},
+        {GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_I64, 2, 1}, {GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_I32, 1, 2},
+        {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32, 2, 2}, {GGML_TYPE_F16, GGML_TYPE_F16, GGML_TYPE_I64, 1, 1},
+    };
+    for (const SetRows & c : set_rows) {
+        cases.add("SET_ROWS_" + tn(c.src) + "_into_" + tn(c.dst) + "_" + tn(c.idx) + "_" + std::to_string(c.idx_ne1) +
+                      "x" + std::to_string(c.idx_ne2),
+                  [c](Builder & g) {
+                      ggml_tensor * dst = g.input(c.dst, {17, 9, 2, 2});
+                      ggml_tensor * src = g.input(c.src, {17, 5, 2, 2}, uniform(-3, 3));
+                      ggml_tensor * idx = g.input(c.idx, {5, c.idx_ne1, c.idx_ne2, 1}, {Init::distinct_indices, 0, 8});
+                      return ggml_set_rows(g.ctx(), dst, src, idx);
+                  },
+                  for_type(c.dst) == kF32 ? kExact : for_type(c.dst));
+    }
+}
+
+void softmax_cases(Cases & cases) {
+    for (int n_past : {0, 3}) {
+        cases.add("DIAG_MASK_INF_f32_past" + std::to_string(n_past),
+                  [n_past](Builder & g) {
+                      return ggml_diag_mask_inf(g.ctx(), g.input(GGML_TYPE_F32, {11, 7, 3, 1}), n_past);
+                  },
+                  kExact);
+    }
+    cases.add("SOFT_MAX_f32",
+              [](Builder & g) { return ggml_soft_max(g.ctx(), g.input(GGML_TYPE_F32, {65, 9, 3, 2}, uniform(-5, 5))); },
+              kF16);
+    struct Ext {
+        Shape a, mask;
+        float scale, max_bias;
+    };
+    const Ext ext[] = {
+        {{37, 7, 4, 2}, {37, 7, 1, 1}, 0.7f, 0.0f},   {{37, 7, 4, 2}, {37, 10, 1, 1}, 1.3f, 0.0f},
+        {{21, 5, 6, 2}, {21, 5, 6, 2}, 0.125f, 0.0f}, {{21, 5, 6, 2}, {21, 5, 3, 1}, 1.0f, 0.0f},
+        {{19, 3, 4, 1}, {19, 3, 1, 1}, 0.5f, 8.0f},   {{19, 3, 6, 2}, {19, 4, 2, 1}, 0.9f, 8.0f},
+        {{1, 3, 5, 1}, {1, 3, 1, 1}, 2.0f, 4.0f},
+    };
+    for (ggml_type mask_type : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        for (const Ext & c : ext) {
+            cases.add("SOFT_MAX_ext_mask_" + tn(mask_type) + "_" + dims(c.a) + "_" + dims(c.mask) +
+                          (c.max_bias > 0 ? "_alibi" : ""),
+                      [mask_type, c](Builder & g) {
+                          ggml_tensor * a    = g.input(GGML_TYPE_F32, c.a, uniform(-4, 4));
+                          ggml_tensor * mask = g.input(mask_type, c.mask, {Init::mask});
+                          return ggml_soft_max_ext(g.ctx(), a, mask, c.scale, c.max_bias);
+                      },
+                      kF16);
+        }
+    }
+    cases.add("SOFT_MAX_ext_no_mask",
+              [](Builder & g) {
+                  return ggml_soft_max_ext(g.ctx(), g.input(GGML_TYPE_F32, {33, 5, 2, 1}, uniform(-3, 3)), nullptr, 0.3f,
+                                           0.0f);
+              },
+              kF16);
+    cases.add("SOFT_MAX_ext_inplace",
+              [](Builder & g) {
+                  ggml_tensor * a    = g.input(GGML_TYPE_F32, {17, 4, 3, 1}, uniform(-3, 3));
+                  ggml_tensor * mask = g.input(GGML_TYPE_F16, {17, 4, 1, 1}, {Init::mask});
+                  return ggml_soft_max_ext_inplace(g.ctx(), a, mask, 0.5f, 0.0f);
+              },
+              kF16);
+    cases.add("SOFT_MAX_after_DIAG_MASK_INF",
+              [](Builder & g) {
+                  ggml_tensor * a = g.input(GGML_TYPE_F32, {9, 9, 2, 1}, uniform(-2, 2));
+                  return ggml_soft_max(g.ctx(), ggml_diag_mask_inf_inplace(g.ctx(), ggml_scale(g.ctx(), a, 0.5f), 0));
+              },
+              kF16);
+}
+
+struct RopeCase {
+    int64_t head_dim;
+    int     n_dims;
+    int     mode;
+    float   freq_base, freq_scale, ext_factor, attn_factor;
+    bool    freq_factors;
+    int     n_ctx_orig;
+};
+
+const RopeCase kRopeCases[] = {
+    {32, 32, GGML_ROPE_TYPE_NORMAL, 10000.0f, 1.0f, 0.0f, 1.0f, false, 0},
+    {32, 32, GGML_ROPE_TYPE_NEOX, 10000.0f, 1.0f, 0.0f, 1.0f, false, 0},
+    {40, 24, GGML_ROPE_TYPE_NORMAL, 10000.0f, 1.0f, 0.0f, 1.0f, false, 0},
+    {40, 24, GGML_ROPE_TYPE_NEOX, 500000.0f, 1.0f, 0.0f, 1.0f, false, 0},
+    {24, 16, GGML_ROPE_TYPE_NEOX, 10000.0f, 0.25f, 0.0f, 0.8f, false, 0},
+    {24, 16, GGML_ROPE_TYPE_NORMAL, 10000.0f, 0.5f, 0.0f, 1.0f, true, 0},
+    {32, 32, GGML_ROPE_TYPE_NEOX, 1000000.0f, 1.0f, 0.0f, 1.0f, true, 0},
+    {32, 32, GGML_ROPE_TYPE_NORMAL, 10000.0f, 0.25f, 1.0f, 1.0f, false, 4096},
+    {48, 32, GGML_ROPE_TYPE_NEOX, 10000.0f, 0.125f, 1.0f, 0.9f, true, 2048},
+    {32, 32, GGML_ROPE_TYPE_NEOX, 10000.0f, 0.5f, 0.5f, 1.0f, false, 4096},
+};
+
+ggml_tensor * rope(Builder & g, ggml_tensor * a, const RopeCase & c, int64_t n_tokens) {
+    ggml_tensor * pos = g.input(GGML_TYPE_I32, {n_tokens, 1, 1, 1}, integers(0, 200));
+    ggml_tensor * ff  = c.freq_factors ? g.input(GGML_TYPE_F32, {c.n_dims / 2, 1, 1, 1}, uniform(1, 4)) : nullptr;
+    return ggml_rope_ext(g.ctx(), a, pos, ff, c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale,
+                         c.ext_factor, c.attn_factor, 32.0f, 1.0f);
+}
+
+void rope_cases(Cases & cases) {
+    for (size_t i = 0; i < std::size(kRopeCases); ++i) {
+        const RopeCase & c = kRopeCases[i];
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            cases.add("ROPE_" + tn(t) + "_" + std::string(c.mode == GGML_ROPE_TYPE_NEOX ? "neox" : "normal") + "_case" +
+                          std::to_string(i),
+                      [c, t](Builder & g) { return rope(g, g.input(t, {c.head_dim, 3, 5, 1}), c, 5); }, kF16);
+        }
+    }
+    cases.add("ROPE_f32_noncontiguous_heads",
+              [](Builder & g) {
+                  const RopeCase & c     = kRopeCases[3];
+                  ggml_tensor *    fused = g.input(GGML_TYPE_F32, {3 * c.head_dim, 3, 7, 1});
+                  ggml_tensor *    a     = ggml_view_3d(g.ctx(), fused, c.head_dim, 3, 7, fused->nb[1], fused->nb[2],
+                                                        size_t(c.head_dim) * sizeof(float));
+                  return rope(g, a, c, 7);
+              },
+              kF16);
+    cases.add("ROPE_plain_inplace",
+              [](Builder & g) {
+                  ggml_tensor * a   = g.input(GGML_TYPE_F32, {16, 3, 5, 1});
+                  ggml_tensor * pos = g.input(GGML_TYPE_I32, {5, 1, 1, 1}, integers(0, 200));
+                  return ggml_rope_inplace(g.ctx(), a, pos, 12, GGML_ROPE_TYPE_NORMAL);
+              },
+              kF16);
+}
+
+void sort_cases(Cases & cases) {
+    for (ggml_sort_order order : {GGML_SORT_ORDER_ASC, GGML_SORT_ORDER_DESC}) {
+        cases.add(std::string("ARGSORT_f32_") + (order == GGML_SORT_ORDER_ASC ? "asc" : "desc"),
+                  [order](Builder & g) {
+                      return ggml_argsort(g.ctx(), g.input(GGML_TYPE_F32, {65, 9, 3, 2}, {Init::distinct}), order);
+                  },
+                  kExact);
+    }
+    cases.add("ARGSORT_f32_long_rows",
+              [](Builder & g) {
+                  return ggml_argsort(g.ctx(), g.input(GGML_TYPE_F32, {1001, 3, 1, 1}, {Init::distinct}),
+                                      GGML_SORT_ORDER_DESC);
+              },
+              kExact);
+    for (int k : {1, 5, 37}) {
+        cases.add("TOP_K_f32_k" + std::to_string(k),
+                  [k](Builder & g) { return ggml_top_k(g.ctx(), g.input(GGML_TYPE_F32, {37, 7, 3, 1}, {Init::distinct}), k); },
+                  kExact, Compare::top_k);
+    }
+}
+
+struct AttnCase {
+    int64_t   d, dv, n_q, n_kv, n_head, n_head_kv, ne3;
+    ggml_type kv_type;
+    bool      mask;
+    ggml_type mask_type;
+    Shape     mask_shape; // ne2, ne3 of the mask in [0], [1]; extra rows in [2]
+    float     scale, max_bias, softcap;
+    bool      permuted_q, kv_views;
+};
+
+const AttnCase kAttnCases[] = {
+    {64, 64, 5, 37, 4, 2, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    {64, 64, 5, 37, 4, 2, 1, GGML_TYPE_F32, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    {40, 40, 1, 19, 3, 3, 2, GGML_TYPE_F32, false, GGML_TYPE_F16, {1, 1, 0, 0}, 0.158f, 0.0f, 0.0f, false, false},
+    {40, 40, 1, 19, 3, 3, 2, GGML_TYPE_F16, false, GGML_TYPE_F16, {1, 1, 0, 0}, 0.158f, 0.0f, 0.0f, false, false},
+    {32, 24, 7, 33, 6, 2, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {6, 1, 0, 0}, 1.0f, 0.0f, 20.0f, false, false},
+    {32, 24, 7, 33, 6, 2, 1, GGML_TYPE_F32, true, GGML_TYPE_F16, {6, 1, 0, 0}, 1.0f, 0.0f, 20.0f, false, false},
+    {32, 32, 3, 17, 8, 1, 2, GGML_TYPE_F32, true, GGML_TYPE_F16, {1, 2, 0, 0}, 0.18f, 8.0f, 0.0f, false, false},
+    {32, 32, 3, 17, 6, 3, 2, GGML_TYPE_F16, true, GGML_TYPE_F16, {2, 1, 3, 0}, 0.18f, 8.0f, 0.0f, true, false},
+    {48, 48, 9, 41, 4, 4, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {1, 1, 3, 0}, 0.144f, 0.0f, 0.0f, true, true},
+    {48, 48, 9, 41, 4, 2, 1, GGML_TYPE_F32, true, GGML_TYPE_F32, {1, 1, 0, 0}, 0.144f, 0.0f, 0.0f, true, true},
+    {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_F32, false, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+};
+
+void attention_cases(Cases & cases) {
+    for (size_t i = 0; i < std::size(kAttnCases); ++i) {
+        const AttnCase & c = kAttnCases[i];
+        cases.add("FLASH_ATTN_EXT_kv_" + tn(c.kv_type) + "_d" + std::to_string(c.d) + "_kv" + std::to_string(c.n_kv) +
+                      "_case" + std::to_string(i),
+                  [c](Builder & g) {
+                      ggml_context * ctx = g.ctx();
+                      ggml_tensor *  q;
+                      if (c.permuted_q) {
+                          ggml_tensor * q_base = g.input(GGML_TYPE_F32, {c.d, c.n_head, c.n_q, c.ne3}, uniform(-2, 2));
+                          q                    = ggml_permute(ctx, q_base, 0, 2, 1, 3);
+                      } else {
+                          q = g.input(GGML_TYPE_F32, {c.d, c.n_q, c.n_head, c.ne3}, uniform(-2, 2));
+                      }
+                      ggml_tensor * k;
+                      ggml_tensor * v;
+                      if (c.kv_views) {
+                          ggml_tensor * kc = g.input(c.kv_type, {c.d, c.n_kv + 10, c.n_head_kv, c.ne3});
+                          ggml_tensor * vc = g.input(c.kv_type, {c.dv, c.n_kv + 10, c.n_head_kv, c.ne3});
+                          k = ggml_view_4d(ctx, kc, c.d, c.n_kv, c.n_head_kv, c.ne3, kc->nb[1], kc->nb[2], kc->nb[3], 0);
+                          v = ggml_view_4d(ctx, vc, c.dv, c.n_kv, c.n_head_kv, c.ne3, vc->nb[1], vc->nb[2], vc->nb[3], 0);
+                      } else {
+                          k = g.input(c.kv_type, {c.d, c.n_kv, c.n_head_kv, c.ne3});
+                          v = g.input(c.kv_type, {c.dv, c.n_kv, c.n_head_kv, c.ne3});
+                      }
+                      ggml_tensor * mask = nullptr;
+                      if (c.mask) {
+                          mask = g.input(c.mask_type, {c.n_kv, c.n_q + c.mask_shape[2], c.mask_shape[0], c.mask_shape[1]},
+                                         {Init::causal_mask});
+                      }
+                      return ggml_flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap);
+                  },
+                  kProduct);
+    }
+}
+
+} // namespace
+
+const std::vector<OpCase> & all_cases() {
+    static const std::vector<OpCase> list = [] {
+        Cases cases;
+        binary_cases(cases);
+        scale_cases(cases);
+        math_cases(cases);
+        unary_cases(cases);
+        reduce_cases(cases);
+        repeat_concat_cases(cases);
+        norm_cases(cases);
+        matmul_cases(cases);
+        copy_cases(cases);
+        softmax_cases(cases);
+        rope_cases(cases);
+        sort_cases(cases);
+        attention_cases(cases);
+        return cases.take();
+    }();
+    return list;
+}
+
+} // namespace loomtest::ops

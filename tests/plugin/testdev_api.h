@@ -1,0 +1,40 @@
+#pragma once
+
+// The test device: a backend plugin (libloom-testdev.so) for tests only,
+// loaded with ggml_backend_load and never registered by default.
+//
+// Its reg "TestDev" has two devices, "TestDev0" and "TestDev1", of type GPU.
+// Their buffers are not host memory: the base address is fake and every
+// access goes through the buffer interface. A backend is an asynchronous
+// stream with events; it computes the ops it supports with loom's CPU
+// kernels on the device's memory.
+//
+// Configuration, per device, through
+//   auto configure = (loom_testdev_configure_t)
+//       ggml_backend_reg_get_proc_address(reg, "loom_testdev_configure");
+// keys and values:
+//   "ops"             ops supported: a comma-separated list of names as
+//                     ggml_op_desc prints them ("ADD,MUL_MAT,SILU"), "UNARY"
+//                     for every unary op, "*" for every op the CPU computes
+//                     (the default), "" for none
+//   "offload_ops"     ops the device asks to take over (offload_op), same
+//                     syntax; default none
+//   "max_buffer_size" largest buffer in bytes, "0" for no limit (the default)
+//   "memory"          device memory in bytes (default 1 GiB); allocations
+//                     beyond what is free fail
+//   "reset"           any value: every setting back to its default
+// Returns false (logged) for an unknown device, key or a malformed value.
+
+#include <stdbool.h>
+
+#include "ggml-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef bool (*loom_testdev_configure_t)(ggml_backend_dev_t dev, const char * key, const char * value);
+
+#ifdef __cplusplus
+}
+#endif
