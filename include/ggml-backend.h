@@ -330,3 +330,5 @@ GGML_API ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);
 #ifdef __cplusplus
 }
 #endif
+
+#include "ggml-backend-sched.h"

@@ -530,24 +530,30 @@ TEST_F(BackendLayer, TestDeviceComputesOnlyWhatItSupports) {
     EXPECT_FALSE(ggml_backend_dev_offload_op(dev0_, g.sum));
 }
 
-TEST_F(BackendLayer, OperandsInOtherMemoryAreNotSupported) {
+// supports_op says whether a device computes an op; which memory it can
+// read is supports_buft's answer. Computing operands in other memory fails
+// cleanly (the scheduler copies them first).
+TEST_F(BackendLayer, OperandsInOtherMemoryFailCleanly) {
     SmallGraph              g = small_graph(16);
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(g.ctx.get(), ggml_backend_cpu_buffer_type()));
     ASSERT_NE(buf, nullptr);
-    EXPECT_FALSE(ggml_backend_dev_supports_op(dev0_, g.sum));
+    EXPECT_TRUE(ggml_backend_dev_supports_op(dev0_, g.sum));
     EXPECT_TRUE(ggml_backend_dev_supports_op(cpu_, g.sum));
+    EXPECT_FALSE(ggml_backend_dev_supports_buft(dev0_, ggml_backend_cpu_buffer_type()));
+    EXPECT_TRUE(ggml_backend_dev_supports_buft(dev0_, ggml_backend_dev_buffer_type(dev0_)));
+    EXPECT_FALSE(ggml_backend_dev_supports_buft(dev1_, ggml_backend_dev_buffer_type(dev0_)));
+    EXPECT_FALSE(ggml_backend_dev_supports_buft(cpu_, ggml_backend_dev_buffer_type(dev0_)));
 
+    // A graph in host memory on the test device, and one in device memory on the CPU.
+    ggml_backend_ptr b0(ggml_backend_dev_init(dev0_, nullptr));
+    ggml_backend_ptr bc(ggml_backend_dev_init(cpu_, nullptr));
+    LogCapture       log;
+    EXPECT_EQ(ggml_backend_graph_compute(b0.get(), g.gf), GGML_STATUS_FAILED);
     SmallGraph              h = small_graph(16);
     ggml_backend_buffer_ptr dbuf(ggml_backend_alloc_ctx_tensors_from_buft(h.ctx.get(), ggml_backend_dev_buffer_type(dev0_)));
     ASSERT_NE(dbuf, nullptr);
-    EXPECT_TRUE(ggml_backend_dev_supports_op(dev0_, h.sum));
-    EXPECT_FALSE(ggml_backend_dev_supports_op(dev1_, h.sum));
-    EXPECT_FALSE(ggml_backend_dev_supports_op(cpu_, h.sum));
-
-    // Computing a graph in host memory on the test device fails cleanly.
-    ggml_backend_ptr b0(ggml_backend_dev_init(dev0_, nullptr));
-    LogCapture       log;
-    EXPECT_EQ(ggml_backend_graph_compute(b0.get(), g.gf), GGML_STATUS_FAILED);
+    EXPECT_EQ(ggml_backend_graph_compute(bc.get(), h.gf), GGML_STATUS_FAILED);
+    EXPECT_TRUE(log.contains("not host memory"));
 }
 
 // ---- graph copies and backend comparison -----------------------------------

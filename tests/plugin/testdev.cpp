@@ -284,26 +284,10 @@ bool Device::supports_op(const ggml_tensor * op) const {
     if (!settings().ops.contains(op)) {
         return false;
     }
-    // Operands already placed must be in this device's memory; the kernels
-    // cannot reach any other.
-    ggml_tensor node = *op;
-    ggml_tensor srcs[GGML_MAX_SRC];
-    for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        const ggml_tensor * s = op->src[i];
-        if (s == nullptr) {
-            continue;
-        }
-        const ggml_backend_buffer * b = s->view_src != nullptr ? s->view_src->buffer : s->buffer;
-        if (b != nullptr && b->buft != &buft_) {
-            return false;
-        }
-        // The CPU device judges the op as if its operands were in host memory.
-        srcs[i]        = *s;
-        srcs[i].buffer = nullptr;
-        node.src[i]    = &srcs[i];
-    }
-    node.buffer = nullptr;
-    return ggml_backend_dev_supports_op(ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0), &node);
+    // Whether the kernels compute the op; where its operands live is
+    // supports_buft's business (graph_compute refuses operands in other
+    // memory, and the scheduler copies them here first).
+    return ggml_backend_dev_supports_op(ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0), op);
 }
 
 bool Device::offload_op(const ggml_tensor * op) const {

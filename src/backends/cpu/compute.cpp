@@ -162,10 +162,21 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
             return GGML_STATUS_FAILED;
         }
         for (int j = 0; j < GGML_MAX_SRC; ++j) {
-            if (node->src[j] != nullptr && node->src[j]->data == nullptr && !ggml_is_empty(node->src[j])) {
+            const ggml_tensor * src = node->src[j];
+            if (src != nullptr && src->data == nullptr && !ggml_is_empty(src)) {
                 LOOM_LOG_ERROR("CPU: source %d of node %s has no data (not allocated)\n", j, describe(node).text);
                 return GGML_STATUS_FAILED;
             }
+            if (src != nullptr && src->buffer != nullptr && !ggml_backend_buffer_is_host(src->buffer)) {
+                LOOM_LOG_ERROR("CPU: source %s of node %s is in buffer %s, which is not host memory\n",
+                               describe(src).text, describe(node).text, ggml_backend_buffer_name(src->buffer));
+                return GGML_STATUS_FAILED;
+            }
+        }
+        if (node->buffer != nullptr && !ggml_backend_buffer_is_host(node->buffer)) {
+            LOOM_LOG_ERROR("CPU: node %s is in buffer %s, which is not host memory\n", describe(node).text,
+                           ggml_backend_buffer_name(node->buffer));
+            return GGML_STATUS_FAILED;
         }
         if (node->data == nullptr) {
             LOOM_LOG_ERROR("CPU: node %s has no data (not allocated)\n", describe(node).text);

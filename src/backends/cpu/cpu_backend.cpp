@@ -174,15 +174,10 @@ class CpuDevice final : public ggml_backend_device {
         return new (std::nothrow) CpuMappedBuffer(&mapped_buft_, ptr, size);
     }
 
-    bool supports_op(const ggml_tensor * op) const override {
-        for (int i = 0; i < GGML_MAX_SRC; ++i) {
-            const ggml_tensor * s = op->src[i];
-            if (s != nullptr && s->buffer != nullptr && !s->buffer->buft->is_host()) {
-                return false;
-            }
-        }
-        return loom::cpu::supports_op(op);
-    }
+    // Whether the kernels compute op; where its operands live is the
+    // business of supports_buft (the scheduler copies operands from buffers
+    // the CPU cannot read), and compute checks it.
+    bool supports_op(const ggml_tensor * op) const override { return loom::cpu::supports_op(op); }
     bool supports_buft(const ggml_backend_buffer_type * buft) const override { return buft->is_host(); }
 
   private:

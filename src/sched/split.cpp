@@ -1,0 +1,328 @@
+// Splitting a placed graph and building the scheduler's own graph.
+//
+// Note [Clones]
+// ggml's scheduler rewires the sources of the user's nodes to point at the
+// copies of split inputs. loom leaves the user's graph as it was: every
+// node of the user graph (and every leaf without memory) gets a clone in the
+// scheduler's context, a copy of the tensor struct whose sources point at
+// other clones or at the per-backend copies. The graph allocator plans the
+// clones; afterwards each user tensor receives its clone's buffer and data
+// (what allocating the user's graph would have set), so inputs are written
+// and outputs read through the user's own tensors.
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/common.h"
+#include "sched.h"
+
+using loom::sched::Cause;
+using loom::sched::Split;
+
+namespace {
+
+bool is_view_op(ggml_op op) {
+    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+// A description of the graph that is equal for two graphs exactly when the
+// cached placement and splits of one are valid for the other: topology,
+// types, shapes, strides, op parameters, flags, pre-allocated locations and
+// user pins.
+std::vector<uint64_t> signature(const ggml_backend_sched & s, const ggml_cgraph * g,
+                                const std::unordered_map<const ggml_tensor *, int64_t> & ref) {
+    std::vector<uint64_t> sig;
+    sig.reserve(size_t(g->n_nodes + g->n_leafs) * 2 + 2);
+    sig.push_back(uint64_t(g->n_nodes));
+    sig.push_back(uint64_t(g->n_leafs));
+    auto describe = [&](const ggml_tensor * t) {
+        uint64_t h = mix(uint64_t(t->op), uint64_t(t->type));
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) h = mix(mix(h, uint64_t(t->ne[d])), t->nb[d]);
+        for (int32_t p : t->op_params) h = mix(h, uint32_t(p));
+        h = mix(h, uint64_t(t->flags));
+        for (const ggml_tensor * src : t->src) {
+            if (src == nullptr) {
+                h = mix(h, ~0ull);
+            } else {
+                auto it = ref.find(src);
+                h       = mix(h, it != ref.end() ? uint64_t(it->second) : reinterpret_cast<uintptr_t>(src));
+            }
+        }
+        if (t->view_src != nullptr) {
+            auto it = ref.find(t->view_src);
+            h       = mix(mix(h, it != ref.end() ? uint64_t(it->second) : reinterpret_cast<uintptr_t>(t->view_src)),
+                          t->view_offs);
+        }
+        const ggml_backend_buffer_t buf = s.location(t);
+        h = mix(h, reinterpret_cast<uintptr_t>(buf));
+        if (buf != nullptr) h = mix(h, uint64_t(ggml_backend_buffer_get_usage(buf)));
+        h = mix(h, uint64_t(int64_t(s.id(t)) + 1)); // pins
+        return h;
+    };
+    for (int i = 0; i < g->n_leafs; ++i) sig.push_back(describe(g->leafs[i]));
+    for (int i = 0; i < g->n_nodes; ++i) sig.push_back(describe(g->nodes[i]));
+    return sig;
+}
+
+} // namespace
+
+void ggml_backend_sched::split_graph(ggml_cgraph * g) {
+    LOOM_REQUIRE(size_t(g->n_nodes) + size_t(g->n_leafs) <= graph_size * 2 && size_t(g->n_nodes) <= graph_size,
+                 "the graph has %d nodes and %d leafs, more than the scheduler's graph_size %zu allows", g->n_nodes,
+                 g->n_leafs, graph_size);
+    is_reset = false;
+
+    // Identity of every graph tensor by position, for the signature and the cache.
+    std::unordered_map<const ggml_tensor *, int64_t> ref;
+    ref.reserve(size_t(g->n_nodes + g->n_leafs));
+    for (int i = 0; i < g->n_leafs; ++i) ref[g->leafs[i]] = -1 - int64_t(i);
+    for (int i = 0; i < g->n_nodes; ++i) ref[g->nodes[i]] = int64_t(i);
+
+    std::vector<uint64_t> sig   = signature(*this, g, ref);
+    const bool            reuse = config.reuse_plans && !plan_signature.empty() && sig == plan_signature;
+
+    if (reuse) {
+        ++n_reused;
+        for (int i = 0; i < g->n_leafs; ++i) backend_of[g->leafs[i]] = cached_leaf_ids[size_t(i)];
+        for (int i = 0; i < g->n_nodes; ++i) backend_of[g->nodes[i]] = cached_node_ids[size_t(i)];
+        // The cached splits hold the previous graph's tensors: map them by position.
+        for (Split & sp : splits) {
+            for (ggml_tensor *& in : sp.inputs) {
+                const int64_t r = ref_of_cached.at(in);
+                in              = r >= 0 ? g->nodes[r] : g->leafs[-1 - r];
+            }
+        }
+    } else {
+        ++n_plans;
+        assign_backends(g);
+
+        // Pass 5: cut into splits.
+        splits.clear();
+        int i = 0;
+        while (i < g->n_nodes && is_view_op(g->nodes[i]->op)) ++i;
+        Split cur;
+        cur.backend = i < g->n_nodes ? id(g->nodes[i]) : cpu();
+        cur.i_start = 0;
+        std::unordered_map<const ggml_tensor *, bool> in_cur; // inputs of the current split
+        for (; i < g->n_nodes; ++i) {
+            ggml_tensor * node = g->nodes[i];
+            if (is_view_op(node->op)) continue;
+            const int nb = id(node);
+            LOOM_ASSERT(nb != -1);
+
+            bool new_split = nb != cur.backend;
+            if (!new_split && !cur.inputs.empty()) {
+                int extra = 0;
+                for (const ggml_tensor * src : node->src) {
+                    if (src == nullptr) continue;
+                    // A weight on an incompatible backend: a new split lets the
+                    // memory of the weights copied for the previous one be reused.
+                    if (location(src) != nullptr &&
+                        ggml_backend_buffer_get_usage(location(src)) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
+                        id(src) != cur.backend && !buffer_supported(src, cur.backend)) {
+                        new_split = true;
+                        break;
+                    }
+                    if (id(src) != cur.backend && !buffer_supported(src, cur.backend) && !in_cur.count(src)) ++extra;
+                }
+                if (int(cur.inputs.size()) + extra > config.max_split_inputs) new_split = true;
+            }
+            if (new_split) {
+                cur.i_end = i;
+                splits.push_back(std::move(cur));
+                cur         = Split{};
+                cur.backend = nb;
+                cur.i_start = i;
+                in_cur.clear();
+            }
+            for (ggml_tensor * src : node->src) {
+                if (src == nullptr) continue;
+                const int sb = id(src);
+                LOOM_ASSERT(sb != -1);
+                if (sb != cur.backend && !buffer_supported(src, cur.backend) && !in_cur.count(src)) {
+                    in_cur[src] = true;
+                    cur.inputs.push_back(src);
+                }
+            }
+        }
+        cur.i_end = g->n_nodes;
+        splits.push_back(std::move(cur));
+
+        plan_signature = std::move(sig);
+        cached_leaf_ids.resize(size_t(g->n_leafs));
+        cached_node_ids.resize(size_t(g->n_nodes));
+        for (int k = 0; k < g->n_leafs; ++k) cached_leaf_ids[size_t(k)] = id(g->leafs[k]);
+        for (int k = 0; k < g->n_nodes; ++k) cached_node_ids[size_t(k)] = id(g->nodes[k]);
+    }
+    ref_of_cached = std::move(ref);
+
+    build_graph(g);
+
+    if (config.debug > 0) {
+        print_plan(g);
+    }
+    user_graph = g;
+    user_nodes = g->n_nodes;
+}
+
+void ggml_backend_sched::build_graph(ggml_cgraph * g) {
+    // Graph inputs get one copy per pipeline stage so that a later graph
+    // computation can write them while an earlier one still reads.
+    graph_inputs.clear();
+    copies.clear();
+    clone_of.clear();
+    user_of_clone.clear();
+    clones.clear();
+
+    size_t n_inputs = 0;
+    for (const Split & sp : splits) n_inputs += sp.inputs.size();
+    const size_t n_tensors = size_t(g->n_nodes + g->n_leafs) * (1 + size_t(n_copies)) + n_inputs * (2 + size_t(n_copies));
+    const size_t sg_size   = size_t(g->n_nodes) + n_inputs * 2 + 1;
+    const size_t sg_leafs  = size_t(g->n_leafs) + (n_inputs + size_t(g->n_leafs)) * size_t(n_copies) + 1;
+    const size_t cap       = std::max(sg_size, sg_leafs);
+
+    ggml_free(ctx);
+    ggml_init_params params = {n_tensors * ggml_tensor_overhead() + ggml_graph_overhead_custom(cap, false), nullptr,
+                               true};
+    ctx = ggml_init(params);
+    LOOM_REQUIRE(ctx != nullptr, "cannot allocate the scheduler's context (%zu bytes)", params.mem_size);
+    graph = ggml_new_graph_custom(ctx, cap, false);
+
+    auto dup_layout = [&](const ggml_tensor * t, const char * backend_name, int c) {
+        ggml_tensor * d = ggml_new_tensor(ctx, t->type, GGML_MAX_DIMS, t->ne);
+        for (int k = 0; k < GGML_MAX_DIMS; ++k) d->nb[k] = t->nb[k];
+        ggml_format_name(d, "%s#%s#%d", backend_name, t->name, c);
+        return d;
+    };
+    auto copies_of = [&](const ggml_tensor * t, int b) -> std::vector<ggml_tensor *> & {
+        auto & per_backend = copies[t];
+        if (per_backend.empty()) per_backend.resize(backends.size());
+        return per_backend[size_t(b)];
+    };
+
+    // Clones of every node and every leaf without memory, in graph order so
+    // that sources are cloned before their users.
+    auto clone = [&](ggml_tensor * t) {
+        ggml_tensor * c = ggml_new_tensor(ctx, t->type, GGML_MAX_DIMS, t->ne);
+        *c              = *t;
+        if (t->data != nullptr && location(t) == nullptr) {
+            // memory of an earlier plan: planned again
+            c->data   = nullptr;
+            c->buffer = nullptr;
+        }
+        clone_of[t]      = c;
+        user_of_clone[c] = t;
+        clones.emplace_back(t, c);
+        return c;
+    };
+    auto mapped = [&](ggml_tensor * t) -> ggml_tensor * {
+        if (t == nullptr) return nullptr;
+        auto it = clone_of.find(t);
+        return it != clone_of.end() ? it->second : t;
+    };
+    for (int i = 0; i < g->n_leafs; ++i) {
+        ggml_tensor * leaf = g->leafs[i];
+        if (leaf->data == nullptr || location(leaf) == nullptr) {
+            ggml_tensor * c = clone(leaf);
+            c->view_src     = mapped(leaf->view_src);
+        }
+    }
+
+    for (Split & sp : splits) {
+        const char * bname = ggml_backend_name(backends[size_t(sp.backend)]);
+        for (ggml_tensor * in : sp.inputs) {
+            auto & cps = copies_of(in, sp.backend);
+            if (!cps.empty()) continue;
+            for (int c = 0; c < n_copies; ++c) {
+                ggml_tensor * cp = dup_layout(in, bname, c);
+                if (n_copies > 1) {
+                    // Pipeline copies must survive until their stage runs again.
+                    ggml_set_input(cp);
+                    ggml_set_output(cp);
+                }
+                cps.push_back(cp);
+            }
+        }
+    }
+    // Pipeline copies of graph inputs that stay on their own backend.
+    if (n_copies > 1) {
+        for (int i = 0; i < g->n_leafs; ++i) {
+            ggml_tensor * leaf = g->leafs[i];
+            if (!(leaf->flags & GGML_TENSOR_FLAG_INPUT) || location(leaf) != nullptr) continue;
+            const int b   = id(leaf);
+            auto &    cps = copies_of(leaf, b);
+            for (int c = 0; c < n_copies; ++c) {
+                ggml_tensor * cp = c == cur_copy ? mapped(leaf) : dup_layout(leaf, ggml_backend_name(backends[size_t(b)]), c);
+                ggml_set_input(cp);
+                ggml_set_output(cp);
+                cps.push_back(cp);
+            }
+            graph_inputs.push_back(leaf);
+        }
+    }
+
+    node_ids.clear();
+    leaf_ids.clear();
+    auto add_node = [&](ggml_tensor * t, int b) {
+        graph->nodes[graph->n_nodes++] = t;
+        node_ids.push_back(b);
+    };
+    std::unordered_map<const ggml_tensor *, bool> leaf_added;
+    auto add_leaf = [&](ggml_tensor * t, int b) {
+        if (leaf_added[t]) return; // a graph input is also its own current pipeline copy
+        leaf_added[t]                  = true;
+        graph->leafs[graph->n_leafs++] = t;
+        leaf_ids.push_back(b);
+    };
+
+    for (Split & sp : splits) {
+        std::unordered_map<const ggml_tensor *, bool> is_input;
+        for (ggml_tensor * in : sp.inputs) {
+            is_input[in]       = true;
+            ggml_tensor * src  = mapped(in);
+            // Keeps the source alive until the copy is made, and places the
+            // copy's memory at the start of the split.
+            ggml_tensor * dep  = ggml_view_tensor(ctx, src);
+            dep->src[0]        = src;
+            add_node(dep, id(in));
+            add_node(copies_of(in, sp.backend)[size_t(cur_copy)], sp.backend);
+        }
+        sp.sg_start = graph->n_nodes;
+        for (int i = sp.i_start; i < sp.i_end; ++i) {
+            ggml_tensor * node = g->nodes[i];
+            ggml_tensor * c    = clone(node);
+            c->view_src        = mapped(node->view_src);
+            for (int j = 0; j < GGML_MAX_SRC; ++j) {
+                ggml_tensor * src = node->src[j];
+                if (src == nullptr) continue;
+                if (!is_view_op(node->op) && is_input.count(src)) {
+                    c->src[j] = copies_of(src, sp.backend)[size_t(cur_copy)];
+                } else {
+                    c->src[j] = mapped(src);
+                }
+            }
+            add_node(c, id(node));
+        }
+        sp.sg_end = graph->n_nodes;
+    }
+
+    if (n_copies > 1) {
+        for (ggml_tensor * in : graph_inputs) {
+            const int b = id(in);
+            for (ggml_tensor * cp : copies_of(in, b)) add_leaf(cp, b);
+        }
+        for (const Split & sp : splits) {
+            for (ggml_tensor * in : sp.inputs) {
+                for (ggml_tensor * cp : copies_of(in, sp.backend)) add_leaf(cp, sp.backend);
+            }
+        }
+    }
+    for (int i = 0; i < g->n_leafs; ++i) {
+        add_leaf(mapped(g->leafs[i]), id(g->leafs[i]));
+    }
+}
