@@ -3,11 +3,15 @@
 // with plan reuse (the default) and without (LOOM_SCHED_REUSE=0), measured
 // in the same run. Prints microseconds per graph and per node.
 //
-//   bench_sched [layers] [repeats]
+//   bench_sched [layers] [repeats] [replan|reuse]
+//
+// With a mode, only that mode runs at the given depth (for instruction
+// counts under callgrind, which are repeatable on a shared machine).
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "ggml-alloc.h"
@@ -102,6 +106,15 @@ int main(int argc, char ** argv) {
     const int        max_layers = argc > 1 ? std::atoi(argv[1]) : 32;
     const int        repeats    = argc > 2 ? std::atoi(argv[2]) : 50;
     ggml_backend_ptr cpu(ggml_backend_cpu_init());
+    if (argc > 3) {
+        const bool reuse = std::string(argv[3]) == "reuse";
+        Model      m     = make_model(cpu.get(), max_layers);
+        int        n     = 0;
+        const double us  = run(cpu.get(), m, max_layers, repeats, reuse, &n);
+        std::printf("%s: %d layers, %d nodes, %.1f us/graph, %.3f us/node\n", reuse ? "reuse" : "replan", max_layers, n,
+                    us, us / n);
+        return 0;
+    }
     std::printf("%8s %8s %16s %16s %14s %14s %8s\n", "layers", "nodes", "replan us/graph", "reuse us/graph",
                 "replan us/node", "reuse us/node", "ratio");
     for (int layers = 4; layers <= max_layers; layers *= 2) {

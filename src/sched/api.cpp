@@ -147,7 +147,7 @@ void ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t sched, ggml_tens
     const int b = checked_index(sched, backend, __func__);
     sched->backend_of[node] = b;
     sched->cause_of[node]   = Cause::user;
-    sched->pinned.insert(node);
+    sched->pinned[node]     = true;
     sched->is_reset         = false;
 }
 

@@ -170,7 +170,7 @@ void ggml_backend_sched::assign_backends(ggml_cgraph * g) {
                     set_id(node, b, Cause::best);
                 }
             }
-        } else if (!pinned.count(node)) {
+        } else if (!pinned.contains(node)) {
             for (int b = 0; b < cur; ++b) {
                 if (bufts[size_t(b)] != bufts[size_t(cur)] || !ggml_backend_supports_op(backends[size_t(b)], node)) {
                     continue;

@@ -28,15 +28,16 @@ bool ggml_backend_sched::alloc_splits() {
     prev_leaf_ids = leaf_ids;
 
     // Note [Clones]: the user's tensors take the memory planned for their clones.
-    std::unordered_map<const ggml_tensor *, const void *> now_planned;
+    std::vector<ggml_tensor *> given;
     for (auto & [user, c] : clones) {
         if (user->data == nullptr || location(user) == nullptr) {
             user->buffer = c->buffer;
             user->data   = c->data;
-            now_planned[user] = c->data;
+            given.push_back(user);
         }
     }
-    planned = std::move(now_planned);
+    planned.clear();
+    for (ggml_tensor * user : given) planned[user] = user->data;
     return true;
 }
 
@@ -81,8 +82,8 @@ ggml_status ggml_backend_sched::compute_splits() {
         }
 
         for (ggml_tensor * in : sp.inputs) {
-            auto                 it  = clone_of.find(in);
-            const ggml_tensor *  src = it != clone_of.end() ? it->second : in;
+            ggml_tensor * const * c   = clone_of.find(in);
+            const ggml_tensor *   src = c != nullptr ? *c : in;
             ggml_tensor *        dst = copies.at(in)[size_t(sp.backend)][size_t(cur_copy)];
             const int64_t        t0  = tracing ? ggml_time_us() : 0;
             if (in->flags & GGML_TENSOR_FLAG_INPUT) {
@@ -155,6 +156,6 @@ ggml_status ggml_backend_sched::compute_splits() {
 }
 
 ggml_tensor * ggml_backend_sched::user_of(ggml_tensor * sg_node) const {
-    auto it = user_of_clone.find(sg_node);
-    return it != user_of_clone.end() ? it->second : sg_node;
+    ggml_tensor * const * u = user_of_clone.find(sg_node);
+    return u != nullptr ? *u : sg_node;
 }

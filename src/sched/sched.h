@@ -14,12 +14,12 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "core/graph.h"
+#include "core/ptr_map.h"
 
 namespace loom::sched {
 
@@ -83,19 +83,19 @@ struct ggml_backend_sched {
     void *                           eval_cb_data = nullptr;
 
     // --- state of the current graph ---
-    std::unordered_map<const ggml_tensor *, int>               backend_of; // user tensors
-    std::unordered_map<const ggml_tensor *, loom::sched::Cause> cause_of;
-    std::unordered_set<const ggml_tensor *>                     pinned; // set_tensor_backend, never overridden
+    loom::PtrMap<int>                backend_of; // user tensors
+    loom::PtrMap<loom::sched::Cause> cause_of;
+    loom::PtrMap<bool>               pinned; // set_tensor_backend, never overridden
     std::vector<loom::sched::Split>                             splits;
     std::vector<ggml_tensor *>                                  graph_inputs; // pipeline-copied inputs
     // (user tensor, backend) -> its copies, one per pipeline copy
     std::unordered_map<const ggml_tensor *, std::vector<std::vector<ggml_tensor *>>> copies;
-    std::unordered_map<const ggml_tensor *, ggml_tensor *>                           clone_of;
+    loom::PtrMap<ggml_tensor *>                                                      clone_of;
     std::vector<std::pair<ggml_tensor *, ggml_tensor *>>                             clones; // (user, clone)
-    std::unordered_map<const ggml_tensor *, ggml_tensor *>                           user_of_clone;
+    loom::PtrMap<ggml_tensor *>                                                      user_of_clone;
     // User tensors given memory by the last plan (Note [Clones]), with that
     // address: planned again, not taken as pre-allocated, when seen again.
-    std::unordered_map<const ggml_tensor *, const void *> planned;
+    loom::PtrMap<const void *> planned;
     size_t                     bytes_copied = 0;
 
     ggml_context *   ctx   = nullptr; // clones, copies and the scheduler graph
@@ -111,7 +111,8 @@ struct ggml_backend_sched {
     std::vector<uint64_t> plan_signature;
     std::vector<int>      cached_node_ids; // user graph node -> backend
     std::vector<int>      cached_leaf_ids;
-    std::unordered_map<const ggml_tensor *, int64_t> ref_of_cached; // previous graph: tensor -> position
+    loom::PtrMap<int64_t> ref_of_cached; // previous graph: tensor -> position
+    loom::PtrMap<int64_t> ref_of_graph;  // current graph: tensor -> position
     uint64_t              n_plans  = 0;    // graphs placed and split from scratch
     uint64_t              n_reused = 0;    // graphs that reused the cached placement
 
@@ -120,8 +121,8 @@ struct ggml_backend_sched {
     // NULL when it has no memory or only memory of an earlier plan of ours.
     ggml_backend_buffer_t location(const ggml_tensor * t) const {
         const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
-        auto                it   = planned.find(base);
-        if (it != planned.end() && it->second == base->data) {
+        const void * const * p    = planned.find(base);
+        if (p != nullptr && *p == base->data) {
             return nullptr;
         }
         return base->buffer;
@@ -129,8 +130,8 @@ struct ggml_backend_sched {
     int backend_index(ggml_backend_t b) const;
     int id(const ggml_tensor * t) const {
         if (t == nullptr) return -1;
-        auto it = backend_of.find(t);
-        return it == backend_of.end() ? -1 : it->second;
+        const int * b = backend_of.find(t);
+        return b == nullptr ? -1 : *b;
     }
     void set_id(const ggml_tensor * t, int b, loom::sched::Cause c) {
         backend_of[t] = b;

@@ -35,7 +35,7 @@ uint64_t mix(uint64_t h, uint64_t v) {
 // types, shapes, strides, op parameters, flags, pre-allocated locations and
 // user pins.
 std::vector<uint64_t> signature(const ggml_backend_sched & s, const ggml_cgraph * g,
-                                const std::unordered_map<const ggml_tensor *, int64_t> & ref) {
+                                const loom::PtrMap<int64_t> & ref) {
     std::vector<uint64_t> sig;
     sig.reserve(size_t(g->n_nodes + g->n_leafs) * 2 + 2);
     sig.push_back(uint64_t(g->n_nodes));
@@ -49,14 +49,13 @@ std::vector<uint64_t> signature(const ggml_backend_sched & s, const ggml_cgraph 
             if (src == nullptr) {
                 h = mix(h, ~0ull);
             } else {
-                auto it = ref.find(src);
-                h       = mix(h, it != ref.end() ? uint64_t(it->second) : reinterpret_cast<uintptr_t>(src));
+                const int64_t * r = ref.find(src);
+                h                 = mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(src));
             }
         }
         if (t->view_src != nullptr) {
-            auto it = ref.find(t->view_src);
-            h       = mix(mix(h, it != ref.end() ? uint64_t(it->second) : reinterpret_cast<uintptr_t>(t->view_src)),
-                          t->view_offs);
+            const int64_t * r = ref.find(t->view_src);
+            h = mix(mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(t->view_src)), t->view_offs);
         }
         const ggml_backend_buffer_t buf = s.location(t);
         h = mix(h, reinterpret_cast<uintptr_t>(buf));
@@ -78,7 +77,8 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
     is_reset = false;
 
     // Identity of every graph tensor by position, for the signature and the cache.
-    std::unordered_map<const ggml_tensor *, int64_t> ref;
+    loom::PtrMap<int64_t> & ref = ref_of_graph;
+    ref.clear();
     ref.reserve(size_t(g->n_nodes + g->n_leafs));
     for (int i = 0; i < g->n_leafs; ++i) ref[g->leafs[i]] = -1 - int64_t(i);
     for (int i = 0; i < g->n_nodes; ++i) ref[g->nodes[i]] = int64_t(i);
@@ -93,7 +93,9 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
         // The cached splits hold the previous graph's tensors: map them by position.
         for (Split & sp : splits) {
             for (ggml_tensor *& in : sp.inputs) {
-                const int64_t r = ref_of_cached.at(in);
+                const int64_t * rp = ref_of_cached.find(in);
+                LOOM_ASSERT(rp != nullptr);
+                const int64_t r = *rp;
                 in              = r >= 0 ? g->nodes[r] : g->leafs[-1 - r];
             }
         }
@@ -108,7 +110,7 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
         Split cur;
         cur.backend = i < g->n_nodes ? id(g->nodes[i]) : cpu();
         cur.i_start = 0;
-        std::unordered_map<const ggml_tensor *, bool> in_cur; // inputs of the current split
+        loom::PtrMap<bool> in_cur; // inputs of the current split
         for (; i < g->n_nodes; ++i) {
             ggml_tensor * node = g->nodes[i];
             if (is_view_op(node->op)) continue;
@@ -128,7 +130,7 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
                         new_split = true;
                         break;
                     }
-                    if (id(src) != cur.backend && !buffer_supported(src, cur.backend) && !in_cur.count(src)) ++extra;
+                    if (id(src) != cur.backend && !buffer_supported(src, cur.backend) && !in_cur.contains(src)) ++extra;
                 }
                 if (int(cur.inputs.size()) + extra > config.max_split_inputs) new_split = true;
             }
@@ -144,7 +146,7 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
                 if (src == nullptr) continue;
                 const int sb = id(src);
                 LOOM_ASSERT(sb != -1);
-                if (sb != cur.backend && !buffer_supported(src, cur.backend) && !in_cur.count(src)) {
+                if (sb != cur.backend && !buffer_supported(src, cur.backend) && !in_cur.contains(src)) {
                     in_cur[src] = true;
                     cur.inputs.push_back(src);
                 }
@@ -159,7 +161,7 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
         for (int k = 0; k < g->n_leafs; ++k) cached_leaf_ids[size_t(k)] = id(g->leafs[k]);
         for (int k = 0; k < g->n_nodes; ++k) cached_node_ids[size_t(k)] = id(g->nodes[k]);
     }
-    ref_of_cached = std::move(ref);
+    std::swap(ref_of_cached, ref_of_graph);
 
     build_graph(g);
 
@@ -186,11 +188,16 @@ void ggml_backend_sched::build_graph(ggml_cgraph * g) {
     const size_t sg_leafs  = size_t(g->n_leafs) + (n_inputs + size_t(g->n_leafs)) * size_t(n_copies) + 1;
     const size_t cap       = std::max(sg_size, sg_leafs);
 
-    ggml_free(ctx);
-    ggml_init_params params = {n_tensors * ggml_tensor_overhead() + ggml_graph_overhead_custom(cap, false), nullptr,
-                               true};
-    ctx = ggml_init(params);
-    LOOM_REQUIRE(ctx != nullptr, "cannot allocate the scheduler's context (%zu bytes)", params.mem_size);
+    // The context is kept between graphs and only grows.
+    const size_t need = n_tensors * ggml_tensor_overhead() + ggml_graph_overhead_custom(cap, false);
+    if (ctx != nullptr && ggml_get_mem_size(ctx) >= need) {
+        ggml_reset(ctx);
+    } else {
+        ggml_free(ctx);
+        ggml_init_params params = {need + need / 2, nullptr, true};
+        ctx                     = ggml_init(params);
+        LOOM_REQUIRE(ctx != nullptr, "cannot allocate the scheduler's context (%zu bytes)", params.mem_size);
+    }
     graph = ggml_new_graph_custom(ctx, cap, false);
 
     auto dup_layout = [&](const ggml_tensor * t, const char * backend_name, int c) {
@@ -222,8 +229,8 @@ void ggml_backend_sched::build_graph(ggml_cgraph * g) {
     };
     auto mapped = [&](ggml_tensor * t) -> ggml_tensor * {
         if (t == nullptr) return nullptr;
-        auto it = clone_of.find(t);
-        return it != clone_of.end() ? it->second : t;
+        ggml_tensor * const * c = clone_of.find(t);
+        return c != nullptr ? *c : t;
     };
     for (int i = 0; i < g->n_leafs; ++i) {
         ggml_tensor * leaf = g->leafs[i];
@@ -272,16 +279,17 @@ void ggml_backend_sched::build_graph(ggml_cgraph * g) {
         graph->nodes[graph->n_nodes++] = t;
         node_ids.push_back(b);
     };
-    std::unordered_map<const ggml_tensor *, bool> leaf_added;
+    loom::PtrMap<bool> leaf_added;
     auto add_leaf = [&](ggml_tensor * t, int b) {
-        if (leaf_added[t]) return; // a graph input is also its own current pipeline copy
-        leaf_added[t]                  = true;
+        bool & added = leaf_added[t];
+        if (added) return; // a graph input is also its own current pipeline copy
+        added                          = true;
         graph->leafs[graph->n_leafs++] = t;
         leaf_ids.push_back(b);
     };
 
     for (Split & sp : splits) {
-        std::unordered_map<const ggml_tensor *, bool> is_input;
+        loom::PtrMap<bool> is_input;
         for (ggml_tensor * in : sp.inputs) {
             is_input[in]       = true;
             ggml_tensor * src  = mapped(in);
@@ -300,7 +308,7 @@ void ggml_backend_sched::build_graph(ggml_cgraph * g) {
             for (int j = 0; j < GGML_MAX_SRC; ++j) {
                 ggml_tensor * src = node->src[j];
                 if (src == nullptr) continue;
-                if (!is_view_op(node->op) && is_input.count(src)) {
+                if (!is_view_op(node->op) && is_input.contains(src)) {
                     c->src[j] = copies_of(src, sp.backend)[size_t(cur_copy)];
                 } else {
                     c->src[j] = mapped(src);

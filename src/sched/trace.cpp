@@ -115,9 +115,9 @@ void ggml_backend_sched::print_plan(const ggml_cgraph * g) const {
         }
         auto where = [&](const ggml_tensor * t) {
             const int b  = id(t);
-            auto      it = cause_of.find(t);
+            const Cause * c = cause_of.find(t);
             return std::string(b >= 0 ? ggml_backend_name(backends[size_t(b)]) : "NULL") + " " +
-                   (it != cause_of.end() ? cause_name(it->second) : "");
+                   (c != nullptr ? cause_name(*c) : "");
         };
         std::string line = "node #" + std::to_string(i) + " (" + ggml_op_desc(node) + "): " + node->name + " (" +
                            fmt_size(ggml_nbytes(node)) + ") [" + where(node) + "]";
