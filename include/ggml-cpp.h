@@ -11,9 +11,13 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "gguf.h"
 
 struct ggml_context_deleter {
     void operator()(ggml_context * ctx) const { ggml_free(ctx); }
+};
+struct gguf_context_deleter {
+    void operator()(gguf_context * ctx) const { gguf_free(ctx); }
 };
 struct ggml_backend_deleter {
     void operator()(ggml_backend_t backend) const { ggml_backend_free(backend); }
@@ -23,5 +27,6 @@ struct ggml_backend_buffer_deleter {
 };
 
 typedef std::unique_ptr<ggml_context, ggml_context_deleter>               ggml_context_ptr;
+typedef std::unique_ptr<gguf_context, gguf_context_deleter>               gguf_context_ptr;
 typedef std::unique_ptr<ggml_backend, ggml_backend_deleter>               ggml_backend_ptr;
 typedef std::unique_ptr<ggml_backend_buffer, ggml_backend_buffer_deleter> ggml_backend_buffer_ptr;
