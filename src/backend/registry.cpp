@@ -8,6 +8,9 @@
 
 #include "core/common.h"
 #include "ggml-cpu.h"
+#ifdef LOOM_HAS_BLAS
+#    include "ggml-blas.h"
+#endif
 
 namespace loom {
 
@@ -17,7 +20,13 @@ Registry & Registry::get() {
 }
 
 Registry::Registry() {
-    // Built-in backend families, in order of preference.
+    // Built-in backend families, in order of preference. BLAS comes before
+    // the CPU, as in ggml: a scheduler given the devices in registry order
+    // then has the CPU last, as it requires. init_best and dev_by_type pick
+    // by type, so the CPU stays their answer for CPU.
+#ifdef LOOM_HAS_BLAS
+    add_locked(ggml_backend_blas_reg(), SharedLibrary());
+#endif
     add_locked(ggml_backend_cpu_reg(), SharedLibrary());
 }
 

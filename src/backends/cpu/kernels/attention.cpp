@@ -80,7 +80,7 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
         scale /= softcap;
     }
 
-    const VecDotInfo kdot     = vec_dot_info(k->type);
+    const VecDotInfo kdot     = vec_dot_info(k->type, p.use_ref);
     const int64_t    rk2      = n_head / k->ne[2];
     const int64_t    rk3      = q->ne[3] / k->ne[3];
     const int64_t    rv2      = n_head / v->ne[2];

@@ -2,17 +2,28 @@
 //
 // mul_mat: dst[m, n, i2, i3] = dot(row m of a's matrix (i2 / r2, i3 / r3),
 // column n of b's matrix (i2, i3)), r2 = ne12 / ne02, r3 = ne13 / ne03.
-// b is first converted, by all threads together, into the operand type of
-// a's dot product (vec_dot_info) and packed row after row into the scratch
-// buffer; then each thread computes a rectangle of dst tile by tile. Each
-// dst element is one dot product, so the result does not depend on how the
-// rectangles are cut.
+//
+// Three paths, chosen from the shapes and types only (never from the thread
+// count, so results do not depend on it):
+//  - reference (use_ref): b converted into the operand type of a's dot
+//    product (vec_dot_info), then one portable dot product per element;
+//  - matrix-vector (up to GEMV_MAX_COLS columns per matrix, and every
+//    quantized type): b converted the same way by the kernel table, then the
+//    table's gemv over blocks of rows, each weight read once for a group of
+//    columns;
+//  - matrix-matrix (f32, f16 and bf16 weights with more columns): the
+//    blocked, packed GEMM of gemm.cpp, b read as f32 in place.
+// In every path each dst element is computed by one thread, with a sequence
+// of operations fixed by the shapes.
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/common.h"
 #include "core/types.h"
+#include "backends/cpu/simd/kernel_table.h"
+#include "gemm.h"
 #include "kernels.h"
 #include "vec.h"
 
@@ -22,9 +33,9 @@ namespace {
 
 constexpr size_t SCRATCH_ALIGN = 64;
 
-// Output tile: TILE_M rows of a against TILE_N columns of b. The columns of
-// a tile stay in cache while the rows stream past; a SIMD kernel computing
-// several dot products at once replaces the body of compute_tile.
+// Output tile of the reference path: TILE_M rows of a against TILE_N
+// columns of b. The columns of a tile stay in cache while the rows stream
+// past.
 constexpr int64_t TILE_M = 16;
 constexpr int64_t TILE_N = 8;
 
@@ -69,7 +80,22 @@ BOperand b_operand(const ggml_tensor * b, const void * packed, size_t row_size) 
     return op;
 }
 
-void pack_b(const ComputeParams & p, const ggml_tensor * b, ggml_type operand, size_t row_size) {
+// Converts n f32 values stride bytes apart into a row of the operand type,
+// through the kernel table where it has the conversion.
+void convert_operand(const KernelTable & kt, ggml_type type, const char * src, size_t stride, void * dst, int64_t n) {
+    if (stride == sizeof(float)) {
+        const auto * x = reinterpret_cast<const float *>(src);
+        switch (type) {
+            case GGML_TYPE_Q8_0: kt.quantize_row_q8_0(x, static_cast<block_q8_0 *>(dst), n); return;
+            case GGML_TYPE_F16: kt.fp32_to_fp16_row(x, static_cast<ggml_fp16_t *>(dst), n); return;
+            default: break;
+        }
+    }
+    convert_f32_row(type, src, stride, dst, n);
+}
+
+void pack_b(const ComputeParams & p, const KernelTable & kt, const ggml_tensor * b, ggml_type operand,
+            size_t row_size) {
     const int64_t K     = b->ne[0];
     const int64_t ne1   = b->ne[1];
     const int64_t ne2   = b->ne[2];
@@ -81,7 +107,7 @@ void pack_b(const ComputeParams & p, const ggml_tensor * b, ggml_type operand, s
         const int64_t i2  = ir / ne1 % ne2;
         const int64_t i1  = ir % ne1;
         const char *  src = static_cast<const char *>(b->data) + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-        convert_f32_row(operand, src, b->nb[0], out + size_t(ir) * row_size, K);
+        convert_operand(kt, operand, src, b->nb[0], out + size_t(ir) * row_size, K);
     }
 }
 
@@ -114,20 +140,26 @@ void compute_tile(const MulMatJob & job, int64_t m0, int64_t m1, int64_t c0, int
     }
 }
 
-void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
+void check_mul_mat(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    LOOM_ASSERT(vec_dot_info(a->type).dot != nullptr && b->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
+    LOOM_ASSERT(dst->ne[0] == a->ne[1] && dst->ne[1] == b->ne[1] && dst->ne[2] == b->ne[2] && dst->ne[3] == b->ne[3]);
+    LOOM_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
+    LOOM_ASSERT(dst->nb[1] % sizeof(float) == 0);
+}
+
+void compute_mul_mat_ref(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * a    = dst->src[0];
     const ggml_tensor * b    = dst->src[1];
     const VecDotInfo    info = vec_dot_info(a->type);
-    LOOM_ASSERT(info.dot != nullptr && b->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
-    LOOM_ASSERT(dst->ne[0] == a->ne[1] && dst->ne[1] == b->ne[1] && dst->ne[2] == b->ne[2] && dst->ne[3] == b->ne[3]);
-    LOOM_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
 
     const int64_t K        = a->ne[0];
     const bool    packed   = mul_mat_packs_b(a, b);
     const size_t  row_size = ggml_row_size(info.operand, K);
     if (packed) {
         LOOM_ASSERT(p.wsize >= row_size * size_t(ggml_nrows(b)));
-        pack_b(p, b, info.operand, row_size);
+        pack_b(p, portable_kernels(), b, info.operand, row_size);
         p.sync();
     }
 
@@ -161,6 +193,183 @@ void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t m0 = m_begin; m0 < m_end; m0 += TILE_M) {
             compute_tile(job, m0, std::min(m0 + TILE_M, m_end), c0, c1);
         }
+    }
+}
+
+// ---- matrix-vector path ----
+
+// Whether mul_mat takes the GEMM path: float weights and more columns than a
+// gemv call covers. A function of the shapes and types only.
+bool mul_mat_uses_gemm(const ggml_tensor * a, const ggml_tensor * b) {
+    return gemm_weight_type(a->type) && b->ne[1] > GEMV_MAX_COLS;
+}
+
+GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
+    switch (weight_type) {
+        case GGML_TYPE_F32: return kt.gemv_f32;
+        case GGML_TYPE_F16: return kt.gemv_f16;
+        case GGML_TYPE_BF16: return kt.gemv_bf16;
+        case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
+        case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
+        default: return nullptr;
+    }
+}
+
+// Work is cut into items of GEMV_ROW_ALIGN rows of one matrix; an item runs
+// all its columns, GEMV_MAX_COLS at a time, while its rows stay in cache.
+// Only when there are fewer items than threads are columns cut as well.
+//
+// Threads take chunks of consecutive items from a shared counter, so a
+// thread slowed by anything else on the machine leaves more of the work to
+// the others. Which thread computes an item never changes its result (each
+// element's operations depend only on where it is in the matrix), so the
+// result stays independent of the thread count and of the timing.
+//
+// Scratch: the counter in the first GEMV_HEADER bytes, then b packed.
+constexpr size_t GEMV_HEADER = 64;
+
+void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_tensor * dst) {
+    const ggml_tensor * a    = dst->src[0];
+    const ggml_tensor * b    = dst->src[1];
+    const VecDotInfo    info = vec_dot_info(a->type);
+    const GemvFn        gemv = gemv_for(kt, a->type);
+    LOOM_ASSERT(gemv != nullptr);
+
+    const int64_t K        = a->ne[0];
+    const bool    packed   = mul_mat_packs_b(a, b);
+    const size_t  row_size = ggml_row_size(info.operand, K);
+    char *        scratch  = static_cast<char *>(p.wdata);
+    LOOM_ASSERT(p.wsize >= GEMV_HEADER + (packed ? row_size * size_t(ggml_nrows(b)) : 0));
+    std::atomic_ref<int64_t> next_chunk(*reinterpret_cast<int64_t *>(scratch));
+    if (p.ith == 0) {
+        next_chunk.store(p.nth, std::memory_order_relaxed);
+    }
+    if (packed) {
+        ComputeParams pp = p;
+        pp.wdata         = scratch + GEMV_HEADER;
+        pack_b(pp, kt, b, info.operand, row_size);
+    }
+    p.sync(); // b packed and the counter set before anyone takes a chunk
+    const BOperand bop = b_operand(b, packed ? scratch + GEMV_HEADER : nullptr, row_size);
+    const size_t   ldb = packed ? row_size : b->nb[1];
+
+    const int64_t M        = dst->ne[0];
+    const int64_t N        = dst->ne[1];
+    const int64_t ne2      = dst->ne[2];
+    const int64_t nbatch   = ne2 * dst->ne[3];
+    const int64_t r2       = b->ne[2] / a->ne[2];
+    const int64_t r3       = b->ne[3] / a->ne[3];
+    const int64_t n_ru     = (M + GEMV_ROW_ALIGN - 1) / GEMV_ROW_ALIGN;
+    const int64_t n_cg     = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    const bool    cut_col  = nbatch * n_ru < p.nth && n_cg > 1;
+    const int64_t per_cg   = cut_col ? 1 : n_cg; // column groups per item
+    const int64_t n_items  = nbatch * n_ru * (n_cg / per_cg);
+    const size_t  ldd      = dst->nb[1] / sizeof(float);
+    // About eight chunks per thread: enough to even out, few enough that
+    // the counter is touched rarely.
+    const int64_t per_chunk = std::max<int64_t>(1, n_items / (int64_t(p.nth) * 8));
+    const int64_t n_chunks  = (n_items + per_chunk - 1) / per_chunk;
+
+    for (int64_t chunk = p.ith; chunk < n_chunks; chunk = next_chunk.fetch_add(1, std::memory_order_relaxed)) {
+        const int64_t it_end = std::min(n_items, (chunk + 1) * per_chunk);
+        for (int64_t it = chunk * per_chunk; it < it_end; ++it) {
+            const int64_t cg0   = (it % (n_cg / per_cg)) * per_cg;
+            const int64_t ru    = it / (n_cg / per_cg) % n_ru;
+            const int64_t batch = it / (n_cg / per_cg) / n_ru;
+            const int64_t i2    = batch % ne2;
+            const int64_t i3    = batch / ne2;
+            const int64_t m0    = ru * GEMV_ROW_ALIGN;
+            const int64_t rows  = std::min<int64_t>(GEMV_ROW_ALIGN, M - m0);
+
+            const char * a_rows =
+                static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + m0 * a->nb[1];
+            char * d_mat = static_cast<char *>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3];
+            for (int64_t cg = cg0; cg < cg0 + per_cg; ++cg) {
+                const int64_t c0    = cg * GEMV_MAX_COLS;
+                const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));
+                auto *        out   = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
+                gemv(K, a_rows, a->nb[1], rows, bop.column(c0, i2, i3), ldb, ncols, out, ldd);
+            }
+        }
+    }
+}
+
+// ---- matrix-matrix path ----
+
+// Scratch of the GEMM path. With at least as many matrices as threads, each
+// thread computes whole matrices alone: per thread a b block and a private
+// part. Otherwise all threads compute each matrix as a team: the team's
+// counters and one shared b block, then a private part per thread.
+size_t gemm_work_size(const ggml_tensor * a, const ggml_tensor * b, int n_threads) {
+    const KernelTable & kt    = best_kernels();
+    const size_t        bb    = gemm_b_block_bytes(kt, b->ne[1]);
+    const size_t        pv    = gemm_private_bytes(kt);
+    const size_t        nth   = size_t(std::max(n_threads, 1));
+    const size_t        alone = (bb + pv) * nth;
+    const size_t        team  = GEMM_TEAM_HEADER + bb + pv * nth;
+    (void) a;
+    return std::max(alone, team);
+}
+
+void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+
+    const int64_t M      = dst->ne[0];
+    const int64_t N      = dst->ne[1];
+    const int64_t ne2    = dst->ne[2];
+    const int64_t nbatch = ne2 * dst->ne[3];
+    const int64_t r2     = b->ne[2] / a->ne[2];
+    const int64_t r3     = b->ne[3] / a->ne[3];
+    const size_t  bb     = gemm_b_block_bytes(kt, N);
+    const size_t  pv     = gemm_private_bytes(kt);
+    char *        w      = static_cast<char *>(p.wdata);
+
+    auto problem = [&](int64_t batch) {
+        const int64_t i2 = batch % ne2;
+        const int64_t i3 = batch / ne2;
+        GemmProblem   pr;
+        pr.a_type = a->type;
+        pr.a      = static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+        pr.lda    = a->nb[1];
+        pr.b      = static_cast<const char *>(b->data) + i2 * b->nb[2] + i3 * b->nb[3];
+        pr.ldb    = b->nb[1];
+        pr.b_step = b->nb[0];
+        pr.c      = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3]);
+        pr.ldc    = dst->nb[1] / sizeof(float);
+        pr.K      = a->ne[0];
+        return pr;
+    };
+
+    if (nbatch >= p.nth) {
+        LOOM_ASSERT(p.wsize >= (bb + pv) * size_t(p.nth));
+        char *      mine = w + (bb + pv) * size_t(p.ith);
+        const Range r    = split_range(nbatch, p.ith, p.nth);
+        for (int64_t batch = r.begin; batch < r.end; ++batch) {
+            gemm_f32(kt, problem(batch), 0, M, 0, N, reinterpret_cast<float *>(mine), mine + bb, nullptr);
+        }
+        return;
+    }
+    LOOM_ASSERT(p.wsize >= GEMM_TEAM_HEADER + bb + pv * size_t(p.nth));
+    const GemmTeam team{&p, w};
+    auto *         shared_b = reinterpret_cast<float *>(w + GEMM_TEAM_HEADER);
+    char *         mine     = w + GEMM_TEAM_HEADER + bb + pv * size_t(p.ith);
+    for (int64_t batch = 0; batch < nbatch; ++batch) {
+        gemm_f32(kt, problem(batch), 0, M, 0, N, shared_b, mine, &team);
+    }
+}
+
+void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
+    check_mul_mat(dst);
+    if (p.use_ref) {
+        compute_mul_mat_ref(p, dst);
+        return;
+    }
+    const KernelTable & kt = best_kernels();
+    if (mul_mat_uses_gemm(dst->src[0], dst->src[1])) {
+        compute_mul_mat_gemm(p, kt, dst);
+    } else {
+        compute_mul_mat_gemv(p, kt, dst);
     }
 }
 
@@ -270,11 +479,21 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
     const ggml_tensor * b = op->src[1];
     switch (op->op) {
         case GGML_OP_MUL_MAT: {
-            if (!mul_mat_packs_b(a, b)) {
-                return 0;
+            // The reference path and the gemv path pack b; the GEMM path
+            // needs panels per thread. use_ref is not known when the plan
+            // is made, so the larger need is reserved.
+            size_t packed_b = 0;
+            if (mul_mat_packs_b(a, b)) {
+                const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
+                packed_b              = align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
             }
-            const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
-            return align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
+            size_t need = 0;
+            if (mul_mat_uses_gemm(a, b)) {
+                need = std::max(packed_b, gemm_work_size(a, b, n_threads));
+            } else {
+                need = GEMV_HEADER + packed_b;
+            }
+            return need;
         }
         case GGML_OP_OUT_PROD:
             return out_prod_thread_scratch(a) * size_t(n_threads);

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "core/common.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "kernels.h"
 #include "vec.h"
@@ -45,7 +46,8 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
         LOOM_ASSERT(mask->ne[0] == n && mask->ne[1] >= ne1 && mask->nb[0] == ggml_type_size(mask->type));
     }
 
-    const Range r = split_range(ggml_nrows(src), p.ith, p.nth);
+    const KernelTable & kt = kernels(p.use_ref);
+    const Range         r  = split_range(ggml_nrows(src), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
         const int64_t i3 = ir / (ne1 * ne2);
         const int64_t i2 = ir / ne1 % ne2;
@@ -72,8 +74,8 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
                 }
             }
         }
-        const float  max = max_f32(n, y);
-        const double sum = exp_sub_sum_f32(n, y, max);
+        const float  max = kt.max_f32(n, y);
+        const double sum = kt.exp_sub_sum_f32(n, y, max);
         scale_f32(n, y, float(1.0 / sum));
     }
 }

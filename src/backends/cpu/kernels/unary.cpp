@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "core/fp16.h"
 #include "core/types.h"
@@ -100,7 +101,7 @@ inline void map(const float * x, float * y, int64_t n, F f) {
 
 // y may alias x exactly (in-place); every element is read before written.
 // The switch sits outside the element loops so each loop can vectorise.
-void apply(const UnaryFn & f, const float * x, float * y, int64_t n) {
+void apply(const KernelTable & kt, const UnaryFn & f, const float * x, float * y, int64_t n) {
     switch (f.fn) {
         case Fn::sqr: map(x, y, n, [](float v) { return v * v; }); break;
         case Fn::sqrt: map(x, y, n, [](float v) { return std::sqrt(v); }); break;
@@ -126,8 +127,7 @@ void apply(const UnaryFn & f, const float * x, float * y, int64_t n) {
             });
             break;
         case Fn::gelu_quick: map(x, y, n, [](float v) { return v * sigmoid(1.702f * v); }); break;
-        // x / (1 + e^-x) rather than x * sigmoid(x): one rounding fewer
-        case Fn::silu: map(x, y, n, [](float v) { return v / (1.0f + std::exp(-v)); }); break;
+        case Fn::silu: kt.silu_f32(n, x, y); break;
         case Fn::hardswish:
             map(x, y, n, [](float v) { return v * std::min(1.0f, std::max(0.0f, (v + 3.0f) / 6.0f)); });
             break;
@@ -156,8 +156,9 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
     const bool    f32_unit = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 &&
                           ((src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float)) || ne0 == 1);
 
-    const int64_t nrows = ne1 * ne2 * dst->ne[3];
-    const Range   rr    = split_range(nrows, p.ith, p.nth);
+    const KernelTable & kt    = kernels(p.use_ref);
+    const int64_t       nrows = ne1 * ne2 * dst->ne[3];
+    const Range         rr    = split_range(nrows, p.ith, p.nth);
     for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
         const int64_t i1 = ir % ne1;
         const int64_t i2 = (ir / ne1) % ne2;
@@ -165,14 +166,14 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
         const char *  x  = static_cast<const char *>(src->data) + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
         char *        y  = static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
         if (f32_unit) {
-            apply(f, reinterpret_cast<const float *>(x), reinterpret_cast<float *>(y), ne0);
+            apply(kt, f, reinterpret_cast<const float *>(x), reinterpret_cast<float *>(y), ne0);
             continue;
         }
         float buf[kChunk];
         for (int64_t j0 = 0; j0 < ne0; j0 += kChunk) {
             const int64_t n = std::min(kChunk, ne0 - j0);
             load_floats(src->type, x + size_t(j0) * src->nb[0], src->nb[0], n, buf);
-            apply(f, buf, buf, n);
+            apply(kt, f, buf, buf, n);
             store_floats(dst->type, buf, y + size_t(j0) * dst->nb[0], dst->nb[0], n);
         }
     }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/common.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 
 namespace loom::cpu {
@@ -53,6 +54,23 @@ float dot_q8_0_v(int64_t n, const void * x, const void * y) {
 }
 float dot_q4_0_v(int64_t n, const void * x, const void * y) {
     return dot_q4_0_q8_0(n, static_cast<const block_q4_0 *>(x), static_cast<const block_q8_0 *>(y));
+}
+
+// The selected table's dot products behind the untyped signature.
+float best_dot_f32(int64_t n, const void * x, const void * y) {
+    return best_kernels().dot_f32(n, static_cast<const float *>(x), static_cast<const float *>(y));
+}
+float best_dot_f16(int64_t n, const void * x, const void * y) {
+    return best_kernels().dot_f16(n, static_cast<const ggml_fp16_t *>(x), static_cast<const ggml_fp16_t *>(y));
+}
+float best_dot_bf16(int64_t n, const void * x, const void * y) {
+    return best_kernels().dot_bf16(n, static_cast<const uint16_t *>(x), static_cast<const uint16_t *>(y));
+}
+float best_dot_q8_0(int64_t n, const void * x, const void * y) {
+    return best_kernels().dot_q8_0_q8_0(n, static_cast<const block_q8_0 *>(x), static_cast<const block_q8_0 *>(y));
+}
+float best_dot_q4_0(int64_t n, const void * x, const void * y) {
+    return best_kernels().dot_q4_0_q8_0(n, static_cast<const block_q4_0 *>(x), static_cast<const block_q8_0 *>(y));
 }
 
 } // namespace
@@ -113,6 +131,22 @@ VecDotInfo vec_dot_info(ggml_type weight_type) {
         default:
             return {GGML_TYPE_COUNT, nullptr};
     }
+}
+
+VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref) {
+    VecDotInfo info = vec_dot_info(weight_type);
+    if (use_ref || info.dot == nullptr) {
+        return info;
+    }
+    switch (weight_type) {
+        case GGML_TYPE_F32: info.dot = best_dot_f32; break;
+        case GGML_TYPE_F16: info.dot = best_dot_f16; break;
+        case GGML_TYPE_BF16: info.dot = best_dot_bf16; break;
+        case GGML_TYPE_Q8_0: info.dot = best_dot_q8_0; break;
+        case GGML_TYPE_Q4_0: info.dot = best_dot_q4_0; break;
+        default: break;
+    }
+    return info;
 }
 
 void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst, int64_t n) {

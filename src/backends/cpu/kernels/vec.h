@@ -36,7 +36,11 @@ struct VecDotInfo {
 };
 
 // F32->F32, F16->F16, BF16->BF16, Q8_0 and Q4_0 -> Q8_0; dot == nullptr otherwise.
+// These are the portable dot products.
 VecDotInfo vec_dot_info(ggml_type weight_type);
+// The same with the dot products of the selected kernel table, or the
+// portable ones when use_ref is set.
+VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref);
 
 // ---- conversions ----
 

@@ -1,0 +1,41 @@
+#include "policy.h"
+
+#include <cstdlib>
+
+#include "core/common.h"
+#include "products.h"
+
+namespace loom::blas {
+
+Policy Policy::from_environment() {
+    Policy p;
+    if (const char * v = std::getenv("LOOM_BLAS_MIN_BATCH")) {
+        char *          end = nullptr;
+        const long long n   = std::strtoll(v, &end, 10);
+        if (end != v && *end == '\0' && n > 0) {
+            p.min_batch_f32 = p.min_batch_f16 = p.min_batch_q4_0 = p.min_batch_quant = p.min_batch_out_prod = n;
+            p.min_size = p.min_size_out_prod = 1;
+        } else {
+            LOOM_LOG_WARN("BLAS: ignoring LOOM_BLAS_MIN_BATCH=%s (not a positive integer)\n", v);
+        }
+    }
+    return p;
+}
+
+bool Policy::takes(const ggml_tensor * op) const {
+    const GemmSize s = gemm_size(op);
+    if (op->op == GGML_OP_OUT_PROD) {
+        return s.n >= min_batch_out_prod && s.m >= min_size_out_prod && s.k >= min_size_out_prod;
+    }
+    int64_t min_batch = min_batch_quant;
+    switch (op->src[0]->type) {
+        case GGML_TYPE_F32: min_batch = min_batch_f32; break;
+        case GGML_TYPE_F16:
+        case GGML_TYPE_BF16: min_batch = min_batch_f16; break;
+        case GGML_TYPE_Q4_0: min_batch = min_batch_q4_0; break;
+        default: break;
+    }
+    return s.n >= min_batch && s.m >= min_size && s.k >= min_size;
+}
+
+} // namespace loom::blas

@@ -1,0 +1,117 @@
+// AVX2 exponentials: the softmax row helpers and SiLU.
+//
+// exp(x) = 2^k * exp(r) with k = round(x / ln 2) and r = x - k ln 2, |r| <=
+// ln 2 / 2, ln 2 split in two parts so that r is exact to a few ulp; exp(r)
+// by its Taylor polynomial of degree 7 (the first term left out is below
+// 2^-27 relative), and 2^k built in the exponent field. Results are within a
+// few ulp of std::exp for normal results; those below the smallest normal
+// float are flushed to zero, NaN stays NaN.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/fp16.h"
+#include "core/types.h"
+
+#include "target_begin.h"
+#include "avx2.h"
+
+namespace loom::cpu::avx2 {
+
+namespace {
+
+inline __m256 exp8(__m256 x) {
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r        = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p        = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+
+    // k = 128 (x just below ln FLT_MAX) does not fit the exponent field:
+    // scale by 2^127 and double p.
+    const __m256 big = _mm256_cmp_ps(k, _mm256_set1_ps(127.0f), _CMP_GT_OQ);
+    p                = _mm256_add_ps(p, _mm256_and_ps(big, p));
+    const __m256i e  = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(k, _mm256_set1_ps(127.0f))), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+
+    // Out of range: zero below ln(smallest normal), infinity above ln FLT_MAX;
+    // NaN passes through.
+    const __m256 lo = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365447f), _CMP_LT_OQ);
+    const __m256 hi = _mm256_cmp_ps(x, _mm256_set1_ps(88.7228391f), _CMP_GT_OQ);
+    y               = _mm256_andnot_ps(lo, y);
+    y               = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), hi);
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+} // namespace
+
+float max_f32(int64_t n, const float * x) {
+    // maxps returns its second operand when either is NaN: NaNs are skipped.
+    __m256  m = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    }
+    __m128 h = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    h        = _mm_max_ps(_mm_movehl_ps(h, h), h);
+    h        = _mm_max_ss(_mm_movehdup_ps(h), h);
+    float r  = _mm_cvtss_f32(h);
+    for (; i < n; ++i) {
+        r = x[i] > r ? x[i] : r;
+    }
+    return r;
+}
+
+double exp_sub_sum_f32(int64_t n, float * y, float max) {
+    const __m256 vm   = _mm256_set1_ps(max);
+    __m256d      acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    int64_t      i    = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(y + i), vm));
+        _mm256_storeu_ps(y + i, e);
+        acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < n; ++i) {
+        y[i] = std::exp(y[i] - max);
+        sum += double(y[i]);
+    }
+    return sum;
+}
+
+void silu_f32(int64_t n, const float * x, float * y) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t      i   = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+    }
+    for (; i < n; ++i) {
+        y[i] = x[i] / (1.0f + std::exp(-x[i]));
+    }
+}
+
+} // namespace loom::cpu::avx2
+
+#include "target_end.h"
+
+#endif // x86

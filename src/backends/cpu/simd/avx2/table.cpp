@@ -1,0 +1,59 @@
+// The AVX2 kernel table. The table itself is built without AVX2 (it only
+// takes addresses), so avx2_kernels() is safe to call on any x86 processor;
+// the dispatcher calls into the table only when the processor has AVX2, FMA
+// and F16C.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/fp16.h"
+
+#include "target_begin.h"
+#include "avx2.h"
+#include "target_end.h"
+
+namespace loom::cpu {
+
+namespace {
+
+const KernelTable k_avx2 = {
+    "avx2",
+    avx2::dot_f32,
+    avx2::dot_f16,
+    avx2::dot_bf16,
+    avx2::dot_q8_0_q8_0,
+    avx2::dot_q4_0_q8_0,
+    avx2::quantize_row_q8_0,
+    avx2::fp16_to_fp32_row,
+    avx2::fp32_to_fp16_row,
+    avx2::bf16_to_fp32_row,
+    avx2::gemv_f32,
+    avx2::gemv_f16,
+    avx2::gemv_bf16,
+    avx2::gemv_q8_0,
+    avx2::gemv_q4_0,
+    avx2::max_f32,
+    avx2::exp_sub_sum_f32,
+    avx2::silu_f32,
+    avx2::gemm_pack,
+    avx2::gemm_micro,
+    avx2::GEMM_MR,
+    avx2::GEMM_NR,
+    // an a panel of 256 x 16 floats (16 KiB) stays in L1, a chunk of 64
+    // rows (64 KiB) in L2, and the b block of 256 x 4092 (4 MiB) in L3.
+    64,
+    256,
+    4092,
+};
+
+} // namespace
+
+const KernelTable * avx2_kernels() {
+    return &k_avx2;
+}
+
+} // namespace loom::cpu
+
+#endif // x86

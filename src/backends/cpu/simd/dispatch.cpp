@@ -1,0 +1,46 @@
+// Chooses the kernel table once from the processor's features.
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cpu/features.h"
+#include "kernel_table.h"
+
+namespace loom::cpu {
+
+namespace {
+
+bool avx2_runs() {
+    // AVX2 code also uses FMA and F16C; all three are checked, with the OS
+    // support for the YMM state that features() folds into them.
+    const Features & f = features();
+    return avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c;
+}
+
+const KernelTable & choose() {
+    // LOOM_CPU_KERNELS=portable keeps the portable table (to compare or to
+    // test it); a table the processor cannot run is never taken.
+    const char * want = std::getenv("LOOM_CPU_KERNELS");
+    if (want != nullptr && std::strcmp(want, "portable") == 0) {
+        return portable_kernels();
+    }
+    if (avx2_runs()) {
+        return *avx2_kernels();
+    }
+    return portable_kernels();
+}
+
+} // namespace
+
+const KernelTable & best_kernels() {
+    static const KernelTable & table = choose();
+    return table;
+}
+
+#if !(defined(__x86_64__) || defined(__i386__))
+const KernelTable * avx2_kernels() {
+    return nullptr;
+}
+#endif
+
+} // namespace loom::cpu

@@ -1,0 +1,110 @@
+#pragma once
+
+// The row and tile primitives that have instruction-set specific versions,
+// gathered in one table of function pointers. One table per instruction set
+// (portable C++, x86 AVX2+FMA+F16C, later AVX-512 and NEON); the best one the
+// processor supports is chosen once, on first use, and never changes.
+//
+// Contract shared by every table:
+//  - each function is a pure function of its arguments: the same inputs give
+//    the same bits, whatever thread calls it and whatever the alignment of
+//    the pointers (unaligned pointers are allowed everywhere);
+//  - the portable table is the reference; another table may differ from it
+//    only by the order of floating-point additions and, for exponentials, by
+//    a few ulp (integer block products and conversions are exact and give
+//    the same bits);
+//  - no function allocates, locks or calls through another table.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/types.h"
+#include "ggml.h"
+
+namespace loom::cpu {
+
+// Rows of weights handled together by a gemv call; callers cut row ranges
+// at multiples of this so the same rows always meet the same code.
+constexpr int GEMV_ROW_ALIGN = 16;
+// Largest number of columns one gemv call takes.
+constexpr int GEMV_MAX_COLS = 4;
+
+// dst[c * ldd + r] = dot(row r of a, column c of b) for r < nrows, c < ncols
+// (1 <= ncols <= GEMV_MAX_COLS). Rows of a are lda bytes apart and columns
+// of b ldb bytes apart, each K elements of its type (K a multiple of the
+// block size). Weights are read once for all ncols columns.
+using GemvFn = void (*)(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                        float * dst, size_t ldd);
+
+// Packs rows of f32 values into a panel of the GEMM: panel[k * width + i] =
+// rows[i][k] for i < nrows, 0 for nrows <= i < width, k < kb.
+// nrows <= width <= 16; width is the table's mr or nr.
+using PackFn = void (*)(const float * const * rows, int nrows, int width, int64_t kb, float * panel);
+
+// The f32 GEMM micro-kernel on packed panels (see Note [GEMM panels] in
+// kernels/gemm.cpp): C[i + j * ldc] (+)= sum_k ap[k * mr + i] * bp[k * nr + j]
+// for i < m <= mr, j < n <= nr. With accumulate the sum continues from C's
+// value, so cutting K into blocks leaves every element's sequence of
+// operations unchanged.
+using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
+                             bool accumulate);
+
+struct KernelTable {
+    const char * name; // "portable", "avx2", ...
+
+    // Dot products of n elements (block types: n a multiple of 32).
+    float (*dot_f32)(int64_t n, const float * x, const float * y);
+    float (*dot_f16)(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y);
+    float (*dot_bf16)(int64_t n, const uint16_t * x, const uint16_t * y);
+    float (*dot_q8_0_q8_0)(int64_t n, const block_q8_0 * x, const block_q8_0 * y);
+    float (*dot_q4_0_q8_0)(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
+
+    // Activations to Q8_0 (n a multiple of 32); same bits as the reference
+    // quantizer of the core.
+    void (*quantize_row_q8_0)(const float * x, block_q8_0 * y, int64_t n);
+    // Row conversions, round to nearest even; same bits as the core's,
+    // except that a signaling NaN half may come out as a quiet NaN.
+    void (*fp16_to_fp32_row)(const ggml_fp16_t * x, float * y, int64_t n);
+    void (*fp32_to_fp16_row)(const float * x, ggml_fp16_t * y, int64_t n);
+    void (*bf16_to_fp32_row)(const uint16_t * x, float * y, int64_t n);
+
+    // Matrix-vector products per weight type (operands as in vec.h's
+    // vec_dot_info: f32, f16, bf16, q8_0 and q4_0 against q8_0).
+    GemvFn gemv_f32;
+    GemvFn gemv_f16;
+    GemvFn gemv_bf16;
+    GemvFn gemv_q8_0;
+    GemvFn gemv_q4_0;
+
+    // Row helpers of softmax and activations (y may be x):
+    // largest element, NaNs skipped (-INFINITY for n == 0);
+    float (*max_f32)(int64_t n, const float * x);
+    // y[i] = exp(y[i] - max), returning the sum of the results in double;
+    double (*exp_sub_sum_f32)(int64_t n, float * y, float max);
+    // y[i] = x[i] / (1 + exp(-x[i])).
+    void (*silu_f32)(int64_t n, const float * x, float * y);
+
+    // f32 GEMM: packing, micro-kernel, and its tile and cache-block sizes.
+    PackFn      gemm_pack;
+    GemmMicroFn gemm_micro;
+    int         mr, nr;     // register tile (mr along dst rows, nr along columns)
+    int64_t     mc, kc, nc; // cache blocks: a chunk mc x kc (L2), b block kc x nc (L3)
+};
+
+// The portable table (always available).
+const KernelTable & portable_kernels();
+// The best table this processor runs, chosen on the first call; the
+// environment variable LOOM_CPU_KERNELS=portable, read then, selects the
+// portable table instead.
+const KernelTable & best_kernels();
+// best_kernels(), or portable_kernels() when use_ref asks for the portable
+// code paths.
+inline const KernelTable & kernels(bool use_ref) {
+    return use_ref ? portable_kernels() : best_kernels();
+}
+
+// Tables of the other instruction sets: nullptr when the build does not
+// contain them. They run only where the processor has the instructions.
+const KernelTable * avx2_kernels();
+
+} // namespace loom::cpu

@@ -1,0 +1,147 @@
+// The portable kernel table: plain C++ that any compiler and processor run.
+// The dot products are the reference ones of kernels/vec.cpp; the rest is
+// written so that a compiler may vectorise it, without relying on it.
+
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernel_table.h"
+#include "backends/cpu/kernels/vec.h"
+
+namespace loom::cpu {
+
+namespace {
+
+template <typename T, float (*Dot)(int64_t, const T *, const T *)> struct PortableGemv {
+    static void run(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                    float * dst, size_t ldd) {
+        for (int c = 0; c < ncols; ++c) {
+            const T * bc = reinterpret_cast<const T *>(static_cast<const char *>(b) + size_t(c) * ldb);
+            for (int64_t r = 0; r < nrows; ++r) {
+                const auto * ar  = reinterpret_cast<const T *>(static_cast<const char *>(a) + size_t(r) * lda);
+                dst[size_t(c) * ldd + size_t(r)] = Dot(K, ar, bc);
+            }
+        }
+    }
+};
+
+template <typename W, float (*Dot)(int64_t, const W *, const block_q8_0 *)> struct PortableGemvQ {
+    static void run(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                    float * dst, size_t ldd) {
+        for (int c = 0; c < ncols; ++c) {
+            const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
+            for (int64_t r = 0; r < nrows; ++r) {
+                const auto * ar  = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r) * lda);
+                dst[size_t(c) * ldd + size_t(r)] = Dot(K, ar, bc);
+            }
+        }
+    }
+};
+
+void quantize_q8_0(const float * x, block_q8_0 * y, int64_t n) {
+    quantize_row_q8_0_ref(x, y, n);
+}
+
+void fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = fp16_to_fp32(x[i]);
+    }
+}
+
+void fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = fp32_to_fp16(x[i]);
+    }
+}
+
+void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = bf16_to_fp32(x[i]);
+    }
+}
+
+void silu_f32(int64_t n, const float * x, float * y) {
+    // x / (1 + e^-x) rather than x * sigmoid(x): one rounding fewer
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] / (1.0f + std::exp(-x[i]));
+    }
+}
+
+void gemm_pack(const float * const * rows, int nrows, int width, int64_t kb, float * panel) {
+    for (int i = 0; i < width; ++i) {
+        if (i < nrows) {
+            const float * src = rows[i];
+            for (int64_t k = 0; k < kb; ++k) {
+                panel[k * width + i] = src[k];
+            }
+        } else {
+            for (int64_t k = 0; k < kb; ++k) {
+                panel[k * width + i] = 0.0f;
+            }
+        }
+    }
+}
+
+constexpr int MR = 16;
+constexpr int NR = 4;
+
+// The tile lives in a local array the compiler can keep in vector
+// registers; each element is one running sum over k.
+void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
+                bool accumulate) {
+    float acc[NR][MR];
+    for (int j = 0; j < NR; ++j) {
+        for (int i = 0; i < MR; ++i) {
+            acc[j][i] = accumulate && i < m && j < n ? c[size_t(j) * ldc + size_t(i)] : 0.0f;
+        }
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        const float * a = ap + k * MR;
+        const float * b = bp + k * NR;
+        for (int j = 0; j < NR; ++j) {
+            for (int i = 0; i < MR; ++i) {
+                acc[j][i] += a[i] * b[j];
+            }
+        }
+    }
+    for (int j = 0; j < n; ++j) {
+        std::memcpy(c + size_t(j) * ldc, acc[j], size_t(m) * sizeof(float));
+    }
+}
+
+const KernelTable k_portable = {
+    "portable",
+    dot_f32,
+    dot_f16,
+    dot_bf16,
+    dot_q8_0_q8_0,
+    dot_q4_0_q8_0,
+    quantize_q8_0,
+    fp16_to_fp32_row,
+    fp32_to_fp16_row,
+    bf16_to_fp32_row,
+    PortableGemv<float, dot_f32>::run,
+    PortableGemv<ggml_fp16_t, dot_f16>::run,
+    PortableGemv<uint16_t, dot_bf16>::run,
+    PortableGemvQ<block_q8_0, dot_q8_0_q8_0>::run,
+    PortableGemvQ<block_q4_0, dot_q4_0_q8_0>::run,
+    max_f32,
+    exp_sub_sum_f32,
+    silu_f32,
+    gemm_pack,
+    gemm_micro,
+    MR,
+    NR,
+    64,
+    256,
+    4092,
+};
+
+} // namespace
+
+const KernelTable & portable_kernels() {
+    return k_portable;
+}
+
+} // namespace loom::cpu

@@ -1,0 +1,523 @@
+// loom-bench: throughput of loom's CPU matrix products, as a share of this
+// machine's limits measured in the same run, and beside a BLAS library when
+// the build found one.
+//
+//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--no-blas]
+//
+// Limits, measured first with the same thread count:
+//   - FMA peak: each thread runs independent chains of 8-lane (AVX2) fused
+//     multiply-adds, enough of them to cover the instruction's latency, best
+//     of 10 runs; the AVX-512 figure is printed beside it where the processor
+//     has AVX-512;
+//   - memory bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger
+//     than the caches, with streaming stores so that the bytes counted
+//     (3 x 4 per element) are the bytes moved; a read-only sum is printed too.
+// Cases, through the public API on the CPU backend:
+//   - F32 GEMM M=N=K=2048, and M=4096 K=4096 N=512 (a 4096 x 4096 weight
+//     matrix times 512 columns), in GFLOP/s (2 M N K per product) and % of the
+//     FMA peak, beside the BLAS sgemm of the same shapes and thread count;
+//   - GEMV (one column) with Q4_0, Q8_0, F16 (and F32, beside BLAS sgemv)
+//     weights of 4096 x 14336 and 14336 x 4096 (K x M), in GB/s of weight
+//     bytes read and % of the triad. Several copies of the weights, together
+//     well past the last-level cache, are used in turn so that every product
+//     reads its weights from memory.
+// Each case runs at least 5 times after a warm-up run; rates come from the
+// best run, with the median run's rate in parentheses.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#if defined(LOOM_BENCH_BLAS)
+// The two CBLAS entry points used, declared here so that any CBLAS
+// implementation's header layout will do (enum values are CBLAS's).
+extern "C" {
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float * a, int lda,
+                 const float * b, int ldb, float beta, float * c, int ldc);
+void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float * a, int lda, const float * x,
+                 int incx, float beta, float * y, int incy);
+// OpenBLAS only; resolved to null with another BLAS.
+void openblas_set_num_threads(int n) __attribute__((weak));
+char * openblas_get_config(void) __attribute__((weak));
+}
+constexpr int CBLAS_COL_MAJOR = 102;
+constexpr int CBLAS_NO_TRANS  = 111;
+constexpr int CBLAS_TRANS     = 112;
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Options {
+    int         n_threads = 2;
+    double      min_time  = 1.0; // seconds of timed runs per case
+    std::string only;            // "", "gemm" or "gemv"
+    bool        blas = true;
+};
+
+// Runs fn(ith) on n threads at once and returns the wall time of the slowest.
+double run_threads(int n, const std::function<void(int)> & fn) {
+    std::atomic<int>         ready{0};
+    std::atomic<bool>        go{false};
+    std::vector<std::thread> threads;
+    Clock::time_point        t0;
+    for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+            ready.fetch_add(1);
+            while (!go.load(std::memory_order_acquire)) {
+            }
+            fn(i);
+        });
+    }
+    while (ready.load() < n) {
+    }
+    t0 = Clock::now();
+    go.store(true, std::memory_order_release);
+    for (std::thread & t : threads) {
+        t.join();
+    }
+    return seconds_since(t0);
+}
+
+// ---- machine limits ----
+
+// Twelve independent FMA chains per thread: with a latency of 4 cycles and
+// two FMA units, eight are the least that keep both busy. Each chain starts
+// from its own value, taken from an argument, so that no compiler can merge
+// chains it could prove equal.
+constexpr int kChains = 12;
+
+__attribute__((target("avx2,fma"), noinline)) float fma_chains_avx2(int64_t iters, float seed) {
+    __m256 c[kChains];
+    for (int i = 0; i < kChains; ++i) {
+        c[i] = _mm256_set1_ps(seed * float(i + 1));
+    }
+    const __m256 a = _mm256_set1_ps(0.999999f);
+    const __m256 b = _mm256_set1_ps(seed * 1e-7f);
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+        for (int i = 0; i < kChains; ++i) {
+            c[i] = _mm256_fmadd_ps(c[i], a, b);
+        }
+    }
+    __m256 s = c[0];
+    for (int i = 1; i < kChains; ++i) {
+        s = _mm256_add_ps(s, c[i]);
+    }
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0];
+}
+
+__attribute__((target("avx512f"), noinline)) float fma_chains_avx512(int64_t iters, float seed) {
+    __m512 c[kChains];
+    for (int i = 0; i < kChains; ++i) {
+        c[i] = _mm512_set1_ps(seed * float(i + 1));
+    }
+    const __m512 a = _mm512_set1_ps(0.999999f);
+    const __m512 b = _mm512_set1_ps(seed * 1e-7f);
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+        for (int i = 0; i < kChains; ++i) {
+            c[i] = _mm512_fmadd_ps(c[i], a, b);
+        }
+    }
+    __m512 s = c[0];
+    for (int i = 1; i < kChains; ++i) {
+        s = _mm512_add_ps(s, c[i]);
+    }
+    float out[16];
+    _mm512_storeu_ps(out, s);
+    return out[0];
+}
+
+// Best of a few runs, in GFLOP/s over all threads.
+double fma_peak(int n_threads, bool avx512) {
+    const int64_t      iters = 20'000'000;
+    const int          lanes = avx512 ? 16 : 8;
+    double             best  = 0.0;
+    std::vector<float> sink(static_cast<size_t>(n_threads));
+    for (int rep = 0; rep < 10; ++rep) {
+        const double t = run_threads(n_threads, [&](int ith) {
+            const float seed  = 1.0f + float(rep + ith) * 1e-3f;
+            sink[size_t(ith)] = avx512 ? fma_chains_avx512(iters, seed) : fma_chains_avx2(iters, seed);
+        });
+        best = std::max(best, double(n_threads) * double(iters) * kChains * lanes * 2.0 / t / 1e9);
+    }
+    if (sink[0] == 12345.0f) {
+        std::printf(" ");
+    }
+    return best;
+}
+
+struct AlignedFloats {
+    float * p = nullptr;
+    size_t  n = 0;
+    explicit AlignedFloats(size_t count) : n(count) {
+        p = static_cast<float *>(std::aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64));
+        if (p == nullptr) {
+            std::fprintf(stderr, "loom-bench: out of memory\n");
+            std::exit(1);
+        }
+    }
+    ~AlignedFloats() { std::free(p); }
+    AlignedFloats(const AlignedFloats &)             = delete;
+    AlignedFloats & operator=(const AlignedFloats &) = delete;
+};
+
+__attribute__((target("avx2,fma"))) void triad_part(float * a, const float * b, const float * c, size_t begin,
+                                                    size_t end, float s) {
+    const __m256 vs = _mm256_set1_ps(s);
+    for (size_t i = begin; i < end; i += 8) {
+        _mm256_stream_ps(a + i, _mm256_fmadd_ps(_mm256_load_ps(c + i), vs, _mm256_load_ps(b + i)));
+    }
+    _mm_sfence();
+}
+
+__attribute__((target("avx2"))) float read_part(const float * b, size_t begin, size_t end) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = begin; i < end; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_load_ps(b + i));
+        s1 = _mm256_add_ps(s1, _mm256_load_ps(b + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_load_ps(b + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_load_ps(b + i + 24));
+    }
+    float out[8];
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    return out[0] + out[7];
+}
+
+struct Bandwidth {
+    double triad; // GB/s
+    double read;  // GB/s
+};
+
+// Arrays of 32 Mi floats (128 MiB each, 384 MiB for the triad).
+Bandwidth memory_bandwidth(int n_threads) {
+    const size_t  n = size_t(32) << 20;
+    AlignedFloats a(n), b(n), c(n);
+    // Each thread first touches the part it works on.
+    auto part = [&](int ith) {
+        const size_t per = n / size_t(n_threads) / 32 * 32;
+        const size_t lo  = per * size_t(ith);
+        return std::pair<size_t, size_t>(lo, ith == n_threads - 1 ? n : lo + per);
+    };
+    run_threads(n_threads, [&](int ith) {
+        const auto [lo, hi] = part(ith);
+        for (size_t i = lo; i < hi; ++i) {
+            a.p[i] = 0.0f;
+            b.p[i] = 1.0f;
+            c.p[i] = 2.0f;
+        }
+    });
+    Bandwidth          bw{0.0, 0.0};
+    std::vector<float> sink(static_cast<size_t>(n_threads));
+    for (int rep = 0; rep < 6; ++rep) {
+        const double t = run_threads(n_threads, [&](int ith) {
+            const auto [lo, hi] = part(ith);
+            triad_part(a.p, b.p, c.p, lo, hi, 0.5f);
+        });
+        bw.triad = std::max(bw.triad, 3.0 * double(n) * sizeof(float) / t / 1e9);
+        const double r = run_threads(n_threads, [&](int ith) {
+            const auto [lo, hi] = part(ith);
+            sink[size_t(ith)]   = read_part(b.p, lo, hi);
+        });
+        bw.read = std::max(bw.read, double(n) * sizeof(float) / r / 1e9);
+    }
+    if (sink[0] == 12345.0f) {
+        std::printf(" ");
+    }
+    return bw;
+}
+
+// ---- timing ----
+
+// Seconds per run of fn(): the best and the median over at least 5 runs and
+// min_time seconds, after one warm-up run. The best run is the one least
+// disturbed by anything else on the machine; both are printed.
+struct Timing {
+    double best;
+    double median;
+};
+
+Timing time_runs(double min_time, const std::function<void()> & fn) {
+    fn();
+    std::vector<double> ts;
+    const auto          start = Clock::now();
+    while (ts.size() < 5 || (seconds_since(start) < min_time && ts.size() < 1000)) {
+        const auto t0 = Clock::now();
+        fn();
+        ts.push_back(seconds_since(t0));
+    }
+    std::sort(ts.begin(), ts.end());
+    return {ts.front(), ts[ts.size() / 2]};
+}
+
+// ---- loom cases ----
+
+void fill_weights(ggml_tensor * t, std::mt19937 & rng) {
+    const int64_t                         K = t->ne[0], M = t->ne[1];
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<float>                    row(static_cast<size_t>(K));
+    for (int64_t m = 0; m < M; ++m) {
+        for (float & x : row) {
+            x = d(rng);
+        }
+        char * dst = static_cast<char *>(t->data) + size_t(m) * t->nb[1];
+        switch (t->type) {
+            case GGML_TYPE_F32: std::memcpy(dst, row.data(), size_t(K) * sizeof(float)); break;
+            case GGML_TYPE_F16: ggml_fp32_to_fp16_row(row.data(), reinterpret_cast<ggml_fp16_t *>(dst), K); break;
+            default: ggml_quantize_chunk(t->type, row.data(), dst, 0, 1, K, nullptr); break;
+        }
+    }
+}
+
+// Products of `copies` weight matrices (K x M) of type with an f32 b of N
+// columns, one graph per copy, computed in turn on the CPU backend.
+struct MulMatBench {
+    ggml_context *             ctx = nullptr;
+    std::vector<ggml_tensor *> weights;
+    ggml_tensor *              b = nullptr;
+    std::vector<ggml_cgraph *> graphs;
+
+    MulMatBench(ggml_type type, int64_t K, int64_t M, int64_t N, int copies) {
+        const size_t   wbytes = ggml_row_size(type, K) * size_t(M);
+        const size_t   mem    = size_t(copies) * (wbytes + size_t(M) * size_t(N) * 4 + 4096) +
+                           size_t(K) * size_t(N) * 4 + ggml_graph_overhead() * size_t(copies) +
+                           ggml_tensor_overhead() * size_t(3 * copies + 4) + (size_t(1) << 20);
+        ggml_init_params p = {mem, nullptr, false};
+        ctx                = ggml_init(p);
+        if (ctx == nullptr) {
+            std::fprintf(stderr, "loom-bench: cannot allocate %zu bytes\n", mem);
+            std::exit(1);
+        }
+        std::mt19937 rng(1234);
+        b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+        fill_weights(b, rng);
+        for (int i = 0; i < copies; ++i) {
+            ggml_tensor * w = ggml_new_tensor_2d(ctx, type, K, M);
+            fill_weights(w, rng);
+            weights.push_back(w);
+            ggml_cgraph * g = ggml_new_graph(ctx);
+            ggml_build_forward_expand(g, ggml_mul_mat(ctx, w, b));
+            graphs.push_back(g);
+        }
+    }
+    ~MulMatBench() { ggml_free(ctx); }
+};
+
+int copies_for(size_t bytes) {
+    // At least 512 MiB of weights in turn: several times any last-level cache.
+    const size_t want = size_t(512) << 20;
+    return int(std::max<size_t>(2, (want + bytes - 1) / bytes));
+}
+
+struct Row {
+    std::string  name;
+    double       amount; // FLOP or bytes per run
+    Timing       t;
+    const char * unit;   // GFLOP/s or GB/s
+    double       limit;  // same unit
+    const char * limit_name;
+    Timing       ref;    // BLAS timing, {0, 0} when none
+};
+
+// Rates from the best run, the median run's rate in parentheses.
+void print_row(const Row & r) {
+    const double best = r.amount / r.t.best / 1e9, med = r.amount / r.t.median / 1e9;
+    std::printf("%-36s %7.1f (%7.1f) %-7s %5.1f%% of %-6s", r.name.c_str(), best, med, r.unit,
+                100.0 * best / r.limit, r.limit_name);
+    if (r.ref.best > 0.0) {
+        const double rb = r.amount / r.ref.best / 1e9, rm = r.amount / r.ref.median / 1e9;
+        std::printf("  BLAS %7.1f (%7.1f)  loom/BLAS %.2f", rb, rm, best / rb);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+std::string cpu_name() {
+    std::string name = "unknown CPU";
+    if (FILE * f = std::fopen("/proc/cpuinfo", "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof(line), f)) {
+            if (std::strncmp(line, "model name", 10) == 0) {
+                if (const char * c = std::strchr(line, ':')) {
+                    name = c + 2;
+                    name.erase(name.find_last_not_of(" \n") + 1);
+                }
+                break;
+            }
+        }
+        std::fclose(f);
+    }
+    return name;
+}
+
+void usage() {
+    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--no-blas]\n");
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-t" && i + 1 < argc) {
+            o.n_threads = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--min-time" && i + 1 < argc) {
+            o.min_time = std::atof(argv[++i]);
+        } else if (a == "--only" && i + 1 < argc) {
+            o.only = argv[++i];
+        } else if (a == "--no-blas") {
+            o.blas = false;
+        } else {
+            usage();
+            return a == "-h" || a == "--help" ? 0 : 2;
+        }
+    }
+    if (!ggml_cpu_has_avx2() || !ggml_cpu_has_fma()) {
+        std::fprintf(stderr, "loom-bench: the limit kernels need AVX2 and FMA\n");
+        return 1;
+    }
+#if defined(LOOM_BENCH_BLAS)
+    const bool have_blas = o.blas;
+    if (have_blas && openblas_set_num_threads != nullptr) {
+        openblas_set_num_threads(o.n_threads);
+    }
+#else
+    const bool have_blas = false;
+#endif
+
+    std::printf("loom-bench: %s, %d thread(s)\n", cpu_name().c_str(), o.n_threads);
+    const char * kernels_env = std::getenv("LOOM_CPU_KERNELS");
+    std::printf("loom kernels: %s\n", kernels_env != nullptr ? kernels_env : "best for this processor");
+#if defined(LOOM_BENCH_BLAS)
+    if (have_blas) {
+        std::printf("reference: BLAS (%s)\n",
+                    openblas_get_config != nullptr ? openblas_get_config() : "not OpenBLAS");
+    }
+#endif
+    // The limits are measured before and after the cases and the higher
+    // figure kept, so that a disturbance during one measurement does not
+    // lower the limit the cases are compared with.
+    const bool has512 = ggml_cpu_has_avx512();
+    double     peak   = fma_peak(o.n_threads, false);
+    double     peak5  = has512 ? fma_peak(o.n_threads, true) : 0.0;
+    Bandwidth  bw     = memory_bandwidth(o.n_threads);
+    std::vector<Row> rows;
+
+    ggml_backend_t backend = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(backend, o.n_threads);
+
+    if (o.only.empty() || o.only == "gemm") {
+        struct G {
+            int64_t M, N, K;
+        };
+        for (const G & g : {G{2048, 2048, 2048}, G{4096, 512, 4096}}) {
+            MulMatBench  mb(GGML_TYPE_F32, g.K, g.M, g.N, 1);
+            const double flop = 2.0 * double(g.M) * double(g.N) * double(g.K);
+            const Timing t    = time_runs(o.min_time, [&] { ggml_backend_graph_compute(backend, mb.graphs[0]); });
+            Timing       ref{0.0, 0.0};
+#if defined(LOOM_BENCH_BLAS)
+            if (have_blas) {
+                // dst[m + n M] = sum_k a[k + m K] b[k + n K]: column-major
+                // C (M x N) = A^T B with A stored K x M and B K x N.
+                std::vector<float> c(size_t(g.M * g.N));
+                const auto *       A = static_cast<const float *>(mb.weights[0]->data);
+                const auto *       B = static_cast<const float *>(mb.b->data);
+                ref                  = time_runs(o.min_time, [&] {
+                    cblas_sgemm(CBLAS_COL_MAJOR, CBLAS_TRANS, CBLAS_NO_TRANS, int(g.M), int(g.N), int(g.K), 1.0f, A,
+                                int(g.K), B, int(g.K), 0.0f, c.data(), int(g.M));
+                });
+            }
+#endif
+            char name[96];
+            std::snprintf(name, sizeof(name), "gemm f32 M=%lld N=%lld K=%lld", (long long) g.M, (long long) g.N,
+                          (long long) g.K);
+            rows.push_back({name, flop, t, "GFLOP/s", 0.0, "FMA", ref});
+            std::fprintf(stderr, "%s done\n", name);
+        }
+    }
+
+    if (o.only.empty() || o.only == "gemv") {
+        struct V {
+            ggml_type type;
+            int64_t   K, M;
+        };
+        const V cases[] = {
+            {GGML_TYPE_Q4_0, 4096, 14336}, {GGML_TYPE_Q4_0, 14336, 4096}, {GGML_TYPE_Q8_0, 4096, 14336},
+            {GGML_TYPE_Q8_0, 14336, 4096}, {GGML_TYPE_F16, 4096, 14336},  {GGML_TYPE_F16, 14336, 4096},
+            {GGML_TYPE_F32, 4096, 14336},  {GGML_TYPE_F32, 14336, 4096},
+        };
+        for (const V & v : cases) {
+            const size_t wbytes = ggml_row_size(v.type, v.K) * size_t(v.M);
+            const int    copies = copies_for(wbytes);
+            MulMatBench  mb(v.type, v.K, v.M, 1, copies);
+            size_t       next = 0;
+            const Timing t    = time_runs(o.min_time, [&] {
+                ggml_backend_graph_compute(backend, mb.graphs[next]);
+                next = (next + 1) % mb.graphs.size();
+            });
+            Timing       ref{0.0, 0.0};
+#if defined(LOOM_BENCH_BLAS)
+            if (have_blas && v.type == GGML_TYPE_F32) {
+                std::vector<float> y(size_t(v.M));
+                const auto *       x  = static_cast<const float *>(mb.b->data);
+                size_t             nb = 0;
+                ref                   = time_runs(o.min_time, [&] {
+                    const auto * A = static_cast<const float *>(mb.weights[nb]->data);
+                    cblas_sgemv(CBLAS_COL_MAJOR, CBLAS_TRANS, int(v.K), int(v.M), 1.0f, A, int(v.K), x, 1, 0.0f,
+                                y.data(), 1);
+                    nb = (nb + 1) % mb.weights.size();
+                });
+            }
+#endif
+            char name[96];
+            std::snprintf(name, sizeof(name), "gemv %s K=%lld M=%lld (%.0f MB)", ggml_type_name(v.type),
+                          (long long) v.K, (long long) v.M, double(wbytes) / 1e6);
+            rows.push_back({name, double(wbytes), t, "GB/s", 0.0, "triad", ref});
+            std::fprintf(stderr, "%s done\n", name);
+        }
+    }
+
+    ggml_backend_free(backend);
+
+    peak             = std::max(peak, fma_peak(o.n_threads, false));
+    peak5            = has512 ? std::max(peak5, fma_peak(o.n_threads, true)) : 0.0;
+    const Bandwidth b2 = memory_bandwidth(o.n_threads);
+    bw.triad         = std::max(bw.triad, b2.triad);
+    bw.read          = std::max(bw.read, b2.read);
+    std::printf("FMA peak (AVX2, 8 lanes):     %7.1f GFLOP/s\n", peak);
+    if (has512) {
+        std::printf("FMA peak (AVX-512, 16 lanes): %7.1f GFLOP/s (not used by loom's kernels yet)\n", peak5);
+    }
+    std::printf("memory bandwidth, triad:      %7.1f GB/s (read-only sum: %.1f GB/s)\n\n", bw.triad, bw.read);
+    std::printf("%-36s %7s (%7s)\n", "case", "best", "median");
+    for (Row & r : rows) {
+        r.limit = std::string(r.limit_name) == "FMA" ? peak : bw.triad;
+        print_row(r);
+    }
+    return 0;
+}
