@@ -5,15 +5,17 @@
 // CPU backend.
 //
 // The device ("BLAS", type GGML_BACKEND_DEVICE_TYPE_ACCEL) uses the CPU's
-// buffer type, so a scheduler given [BLAS, CPU] moves large products onto
-// BLAS without copying their operands. It takes only products large enough
-// to be faster there than on the CPU (see src/backends/blas/policy.h for
-// the measured thresholds); LOOM_BLAS_MIN_BATCH=<n>, read once when the
-// device is first used, replaces the batch threshold (1 offers every
-// product the backend can compute).
+// buffer type, so a scheduler given [BLAS, CPU] moves products onto BLAS
+// without copying their operands. Its supports_op and offload_op take only
+// the products measured to be faster there than on the CPU (thresholds on
+// the batch size, the columns of src1, and on the matrix sizes, per weight
+// type: see src/backends/blas/policy.h and bench/RESULTS.md), and products
+// the CPU cannot compute. LOOM_BLAS_MIN_BATCH=<n>, read once when the device
+// is first used, replaces those thresholds with one: every product it can
+// compute with at least n columns (1: every product).
 //
-// Weights of type F16, BF16 and the quantized types are converted to F32
-// into a work buffer of the backend before each product.
+// Weights of type F16, BF16 and the quantized types are converted to F32,
+// a panel of rows at a time, into a work buffer of the backend.
 //
 // Built when CMake finds OpenBLAS (option LOOM_BLAS); the functions below
 // then exist and the family is in the registry before the CPU.

@@ -213,6 +213,22 @@ std::vector<KernelCase> kernel_cases() {
                                                   ggml_new_tensor_4d(c, GGML_TYPE_F32, 5, 9, 4, 1));
                          }});
     }
+    // Weights of more than a conversion panel (2^20 elements): several
+    // panels per matrix, a last one shorter.
+    cases.push_back({"mul_mat_panels_broadcast", GGML_TYPE_Q4_0, [](ggml_context * c) {
+                         return ggml_mul_mat(c, ggml_new_tensor_3d(c, GGML_TYPE_Q4_0, 1024, 1100, 2),
+                                             ggml_new_tensor_3d(c, GGML_TYPE_F32, 1024, 3, 4));
+                     }});
+    cases.push_back({"out_prod_panels", GGML_TYPE_F16, [](ggml_context * c) {
+                         // Panels split K: the products accumulate.
+                         return ggml_out_prod(c, ggml_new_tensor_2d(c, GGML_TYPE_F16, 1024, 2100),
+                                              ggml_new_tensor_2d(c, GGML_TYPE_F32, 5, 2100));
+                     }});
+    cases.push_back({"out_prod_panels_transposed_b", GGML_TYPE_Q8_0, [](ggml_context * c) {
+                         ggml_tensor * bt = ggml_new_tensor_2d(c, GGML_TYPE_F32, 2100, 6);
+                         return ggml_out_prod(c, ggml_new_tensor_2d(c, GGML_TYPE_Q8_0, 1024, 2100),
+                                              ggml_transpose(c, bt));
+                     }});
     cases.push_back({"mul_mat_transposed_b", GGML_TYPE_F32, [](ggml_context * c) {
                          ggml_tensor * bt = ggml_new_tensor_2d(c, GGML_TYPE_F32, 6, 33);
                          return ggml_mul_mat(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 33, 10), ggml_transpose(c, bt));
@@ -316,9 +332,9 @@ TEST(BlasBackend, TakesOnlyLargeProducts) {
     ggml_init_params params = {16 * ggml_tensor_overhead(), nullptr, true};
     ggml_context_ptr ctx(ggml_init(params));
     ggml_context *   c     = ctx.get();
-    // Quantized weights of a transformer's width: BLAS wins at a prompt's
-    // batch (see Note [BLAS threshold]) and loses at one token.
-    ggml_tensor *    w     = ggml_new_tensor_2d(c, GGML_TYPE_Q8_0, 1024, 1024);
+    // Q4_0 weights of a transformer's width: BLAS wins at a prompt's batch
+    // (see Note [BLAS threshold]) and loses at one token.
+    ggml_tensor *    w     = ggml_new_tensor_2d(c, GGML_TYPE_Q4_0, 1024, 1024);
     ggml_tensor *    small = ggml_mul_mat(c, w, ggml_new_tensor_2d(c, GGML_TYPE_F32, 1024, 1));
     ggml_tensor *    large = ggml_mul_mat(c, w, ggml_new_tensor_2d(c, GGML_TYPE_F32, 1024, 512));
     ggml_tensor *    tiny  = ggml_mul_mat(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 4), ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 512));
@@ -327,6 +343,10 @@ TEST(BlasBackend, TakesOnlyLargeProducts) {
     EXPECT_TRUE(ggml_backend_supports_op(blas.get(), large));
     EXPECT_TRUE(ggml_backend_offload_op(blas.get(), large));
     EXPECT_FALSE(ggml_backend_supports_op(blas.get(), tiny));
+    // The CPU's out_prod is far slower: BLAS takes it from small batches.
+    ggml_tensor * grad = ggml_out_prod(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 1024, 512),
+                                       ggml_new_tensor_2d(c, GGML_TYPE_F32, 256, 512));
+    EXPECT_TRUE(ggml_backend_supports_op(blas.get(), grad));
     // Views cost nothing anywhere.
     EXPECT_TRUE(ggml_backend_supports_op(blas.get(), ggml_transpose(c, w)));
 }
@@ -368,8 +388,9 @@ struct Block {
 };
 
 // out = proj * (h + down * (silu(gate * n) * (up * n))), n = rms_norm(x) * norm,
-// and scores = h^T h / dim computed beside it: h [dim, tokens] is an
-// activation, so the product has no weight to decide its place.
+// and scores = h h^T / dim (an out_prod, summed over the tokens) computed
+// beside it: both operands are activations, so no weight decides where the
+// product runs; the scheduler moves it up to BLAS as the buffer types match.
 Block make_block(const Weights & w, int64_t tokens) {
     Block            b;
     ggml_init_params p = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
@@ -384,7 +405,7 @@ Block make_block(const Weights & w, int64_t tokens) {
     b.out            = ggml_mul_mat(c, w.proj, h);
     ggml_set_name(b.out, "out");
     ggml_set_output(b.out);
-    b.scores = ggml_scale(c, ggml_mul_mat(c, h, h), 1.0f / float(kDim));
+    b.scores = ggml_scale(c, ggml_out_prod(c, h, h), 1.0f / float(kDim));
     ggml_set_name(b.scores, "scores");
     ggml_set_output(b.scores);
     b.graph = ggml_new_graph(c);
@@ -422,7 +443,7 @@ BlockRun run_block(const std::vector<ggml_backend_t> & backends, const Weights &
         ggml_backend_t on = ggml_backend_sched_get_tensor_backend(s, node);
         if (prev != nullptr && on != prev) ++r.backend_changes;
         prev = on;
-        if (node->op == GGML_OP_MUL_MAT) {
+        if (node->op == GGML_OP_MUL_MAT || node->op == GGML_OP_OUT_PROD) {
             const bool blas_here = ggml_backend_is_blas(on);
             (blas_here ? r.products_on_blas : r.products_on_cpu)++;
             // A product goes to BLAS exactly when BLAS takes it.
@@ -457,9 +478,10 @@ TEST_F(BlasSched, LargeProductsRunOnBlasWithoutCopies) {
     struct Types {
         ggml_type up, gate, down, proj;
     };
-    // Which weight types BLAS takes depends on the measured thresholds; the
-    // quantized ones it takes at a 512-token batch on any machine measured.
-    for (const Types & t : {Types{GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0},
+    // Which weight types BLAS takes depends on the measured thresholds; Q4_0
+    // it takes at a 512-token batch. The other types are placed as
+    // supports_op says, whatever that is.
+    for (const Types & t : {Types{GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_0},
                             Types{GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0}}) {
         SCOPED_TRACE(std::string(ggml_type_name(t.up)) + "/" + ggml_type_name(t.gate) + "/" + ggml_type_name(t.down) +
                      "/" + ggml_type_name(t.proj));
@@ -468,7 +490,11 @@ TEST_F(BlasSched, LargeProductsRunOnBlasWithoutCopies) {
         const BlockRun mixed  = run_block({blas.get(), cpu.get()}, w, tokens);
         const BlockRun alone  = run_block({cpu.get()}, w, tokens);
 
-        EXPECT_GE(mixed.products_on_blas, ggml_is_quantized(t.up) ? 4 : 1);
+        if (t.up == GGML_TYPE_Q4_0) {
+            EXPECT_EQ(mixed.products_on_blas, 5); // the four weights and scores
+        } else {
+            EXPECT_GE(mixed.products_on_blas, 1); // scores
+        }
         EXPECT_TRUE(mixed.placement_follows_supports_op);
         // A split per change of backend, none for copies: both read the same buffers.
         EXPECT_EQ(mixed.n_splits, mixed.backend_changes + 1);

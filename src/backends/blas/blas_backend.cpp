@@ -114,16 +114,23 @@ class BlasDevice final : public ggml_backend_device {
         return ggml_backend_cpu_buffer_from_ptr(ptr, size);
     }
 
+    // Products worth running here (Note [BLAS threshold]), and those the CPU
+    // cannot compute at all, whatever their size.
     bool supports_op(const ggml_tensor * op) const override {
         if (is_noop(op)) {
             return true;
         }
-        return can_compute(op) && policy_.takes(op);
+        if (!can_compute(op)) {
+            return false;
+        }
+        return policy_.takes(op) || !ggml_backend_dev_supports_op(cpu_device(), op);
     }
     bool supports_buft(const ggml_backend_buffer_type * buft) const override { return buft->is_host(); }
     bool offload_op(const ggml_tensor * op) const override { return !is_noop(op) && supports_op(op); }
 
   private:
+    static ggml_backend_dev_t cpu_device() { return ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0); }
+
     const Policy policy_;
     std::string  description_;
 };

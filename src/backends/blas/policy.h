@@ -9,21 +9,24 @@
 // its own blocked GEMM; BLAS first converts the weights to F32 (for types
 // other than F32), then calls sgemm. The conversion is one pass over the
 // weights whatever the batch, so BLAS can only win once the batch N (the
-// columns of src1: the tokens of a prompt) amortises it. The numbers below
-// come from bench/bench_blas (bench/RESULTS.md, section "BLAS backend"),
-// taking for each type the smallest N from which BLAS was faster at every
-// larger N on weights of 1024 and 4096 rows, in one-thread and two-thread
-// runs. On the machine measured (Debian's OpenBLAS 0.3.21, which runs its
-// AVX2 kernels on that AVX-512 CPU):
-//   - Q4_0 from N = 64 (x1.0 to x1.6 at N >= 64), Q8_0 from N = 256 (x1.1 to
-//     x1.3), other quantized types as Q8_0 (not measured);
-//   - F32 and BF16 weights: BLAS within 10 % of the CPU's GEMM at every N,
-//     F16 slower at every N (its conversion to F32 is scalar): not taken, as
-//     an even trade is lost to the switches between backends;
-//   - out_prod (F32): from N = 8, x2 to x10 (the CPU kernel is not blocked);
-//   - M and K of at least 256 for mul_mat (attention's products with K = 128
-//     heads ran slower on BLAS at every N), 64 for out_prod: below that a
-//     product takes microseconds and switching backends costs more.
+// columns of src1: the tokens of a prompt) amortises it. The thresholds come
+// from bench/bench_blas (bench/RESULTS.md, section "BLAS backend"): for each
+// type, the smallest N from which BLAS was faster at every larger N on
+// weights of 1024 and 4096 rows, in one-thread and two-thread runs. On the
+// machine measured (Debian's OpenBLAS 0.3.21, which runs its AVX2 kernels on
+// that AVX-512 CPU):
+//   - Q4_0 weights from N = 64: x1.1 to x1.5;
+//   - Q8_0, F32 and BF16 weights: BLAS within about 10 % of the CPU at every
+//     N (Q8_0 up to x1.2 on 1024 rows, none on 4096), F16 slower at every N
+//     (its conversion to F32 is scalar): not taken, as an even trade is lost
+//     to the switches between backends. Other quantized types, not measured,
+//     are treated as Q8_0;
+//   - out_prod from N = 8: x2 to x6 (the CPU kernel is not blocked);
+//   - M and K of at least 256 for mul_mat (below, a product takes
+//     microseconds and switching backends costs more; attention's products,
+//     with K = 128, ran slower on BLAS at every N), 64 for out_prod.
+// A product the CPU backend cannot compute at all (a weight type without a
+// CPU kernel) is taken at any size: BLAS is then the only place for it.
 // LOOM_BLAS_MIN_BATCH replaces all of this with one batch threshold and no
 // size threshold (see ggml-blas.h), to re-measure or to test.
 
@@ -41,7 +44,7 @@ struct Policy {
     int64_t min_batch_f32   = never;
     int64_t min_batch_f16   = never; // and BF16
     int64_t min_batch_q4_0  = 64;
-    int64_t min_batch_quant = 256; // Q8_0 and every other quantized type
+    int64_t min_batch_quant = never; // Q8_0 and every other quantized type
     // Smallest M and K of mul_mat.
     int64_t min_size = 256;
     // out_prod: smallest N, smallest M and K.

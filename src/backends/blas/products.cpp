@@ -19,6 +19,11 @@ namespace {
 // costs about as much as the work it would take over.
 constexpr int64_t k_min_convert_per_thread = int64_t(1) << 15;
 
+// Floats of src0 converted at a time (4 MiB): small enough to stay in the
+// last-level cache until sgemm has packed them, large enough that each
+// sgemm call has hundreds of rows to work on.
+constexpr int64_t k_panel_floats = int64_t(1) << 20;
+
 // A logical R x C matrix of floats, element (i, j) at base + i * si + j * sj
 // bytes, as BLAS reads it: op(X) = X with X row-major, or op(X) = X^T with
 // the storage read as a row-major C x R matrix.
@@ -100,7 +105,6 @@ GemmSize gemm_size(const ggml_tensor * op) {
         s.k = a->ne[1];
         s.n = b->ne[0];
     }
-    s.batch = op->ne[2] * op->ne[3];
     return s;
 }
 
@@ -156,7 +160,7 @@ float * ProductWorkspace::conversion_buffer(size_t n_floats) {
     if (n_floats > work_floats_) {
         work_.reset();
         work_floats_ = 0;
-        // Not a vector: zero-filling gigabytes that are overwritten at once would cost a pass over memory.
+        // Not a vector: zero-filling memory that is overwritten at once is a wasted pass over it.
         work_.reset(new (std::nothrow) float[n_floats]);
         if (!work_) {
             LOOM_LOG_ERROR("BLAS: cannot allocate %zu bytes to convert weights to F32\n", n_floats * sizeof(float));
@@ -184,20 +188,20 @@ bool ProductWorkspace::ensure_pool() {
     return true;
 }
 
-void ProductWorkspace::convert_rows(const ggml_tensor * t, float * out) {
-    const int64_t   ne0 = t->ne[0], ne1 = t->ne[1], ne2 = t->ne[2];
-    const int64_t   rows     = ne1 * ne2 * t->ne[3];
+void ProductWorkspace::convert_rows(const ggml_tensor * t, int64_t i2, int64_t i3, int64_t first_row,
+                                    int64_t n_rows, float * out) {
+    const int64_t   row_len  = t->ne[0];
     ggml_to_float_t to_float = ggml_get_type_traits(t->type)->to_float;
-    const auto      base     = static_cast<const char *>(t->data);
+    const char *    base = static_cast<const char *>(t->data) + i2 * t->nb[2] + i3 * t->nb[3] + first_row * t->nb[1];
+    const size_t    nb1  = t->nb[1];
 
-    const int64_t by_size = std::max<int64_t>(1, rows * ne0 / k_min_convert_per_thread);
-    const int     n       = int(std::min<int64_t>({int64_t(pool_->size()), rows, by_size}));
+    const int64_t by_size = std::max<int64_t>(1, n_rows * row_len / k_min_convert_per_thread);
+    const int     n       = int(std::min<int64_t>({int64_t(pool_->size()), n_rows, by_size}));
     pool_->run(n, [&](int ith) {
-        const int64_t first = rows * ith / n;
-        const int64_t last  = rows * (ith + 1) / n;
+        const int64_t first = n_rows * ith / n;
+        const int64_t last  = n_rows * (ith + 1) / n;
         for (int64_t r = first; r < last; ++r) {
-            const int64_t i1 = r % ne1, i2 = r / ne1 % ne2, i3 = r / (ne1 * ne2);
-            to_float(base + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3], out + r * ne0, ne0);
+            to_float(base + r * nb1, out + r * row_len, row_len);
         }
     });
 }
@@ -207,45 +211,83 @@ ggml_status ProductWorkspace::compute_product(ggml_tensor * op) {
     if (ggml_is_empty(op)) {
         return GGML_STATUS_SUCCESS;
     }
-    const ggml_tensor * a = op->src[0];
-    const ggml_tensor * b = op->src[1];
-    const GemmSize      s = gemm_size(op);
-    Strides             st = strides_of(op);
+    const ggml_tensor * a  = op->src[0];
+    const ggml_tensor * b  = op->src[1];
+    const GemmSize      s  = gemm_size(op);
+    const Strides       st = strides_of(op);
+    const int64_t       r2 = b->ne[2] / a->ne[2];
+    const int64_t       r3 = b->ne[3] / a->ne[3];
 
-    // src0's matrices: in place, or converted into the work buffer with
-    // matrix (i2, i3) at (i3 * ne2 + i2) * ne0 * ne1 floats.
-    const char * a_base = static_cast<const char *>(a->data);
-    size_t       a_nb2 = a->nb[2], a_nb3 = a->nb[3];
-    if (converts_src0(op)) {
-        if (!ensure_pool()) {
-            return GGML_STATUS_FAILED;
+    BlasView   vb, vc;
+    const bool ok = blas_view(st.b_si, st.b_sj, s.n, s.k, &vb) && blas_view(op->nb[1], op->nb[0], s.n, s.m, &vc);
+    LOOM_ASSERT(ok && vc.trans == CblasNoTrans);
+    auto b_matrix = [&](int64_t i2, int64_t i3) {
+        return static_cast<const char *>(b->data) + i2 * b->nb[2] + i3 * b->nb[3];
+    };
+    auto c_matrix = [&](int64_t i2, int64_t i3) {
+        return static_cast<char *>(op->data) + i2 * op->nb[2] + i3 * op->nb[3];
+    };
+
+    if (!converts_src0(op)) {
+        BlasView va;
+        LOOM_ASSERT(blas_view(st.a_si, st.a_sj, s.k, s.m, &va));
+        for (int64_t i3 = 0; i3 < op->ne[3]; ++i3) {
+            for (int64_t i2 = 0; i2 < op->ne[2]; ++i2) {
+                const auto * A = reinterpret_cast<const float *>(static_cast<const char *>(a->data) +
+                                                                 (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3]);
+                cblas_sgemm(CblasRowMajor, vb.trans, va.trans, int(s.n), int(s.m), int(s.k), 1.0f,
+                            reinterpret_cast<const float *>(b_matrix(i2, i3)), vb.ld, A, va.ld, 0.0f,
+                            reinterpret_cast<float *>(c_matrix(i2, i3)), vc.ld);
+            }
         }
-        float * w = conversion_buffer(size_t(ggml_nelements(a)));
-        if (w == nullptr) {
-            return GGML_STATUS_ALLOC_FAILED;
-        }
-        convert_rows(a, w);
-        a_base = reinterpret_cast<const char *>(w);
-        a_nb2  = size_t(a->ne[0] * a->ne[1]) * sizeof(float);
-        a_nb3  = a_nb2 * size_t(a->ne[2]);
-        converted_a_strides(op, &st.a_si, &st.a_sj);
+        return GGML_STATUS_SUCCESS;
     }
 
-    BlasView va, vb, vc;
-    const bool ok = blas_view(st.b_si, st.b_sj, s.n, s.k, &vb) && blas_view(st.a_si, st.a_sj, s.k, s.m, &va) &&
-                    blas_view(op->nb[1], op->nb[0], s.n, s.m, &vc);
-    LOOM_ASSERT(ok && vc.trans == CblasNoTrans);
-
-    const int64_t r2 = b->ne[2] / a->ne[2];
-    const int64_t r3 = b->ne[3] / a->ne[3];
-    for (int64_t i3 = 0; i3 < op->ne[3]; ++i3) {
-        for (int64_t i2 = 0; i2 < op->ne[2]; ++i2) {
-            const auto * A = reinterpret_cast<const float *>(a_base + (i2 / r2) * a_nb2 + (i3 / r3) * a_nb3);
-            const auto * B = reinterpret_cast<const float *>(static_cast<const char *>(b->data) + i2 * b->nb[2] +
-                                                             i3 * b->nb[3]);
-            auto * C = reinterpret_cast<float *>(static_cast<char *>(op->data) + i2 * op->nb[2] + i3 * op->nb[3]);
-            cblas_sgemm(CblasRowMajor, vb.trans, va.trans, int(s.n), int(s.m), int(s.k), 1.0f, B, vb.ld, A, va.ld,
-                        0.0f, C, vc.ld);
+    // src0 of another type is converted a panel of rows at a time into a
+    // buffer that stays in cache while sgemm reads it: converting whole
+    // matrices would write and read back four bytes per weight through
+    // memory, and hold as many bytes as the weights in F32. A panel of
+    // mul_mat's src0 is a range of M (columns of C); of out_prod's, a range
+    // of K, accumulated into C.
+    if (!ensure_pool()) {
+        return GGML_STATUS_FAILED;
+    }
+    const int64_t row_len = a->ne[0];
+    const int64_t rows    = a->ne[1];
+    int64_t       panel   = std::max<int64_t>(1, k_panel_floats / row_len);
+    if (panel >= rows) {
+        panel = rows;
+    } else if (panel > 16) {
+        panel -= panel % 16;
+    }
+    float * w = conversion_buffer(size_t(panel * row_len));
+    if (w == nullptr) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    const bool is_mul_mat = op->op == GGML_OP_MUL_MAT;
+    for (int64_t i03 = 0; i03 < a->ne[3]; ++i03) {
+        for (int64_t i02 = 0; i02 < a->ne[2]; ++i02) {
+            for (int64_t r0 = 0; r0 < rows; r0 += panel) {
+                const int64_t p = std::min(panel, rows - r0);
+                convert_rows(a, i02, i03, r0, p, w);
+                for (int64_t i3 = i03 * r3; i3 < (i03 + 1) * r3; ++i3) {
+                    for (int64_t i2 = i02 * r2; i2 < (i02 + 1) * r2; ++i2) {
+                        const char * B = b_matrix(i2, i3);
+                        auto *       C = reinterpret_cast<float *>(c_matrix(i2, i3));
+                        if (is_mul_mat) {
+                            // C[:, r0 : r0 + p] = B (N x K) * panel^T, the panel p rows of K.
+                            cblas_sgemm(CblasRowMajor, vb.trans, CblasTrans, int(s.n), int(p), int(s.k), 1.0f,
+                                        reinterpret_cast<const float *>(B), vb.ld, w, int(row_len), 0.0f, C + r0,
+                                        vc.ld);
+                        } else {
+                            // C += B[:, r0 : r0 + p] (N x p) * panel (p rows of M).
+                            cblas_sgemm(CblasRowMajor, vb.trans, CblasNoTrans, int(s.n), int(s.m), int(p), 1.0f,
+                                        reinterpret_cast<const float *>(B + r0 * st.b_sj), vb.ld, w, int(row_len),
+                                        r0 == 0 ? 0.0f : 1.0f, C, vc.ld);
+                        }
+                    }
+                }
+            }
         }
     }
     return GGML_STATUS_SUCCESS;

@@ -12,7 +12,8 @@
 // BLAS addresses a matrix through one unit stride and one leading
 // dimension, so any operand with a unit stride in either direction is used
 // in place (transposed or not); src0 of another type than F32 is converted
-// to F32 first, row by row along its dimension 0, in parallel.
+// to F32 first, a panel of rows (along its dimension 0) at a time, each
+// panel in parallel.
 
 #include <cstddef>
 #include <cstdint>
@@ -24,10 +25,9 @@ namespace loom::blas {
 
 class WorkerPool;
 
-// The sizes of the products op performs (per matrix of the batch).
+// The sizes of the products op performs, per matrix of dimensions 2 and 3.
 struct GemmSize {
     int64_t m = 0, n = 0, k = 0;
-    int64_t batch = 1; // number of matrices (dst ne2 * ne3)
 };
 GemmSize gemm_size(const ggml_tensor * op);
 
@@ -59,7 +59,8 @@ class ProductWorkspace {
   private:
     float * conversion_buffer(size_t n_floats);
     bool    ensure_pool();
-    void    convert_rows(const ggml_tensor * t, float * out);
+    // Rows [first_row, first_row + n_rows) of matrix (i2, i3) of t, to dense F32 rows at out.
+    void    convert_rows(const ggml_tensor * t, int64_t i2, int64_t i3, int64_t first_row, int64_t n_rows, float * out);
 
     int                         n_threads_;
     std::unique_ptr<WorkerPool> pool_;
