@@ -407,7 +407,7 @@ int main(int argc, char ** argv) {
         openblas_set_num_threads(o.n_threads);
     }
 #else
-    const bool have_blas = false;
+    [[maybe_unused]] const bool have_blas = false;
 #endif
 
     std::printf("loom-bench: %s, %d thread(s)\n", cpu_name().c_str(), o.n_threads);

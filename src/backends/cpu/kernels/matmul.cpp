@@ -300,14 +300,13 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
 // thread computes whole matrices alone: per thread a b block and a private
 // part. Otherwise all threads compute each matrix as a team: the team's
 // counters and one shared b block, then a private part per thread.
-size_t gemm_work_size(const ggml_tensor * a, const ggml_tensor * b, int n_threads) {
+size_t gemm_work_size(const ggml_tensor * b, int n_threads) {
     const KernelTable & kt    = best_kernels();
     const size_t        bb    = gemm_b_block_bytes(kt, b->ne[1]);
     const size_t        pv    = gemm_private_bytes(kt);
     const size_t        nth   = size_t(std::max(n_threads, 1));
     const size_t        alone = (bb + pv) * nth;
     const size_t        team  = GEMM_TEAM_HEADER + bb + pv * nth;
-    (void) a;
     return std::max(alone, team);
 }
 
@@ -489,7 +488,7 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             }
             size_t need = 0;
             if (mul_mat_uses_gemm(a, b)) {
-                need = std::max(packed_b, gemm_work_size(a, b, n_threads));
+                need = std::max(packed_b, gemm_work_size(b, n_threads));
             } else {
                 need = GEMV_HEADER + packed_b;
             }

@@ -8,7 +8,7 @@
 // Contract shared by every table:
 //  - each function is a pure function of its arguments: the same inputs give
 //    the same bits, whatever thread calls it and whatever the alignment of
-//    the pointers (unaligned pointers are allowed everywhere);
+//    the pointers (they need only the alignment of their element type);
 //  - the portable table is the reference; another table may differ from it
 //    only by the order of floating-point additions and, for exponentials, by
 //    a few ulp (integer block products and conversions are exact and give
@@ -52,7 +52,9 @@ using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, flo
 struct KernelTable {
     const char * name; // "portable", "avx2", ...
 
-    // Dot products of n elements (block types: n a multiple of 32).
+    // Dot products of n elements (block types: n a multiple of 32). Q8_0
+    // activation blocks (the y side) must not hold -128, which the Q8_0
+    // quantizer never produces.
     float (*dot_f32)(int64_t n, const float * x, const float * y);
     float (*dot_f16)(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y);
     float (*dot_bf16)(int64_t n, const uint16_t * x, const uint16_t * y);
