@@ -301,21 +301,14 @@ void Walk::run() {
     }
 }
 
-uint64_t mix(uint64_t h, uint64_t v) {
-    // 64-bit FNV-style combination with an extra avalanche step.
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    h *= 0xBF58476D1CE4E5B9ull;
-    return h ^ (h >> 31);
-}
-
 uint64_t tensor_signature(const ggml_tensor * t, const TensorIds & ids) {
-    uint64_t h = mix(0, uint64_t(uint32_t(ids.find(t))));
-    h          = mix(h, uint64_t(t->op));
-    h          = mix(h, uint64_t(uint32_t(t->flags & k_pinned)));
-    h          = mix(h, uint64_t(uint32_t(ids.find(t->view_src))));
-    h          = mix(h, uint64_t(t->view_offs));
+    uint64_t h = hash_mix(0, uint64_t(uint32_t(ids.find(t))));
+    h          = hash_mix(h, uint64_t(t->op));
+    h          = hash_mix(h, uint64_t(uint32_t(t->flags & k_pinned)));
+    h          = hash_mix(h, uint64_t(uint32_t(ids.find(t->view_src))));
+    h          = hash_mix(h, uint64_t(t->view_offs));
     for (const ggml_tensor * s : t->src) {
-        h = mix(h, uint64_t(uint32_t(ids.find(s))));
+        h = hash_mix(h, uint64_t(uint32_t(ids.find(s))));
     }
     return h;
 }

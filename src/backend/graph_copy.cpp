@@ -17,10 +17,6 @@ using namespace loom;
 
 namespace {
 
-bool is_view_op(ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
-}
-
 // Every tensor the nodes of graph reach through their sources and view sources.
 std::vector<ggml_tensor *> reachable_tensors(ggml_cgraph * graph) {
     std::vector<ggml_tensor *>              out;

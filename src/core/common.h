@@ -65,6 +65,19 @@ inline void set_op_param_f32(ggml_tensor * t, int i, float v) {
     std::memcpy(&t->op_params[i], &v, sizeof(v));
 }
 
+// Ops that only reinterpret their source's memory: nothing to compute.
+inline bool is_view_op(ggml_op op) {
+    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+}
+
+// Combines v into the hash h (a 64-bit mix with an avalanche step), for
+// graph signatures.
+inline uint64_t hash_mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 31);
+}
+
 inline size_t align_up(size_t x, size_t a) {
     return (x + a - 1) / a * a;
 }

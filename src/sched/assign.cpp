@@ -6,13 +6,11 @@
 #include "core/common.h"
 #include "sched.h"
 
+using loom::is_view_op;
+
 using loom::sched::Cause;
 
 namespace {
-
-bool is_view_op(ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
-}
 
 } // namespace
 

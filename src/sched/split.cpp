@@ -16,19 +16,13 @@
 #include "core/common.h"
 #include "sched.h"
 
+using loom::hash_mix;
+using loom::is_view_op;
+
 using loom::sched::Cause;
 using loom::sched::Split;
 
 namespace {
-
-bool is_view_op(ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
-}
-
-uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h;
-}
 
 // A description of the graph that is equal for two graphs exactly when the
 // cached placement and splits of one are valid for the other: topology,
@@ -41,26 +35,26 @@ std::vector<uint64_t> signature(const ggml_backend_sched & s, const ggml_cgraph 
     sig.push_back(uint64_t(g->n_nodes));
     sig.push_back(uint64_t(g->n_leafs));
     auto describe = [&](const ggml_tensor * t) {
-        uint64_t h = mix(uint64_t(t->op), uint64_t(t->type));
-        for (int d = 0; d < GGML_MAX_DIMS; ++d) h = mix(mix(h, uint64_t(t->ne[d])), t->nb[d]);
-        for (int32_t p : t->op_params) h = mix(h, uint32_t(p));
-        h = mix(h, uint64_t(t->flags));
+        uint64_t h = hash_mix(uint64_t(t->op), uint64_t(t->type));
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) h = hash_mix(hash_mix(h, uint64_t(t->ne[d])), t->nb[d]);
+        for (int32_t p : t->op_params) h = hash_mix(h, uint32_t(p));
+        h = hash_mix(h, uint64_t(t->flags));
         for (const ggml_tensor * src : t->src) {
             if (src == nullptr) {
-                h = mix(h, ~0ull);
+                h = hash_mix(h, ~0ull);
             } else {
                 const int64_t * r = ref.find(src);
-                h                 = mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(src));
+                h                 = hash_mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(src));
             }
         }
         if (t->view_src != nullptr) {
             const int64_t * r = ref.find(t->view_src);
-            h = mix(mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(t->view_src)), t->view_offs);
+            h = hash_mix(hash_mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(t->view_src)), t->view_offs);
         }
         const ggml_backend_buffer_t buf = s.location(t);
-        h = mix(h, reinterpret_cast<uintptr_t>(buf));
-        if (buf != nullptr) h = mix(h, uint64_t(ggml_backend_buffer_get_usage(buf)));
-        h = mix(h, uint64_t(int64_t(s.id(t)) + 1)); // pins
+        h = hash_mix(h, reinterpret_cast<uintptr_t>(buf));
+        if (buf != nullptr) h = hash_mix(h, uint64_t(ggml_backend_buffer_get_usage(buf)));
+        h = hash_mix(h, uint64_t(int64_t(s.id(t)) + 1)); // pins
         return h;
     };
     for (int i = 0; i < g->n_leafs; ++i) sig.push_back(describe(g->leafs[i]));

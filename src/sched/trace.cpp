@@ -109,8 +109,7 @@ void ggml_backend_sched::print_plan(const ggml_cgraph * g) const {
             ++k;
         }
         const ggml_tensor * node = g->nodes[i];
-        if (config.debug < 2 || node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE ||
-            node->op == GGML_OP_PERMUTE || node->op == GGML_OP_TRANSPOSE) {
+        if (config.debug < 2 || loom::is_view_op(node->op)) {
             continue;
         }
         auto where = [&](const ggml_tensor * t) {

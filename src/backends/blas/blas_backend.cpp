@@ -23,14 +23,7 @@ ggml_guid g_blas_guid = {0x6c, 0x6f, 0x6f, 0x6d, 0x2d, 0x62, 0x6c, 0x61,
                          0x73, 0xd2, 0x08, 0x5e, 0x97, 0x3c, 0xb1, 0x46};
 
 bool is_noop(const ggml_tensor * t) {
-    switch (t->op) {
-        case GGML_OP_NONE:
-        case GGML_OP_VIEW:
-        case GGML_OP_RESHAPE:
-        case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE: return true;
-        default: return false;
-    }
+    return t->op == GGML_OP_NONE || loom::is_view_op(t->op);
 }
 
 class BlasBackend final : public ggml_backend {

@@ -15,14 +15,7 @@ namespace {
 
 // Ops that only reinterpret memory: nothing to compute.
 bool is_noop(const ggml_tensor * t) {
-    switch (t->op) {
-        case GGML_OP_NONE:
-        case GGML_OP_VIEW:
-        case GGML_OP_RESHAPE:
-        case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE: return true;
-        default: return ggml_is_empty(t);
-    }
+    return t->op == GGML_OP_NONE || is_view_op(t->op) || ggml_is_empty(t);
 }
 
 void compute_node(const ComputeParams & p, ggml_tensor * node) {
