@@ -3,7 +3,7 @@
 # Skips apt when everything is already present; uses sudo when not root.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev ccache libopenblas-dev)
+packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev ccache libopenblas-dev nlohmann-json3-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -5,6 +5,7 @@
 // GGUF v1 file; the sampler, the command line and rejected inputs.
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,159 +43,6 @@ std::string data_path(const std::string & name) {
     return name.starts_with("/") ? name : std::string(LOOM_TEST_DATA) + "/" + name;
 }
 
-// A reader for the reference file: objects, arrays, strings, numbers,
-// true/false/null. Malformed text fails the test that reads it.
-struct Json {
-    enum class Kind { Null, Bool, Number, String, Array, Object };
-    Kind                        kind = Kind::Null;
-    bool                        b    = false;
-    double                      num  = 0;
-    std::string                 str;
-    std::vector<Json>           arr;
-    std::map<std::string, Json> obj;
-
-    const Json & at(const std::string & key) const {
-        static const Json none;
-        auto              it = obj.find(key);
-        return it == obj.end() ? none : it->second;
-    }
-};
-
-class JsonReader {
-  public:
-    explicit JsonReader(std::string text) : s_(std::move(text)) {}
-
-    bool read(Json * out) {
-        if (!value(out)) {
-            return false;
-        }
-        skip();
-        return i_ == s_.size();
-    }
-
-  private:
-    void skip() {
-        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-    }
-    bool eat(char c) {
-        skip();
-        if (i_ < s_.size() && s_[i_] == c) {
-            ++i_;
-            return true;
-        }
-        return false;
-    }
-    bool word(const char * w) {
-        const size_t n = std::strlen(w);
-        if (s_.compare(i_, n, w) == 0) {
-            i_ += n;
-            return true;
-        }
-        return false;
-    }
-    void put_utf8(std::string & out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += char(cp);
-        } else if (cp < 0x800) {
-            out += char(0xC0 | (cp >> 6));
-            out += char(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += char(0xE0 | (cp >> 12));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        } else {
-            out += char(0xF0 | (cp >> 18));
-            out += char(0x80 | ((cp >> 12) & 0x3F));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        }
-    }
-    bool hex4(uint32_t * cp) {
-        if (i_ + 4 > s_.size()) return false;
-        *cp = uint32_t(std::stoul(s_.substr(i_, 4), nullptr, 16));
-        i_ += 4;
-        return true;
-    }
-    bool string(std::string * out) {
-        if (!eat('"')) return false;
-        while (i_ < s_.size() && s_[i_] != '"') {
-            char c = s_[i_++];
-            if (c != '\\') {
-                *out += c;
-                continue;
-            }
-            if (i_ >= s_.size()) return false;
-            c = s_[i_++];
-            switch (c) {
-                case 'n': *out += '\n'; break;
-                case 't': *out += '\t'; break;
-                case 'r': *out += '\r'; break;
-                case 'b': *out += '\b'; break;
-                case 'f': *out += '\f'; break;
-                case 'u': {
-                    uint32_t cp = 0;
-                    if (!hex4(&cp)) return false;
-                    // A surrogate pair stands for one code point.
-                    if (cp >= 0xD800 && cp < 0xDC00 && word("\\u")) {
-                        uint32_t lo = 0;
-                        if (!hex4(&lo)) return false;
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    }
-                    put_utf8(*out, cp);
-                    break;
-                }
-                default: *out += c; break;
-            }
-        }
-        return eat('"');
-    }
-    bool value(Json * v) {
-        skip();
-        if (i_ >= s_.size()) return false;
-        const char c = s_[i_];
-        if (c == '{') {
-            ++i_;
-            v->kind = Json::Kind::Object;
-            if (eat('}')) return true;
-            do {
-                std::string key;
-                if (!string(&key) || !eat(':') || !value(&v->obj[key])) return false;
-            } while (eat(','));
-            return eat('}');
-        }
-        if (c == '[') {
-            ++i_;
-            v->kind = Json::Kind::Array;
-            if (eat(']')) return true;
-            do {
-                v->arr.emplace_back();
-                if (!value(&v->arr.back())) return false;
-            } while (eat(','));
-            return eat(']');
-        }
-        if (c == '"') {
-            v->kind = Json::Kind::String;
-            return string(&v->str);
-        }
-        if (word("true") || word("false")) {
-            v->kind = Json::Kind::Bool;
-            v->b    = s_[i_ - 1] == 'e' && s_[i_ - 2] == 'u';
-            return true;
-        }
-        if (word("null")) return true;
-        char *       end   = nullptr;
-        const char * begin = s_.c_str() + i_;
-        v->num             = std::strtod(begin, &end);
-        if (end == begin) return false;
-        v->kind = Json::Kind::Number;
-        i_ += size_t(end - begin);
-        return true;
-    }
-
-    std::string s_;
-    size_t      i_ = 0;
-};
-
 struct RefPrompt {
     std::string          prompt;
     std::vector<int32_t> prompt_ids;
@@ -207,25 +55,23 @@ struct RefPrompt {
 
 const std::vector<RefPrompt> & reference() {
     static const std::vector<RefPrompt> prompts = [] {
-        std::ifstream      in(data_path("stories260k-reference.json"));
-        std::ostringstream text;
-        text << in.rdbuf();
-        Json root;
-        if (!JsonReader(text.str()).read(&root)) {
+        std::ifstream  in(data_path("stories260k-reference.json"));
+        nlohmann::json root = nlohmann::json::parse(in, nullptr, false);
+        if (root.is_discarded()) {
             ADD_FAILURE() << "cannot parse stories260k-reference.json";
             return std::vector<RefPrompt>{};
         }
         std::vector<RefPrompt> out;
-        for (const Json & p : root.at("prompts").arr) {
+        for (const nlohmann::json & p : root.at("prompts")) {
             RefPrompt r;
-            r.prompt = p.at("prompt").str;
-            for (const Json & id : p.at("prompt_token_ids").arr) r.prompt_ids.push_back(int32_t(id.num));
-            for (const Json & id : p.at("generated_token_ids").arr) r.generated.push_back(int32_t(id.num));
-            r.generated_text = p.at("generated_text").str;
-            const Json & lg = p.at("last_prompt_position_logits");
-            for (const Json & x : lg.at("first16").arr) r.first16.push_back(float(x.num));
-            r.argmax = int32_t(lg.at("argmax").num);
-            r.max    = float(lg.at("max").num);
+            r.prompt               = p.at("prompt").get<std::string>();
+            r.prompt_ids           = p.at("prompt_token_ids").get<std::vector<int32_t>>();
+            r.generated            = p.at("generated_token_ids").get<std::vector<int32_t>>();
+            r.generated_text       = p.at("generated_text").get<std::string>();
+            const nlohmann::json & lg = p.at("last_prompt_position_logits");
+            r.first16              = lg.at("first16").get<std::vector<float>>();
+            r.argmax               = lg.at("argmax").get<int32_t>();
+            r.max                  = lg.at("max").get<float>();
             out.push_back(std::move(r));
         }
         return out;

@@ -3,6 +3,7 @@
 // vocabularies built here for the rules the vectors do not reach.
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -49,176 +50,6 @@ Tokenizer load_tokenizer(const std::string & file) {
     return tok;
 }
 
-// ---------------------------------------------------------------------------
-// A small JSON reader, enough for the reference file (objects, arrays,
-// strings with escapes, numbers, literals).
-
-struct Json {
-    enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-    bool                        b = false;
-    double                      num = 0;
-    std::string                 str;
-    std::vector<Json>           arr;
-    std::map<std::string, Json> obj;
-
-    const Json & operator[](const std::string & k) const { return obj.at(k); }
-};
-
-class JsonParser {
-public:
-    explicit JsonParser(const std::string & s) : s_(s) {}
-
-    Json parse() {
-        Json v = value();
-        ws();
-        if (pos_ != s_.size()) {
-            throw std::runtime_error("trailing characters");
-        }
-        return v;
-    }
-
-private:
-    void ws() {
-        while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) {
-            ++pos_;
-        }
-    }
-    char peek() {
-        ws();
-        if (pos_ >= s_.size()) {
-            throw std::runtime_error("unexpected end");
-        }
-        return s_[pos_];
-    }
-    void expect(char c) {
-        if (peek() != c) {
-            throw std::runtime_error(std::string("expected ") + c);
-        }
-        ++pos_;
-    }
-    static void put_utf8(std::string & out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += char(cp);
-        } else if (cp < 0x800) {
-            out += char(0xC0 | (cp >> 6));
-            out += char(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += char(0xE0 | (cp >> 12));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        } else {
-            out += char(0xF0 | (cp >> 18));
-            out += char(0x80 | ((cp >> 12) & 0x3F));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        }
-    }
-    uint32_t hex4() {
-        const uint32_t v = uint32_t(std::stoul(s_.substr(pos_, 4), nullptr, 16));
-        pos_ += 4;
-        return v;
-    }
-    std::string string() {
-        expect('"');
-        std::string out;
-        while (s_.at(pos_) != '"') {
-            char c = s_[pos_++];
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            c = s_.at(pos_++);
-            switch (c) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'u': {
-                    uint32_t cp = hex4();
-                    if (cp >= 0xD800 && cp < 0xDC00 && s_.compare(pos_, 2, "\\u") == 0) {
-                        pos_ += 2;
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4() - 0xDC00);
-                    }
-                    put_utf8(out, cp);
-                    break;
-                }
-                default: out += c; // \" \\ \/
-            }
-        }
-        ++pos_;
-        return out;
-    }
-    Json value() {
-        Json       v;
-        const char c = peek();
-        if (c == '{') {
-            v.kind = Json::Object;
-            ++pos_;
-            if (peek() == '}') {
-                ++pos_;
-                return v;
-            }
-            for (;;) {
-                std::string k = string();
-                expect(':');
-                v.obj[k] = value();
-                if (peek() == ',') {
-                    ++pos_;
-                    continue;
-                }
-                expect('}');
-                return v;
-            }
-        }
-        if (c == '[') {
-            v.kind = Json::Array;
-            ++pos_;
-            if (peek() == ']') {
-                ++pos_;
-                return v;
-            }
-            for (;;) {
-                v.arr.push_back(value());
-                if (peek() == ',') {
-                    ++pos_;
-                    continue;
-                }
-                expect(']');
-                return v;
-            }
-        }
-        if (c == '"') {
-            v.kind = Json::String;
-            v.str  = string();
-            return v;
-        }
-        for (const char * lit : {"true", "false", "null"}) {
-            if (s_.compare(pos_, std::strlen(lit), lit) == 0) {
-                pos_ += std::strlen(lit);
-                v.kind = lit[0] == 'n' ? Json::Null : Json::Bool;
-                v.b    = lit[0] == 't';
-                return v;
-            }
-        }
-        size_t used = 0;
-        v.kind      = Json::Number;
-        v.num       = std::stod(s_.substr(pos_, 64), &used);
-        pos_ += used;
-        return v;
-    }
-
-    const std::string & s_;
-    size_t              pos_ = 0;
-};
-
-std::vector<int32_t> ids_of(const Json & arr) {
-    std::vector<int32_t> ids;
-    for (const Json & v : arr.arr) {
-        ids.push_back(int32_t(v.num));
-    }
-    return ids;
-}
 
 // ---------------------------------------------------------------------------
 
@@ -271,18 +102,20 @@ TEST(Tokenizer, LlamaVocabularyTestVectors) {
 TEST(Tokenizer, Stories260kReference) {
     const Tokenizer tok = load_tokenizer("stories260k-f32.gguf");
     ASSERT_EQ(tok.n_vocab(), 512);
-    const Json ref = JsonParser(read_text(data_path("stories260k-reference.json"))).parse();
-    ASSERT_EQ(ref["prompts"].arr.size(), 4u);
-    for (const Json & p : ref["prompts"].arr) {
-        const std::string          prompt = p["prompt"].str;
+    const nlohmann::json ref = nlohmann::json::parse(read_text(data_path("stories260k-reference.json")));
+    ASSERT_EQ(ref.at("prompts").size(), 4u);
+    for (const nlohmann::json & p : ref.at("prompts")) {
+        const std::string          prompt = p.at("prompt").get<std::string>();
         const std::vector<int32_t> ids    = tok.tokenize(prompt, true);
-        EXPECT_EQ(ids, ids_of(p["prompt_token_ids"])) << prompt;
-        const Json & pieces = p["prompt_token_pieces"];
-        ASSERT_EQ(pieces.arr.size(), ids.size());
+        EXPECT_EQ(ids, p.at("prompt_token_ids").get<std::vector<int32_t>>()) << prompt;
+        const auto pieces = p.at("prompt_token_pieces").get<std::vector<std::string>>();
+        ASSERT_EQ(pieces.size(), ids.size());
         for (size_t i = 0; i < ids.size(); ++i) {
-            EXPECT_EQ(tok.text(ids[i]), pieces.arr[i].str);
+            EXPECT_EQ(tok.text(ids[i]), pieces[i]);
         }
-        EXPECT_EQ(tok.detokenize(ids_of(p["generated_token_ids"])), p["generated_text"].str) << prompt;
+        EXPECT_EQ(tok.detokenize(p.at("generated_token_ids").get<std::vector<int32_t>>()),
+                  p.at("generated_text").get<std::string>())
+            << prompt;
     }
 }
 
