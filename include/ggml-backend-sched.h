@@ -93,6 +93,7 @@ struct loom_sched_stats {
     unsigned long long n_reused;     // graphs that reused the previous placement (same topology and shapes)
     int                n_splits;     // of the current graph
     size_t             bytes_copied; // split inputs copied between backends since creation
+    unsigned long long n_refreshed;  // reused graphs whose scheduler graph was refreshed in place, not rebuilt
 };
 GGML_API void loom_sched_get_stats(ggml_backend_sched_t sched, struct loom_sched_stats * stats);
 

@@ -210,6 +210,7 @@ TEST_F(Sched, SameTopologyReusesThePlan) {
     loom_sched_get_stats(s, &st);
     EXPECT_EQ(st.n_plans, 1u);
     EXPECT_EQ(st.n_reused, 2u);
+    EXPECT_EQ(st.n_refreshed, 2u);
 
     // A different batch size is a different graph: placed anew.
     ggml_backend_sched_reset(s);
@@ -480,6 +481,69 @@ TEST_F(SchedDevices, PipelineParallelAcrossDeviceAndCpu) {
         ggml_backend_tensor_get(b.out, out.data(), 0, ggml_nbytes(b.out));
         EXPECT_EQ(out, direct(cpu.get(), w_cpu, d, t, inputs.back())) << "step " << step;
     }
+    ggml_backend_sched_free(s);
+}
+
+// Graphs of one layout built anew each step reuse the plan and the
+// scheduler's own graph; each step must still read its own tensors: a new
+// input, one of two pre-allocated host tensors of the same buffer and shape
+// (copied to the device as a split input), and one of two such tensors in
+// device memory (read where they are).
+TEST_F(SchedDevices, ReusedPlanReadsEachGraphsOwnTensors) {
+    ASSERT_TRUE(loomtest::testdev_configure(dev0, "ops", "MUL_MAT,ADD"));
+    Weights        w     = make_weights(be0.get(), d, f, 80);
+    Weights        w_cpu = make_weights(cpu.get(), d, f, 80);
+    ggml_init_params bp = {2 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context_ptr bctx(ggml_init(bp)), dctx(ggml_init(bp));
+    ggml_tensor *    bias[2] = {ggml_new_tensor_2d(bctx.get(), GGML_TYPE_F32, d, t),
+                                ggml_new_tensor_2d(bctx.get(), GGML_TYPE_F32, d, t)};
+    ggml_tensor *    dev_bias[2] = {ggml_new_tensor_2d(dctx.get(), GGML_TYPE_F32, d, t),
+                                    ggml_new_tensor_2d(dctx.get(), GGML_TYPE_F32, d, t)};
+    ggml_backend_buffer_ptr bbuf(ggml_backend_alloc_ctx_tensors(bctx.get(), cpu.get()));
+    ggml_backend_buffer_ptr dbuf(ggml_backend_alloc_ctx_tensors(dctx.get(), be0.get()));
+    std::vector<float> bias_data[2] = {random_input(d * t, 81), random_input(d * t, 82)};
+    std::vector<float> dev_data[2]  = {random_input(d * t, 83), random_input(d * t, 84)};
+    for (int k = 0; k < 2; ++k) {
+        ggml_backend_tensor_set(bias[k], bias_data[k].data(), 0, ggml_nbytes(bias[k]));
+        ggml_backend_tensor_set(dev_bias[k], dev_data[k].data(), 0, ggml_nbytes(dev_bias[k]));
+    }
+
+    ggml_backend_t backends[2] = {be0.get(), cpu.get()};
+    ggml_backend_sched_t s = ggml_backend_sched_new(backends, nullptr, 2, GGML_DEFAULT_GRAPH_SIZE, false, true);
+    for (int step = 0; step < 5; ++step) {
+        const auto x   = random_input(d * t, 800 + unsigned(step));
+        auto       ref = direct(cpu.get(), w_cpu, d, t, x);
+        for (size_t i = 0; i < ref.size(); ++i) ref[i] = (ref[i] + bias_data[step % 2][i]) + dev_data[step % 2][i];
+
+        ggml_backend_sched_reset(s);
+        Block         b   = make_block(w, d, t);
+        ggml_tensor * out = ggml_add(b.ctx.get(), ggml_add(b.ctx.get(), b.out, bias[step % 2]), dev_bias[step % 2]);
+        ggml_set_output(out);
+        ggml_build_forward_expand(b.graph, out);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, b.graph));
+        ggml_backend_tensor_set(b.x, x.data(), 0, ggml_nbytes(b.x));
+        ASSERT_EQ(ggml_backend_sched_graph_compute(s, b.graph), GGML_STATUS_SUCCESS);
+        std::vector<float> got(ref.size());
+        ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+        EXPECT_EQ(got, ref) << "step " << step;
+        EXPECT_EQ(ggml_backend_sched_get_tensor_backend(s, out), be0.get());
+
+        // The same graph object once more, with another input.
+        const auto x2   = random_input(d * t, 900 + unsigned(step));
+        auto       ref2 = direct(cpu.get(), w_cpu, d, t, x2);
+        for (size_t i = 0; i < ref2.size(); ++i) ref2[i] = (ref2[i] + bias_data[step % 2][i]) + dev_data[step % 2][i];
+        ggml_backend_sched_reset(s);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, b.graph));
+        ggml_backend_tensor_set(b.x, x2.data(), 0, ggml_nbytes(b.x));
+        ASSERT_EQ(ggml_backend_sched_graph_compute(s, b.graph), GGML_STATUS_SUCCESS);
+        ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+        EXPECT_EQ(got, ref2) << "step " << step << ", same graph";
+    }
+    loom_sched_stats st{};
+    loom_sched_get_stats(s, &st);
+    EXPECT_EQ(st.n_plans, 1u);
+    EXPECT_EQ(st.n_reused, 9u);
+    EXPECT_EQ(st.n_refreshed, 9u);
     ggml_backend_sched_free(s);
 }
 

@@ -11,6 +11,7 @@
 #include "core/common.h"
 #include "core/graph.h"
 #include "gallocr_inspect.h"
+#include "gallocr_internal.h"
 #include "ggml-alloc.h"
 #include "liveness.h"
 #include "planner.h"
@@ -83,12 +84,18 @@ struct ggml_gallocr {
     bool init_tensor(ggml_tensor * t);
     bool reserve(const ggml_cgraph & graph, const int * node_ids, const int * leaf_ids);
     bool alloc_graph(ggml_cgraph & graph);
+    bool alloc_unchanged_graph(ggml_cgraph & graph);
+    bool assign_memory(ggml_cgraph & graph);
+
+    // The graph ids was built from (its tensors may have changed since).
+    const ggml_cgraph * ids_graph = nullptr;
 };
 
 void ggml_gallocr::make_plan(const ggml_cgraph & graph, const int * node_ids, const int * leaf_ids, Plan & out,
                              const char * caller) {
     const auto t0 = std::chrono::steady_clock::now();
     ids.build(graph);
+    ids_graph = &graph;
     BufferIds buffer_ids;
     buffer_ids.node_ids  = node_ids;
     buffer_ids.leaf_ids  = leaf_ids;
@@ -191,6 +198,7 @@ bool ggml_gallocr::plan_fits(const ggml_cgraph & graph) {
         return false;
     }
     ids.build(graph);
+    ids_graph = &graph;
     graph_signature(graph, ids, signature);
     if (signature != plan.signature) {
         return false;
@@ -227,10 +235,16 @@ bool ggml_gallocr::init_tensor(ggml_tensor * t) {
             st = ggml_backend_view_init(t);
         }
     } else if (takes_memory(t)) {
+        // The plan fits (plan_fits, or the caller of alloc_unchanged_graph),
+        // so the tensor lies inside its slot, which lies inside the chunk:
+        // what ggml_backend_tensor_alloc would check again for every tensor.
         const Slot &          s    = plan.slots[size_t(ids.id(t))];
         ggml_backend_buffer_t buf  = pools[size_t(s.pool)].chunks[size_t(s.chunk)];
-        char *                base = static_cast<char *>(ggml_backend_buffer_get_base(buf));
-        st = ggml_backend_tensor_alloc(buf, t, base == nullptr ? nullptr : base + s.offset);
+        char *                base = static_cast<char *>(buf->base());
+        LOOM_ASSERT(s.offset + s.size_max <= buf->size);
+        t->buffer = buf;
+        t->data   = base == nullptr ? nullptr : base + s.offset;
+        st        = buf->init_tensor(t);
     }
     if (st != GGML_STATUS_SUCCESS) {
         LOOM_LOG_ERROR("ggml_gallocr_alloc_graph: failed to initialise tensor %s: %s\n", describe(t).text,
@@ -271,6 +285,20 @@ bool ggml_gallocr::alloc_graph(ggml_cgraph & graph) {
             return false;
         }
     }
+    return assign_memory(graph);
+}
+
+// The caller guarantees that graph is the graph of the last successful
+// alloc_graph or reserve, with the same tensors, shapes and flags; only the
+// addresses of tensors the plan does not place may have changed.
+bool ggml_gallocr::alloc_unchanged_graph(ggml_cgraph & graph) {
+    if (!plan.valid || ids_graph != &graph || graph.n_nodes != plan.n_nodes || graph.n_leafs != plan.n_leafs) {
+        return alloc_graph(graph);
+    }
+    return assign_memory(graph);
+}
+
+bool ggml_gallocr::assign_memory(ggml_cgraph & graph) {
     for (Pool & p : pools) {
         for (ggml_backend_buffer_t b : p.chunks) {
             ggml_backend_buffer_reset(b);
@@ -446,6 +474,17 @@ GallocrPlanStats gallocr_last_plan_stats(ggml_gallocr_t galloc, int buffer_id) {
     LOOM_REQUIRE(buffer_id >= 0 && size_t(buffer_id) < galloc->bufts.size(), "buffer id %d out of [0, %zu)", buffer_id,
                  galloc->bufts.size());
     return galloc->pools[size_t(galloc->pool_of[size_t(buffer_id)])].stats;
+}
+
+bool gallocr_alloc_unchanged_graph(ggml_gallocr_t galloc, ggml_cgraph * graph) {
+    LOOM_REQUIRE(galloc != nullptr && graph != nullptr, "NULL allocator or graph");
+    try {
+        return galloc->alloc_unchanged_graph(*graph);
+    } catch (const std::bad_alloc &) {
+        LOOM_LOG_ERROR("ggml_gallocr_alloc_graph: out of memory while planning a graph of %d nodes\n", graph->n_nodes);
+        galloc->plan.valid = false;
+        return false;
+    }
 }
 
 } // namespace loom

@@ -212,6 +212,7 @@ void loom_sched_get_stats(ggml_backend_sched_t sched, loom_sched_stats * stats) 
     stats->n_reused     = sched->n_reused;
     stats->n_splits     = int(sched->splits.size());
     stats->bytes_copied = sched->bytes_copied;
+    stats->n_refreshed  = sched->n_refreshed;
 }
 
 void loom_sched_set_trace(ggml_backend_sched_t sched, const char * path) {

@@ -1,5 +1,6 @@
 // Allocation of the scheduler graph and execution of the splits.
 
+#include "alloc/gallocr_internal.h"
 #include "core/common.h"
 #include "sched.h"
 #include "trace.h"
@@ -15,7 +16,9 @@ bool ggml_backend_sched::alloc_splits() {
     for (size_t i = 0; !changed && i < leaf_ids.size(); ++i) {
         changed = bufts[size_t(leaf_ids[i])] != bufts[size_t(prev_leaf_ids[i])];
     }
-    if (changed || !ggml_gallocr_alloc_graph(galloc, graph)) {
+    const bool allocated = !changed && (refreshed ? loom::gallocr_alloc_unchanged_graph(galloc, graph)
+                                                  : ggml_gallocr_alloc_graph(galloc, graph));
+    if (!allocated) {
         // Re-planning may move split inputs: let running work finish first.
         for (ggml_backend_t b : backends) ggml_backend_synchronize(b);
         if (!ggml_gallocr_reserve_n(galloc, graph, node_ids.data(), leaf_ids.data()) ||

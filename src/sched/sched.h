@@ -11,6 +11,7 @@
 // its own tensors as with ggml. See Note [Clones] in split.cpp.
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -51,6 +52,31 @@ struct Split {
 };
 
 struct Trace;
+
+// The words describing a graph for plan reuse (split.cpp). A buffer that is
+// only ever grown and is written in full before it is read, so building a
+// signature does not clear memory first.
+class Signature {
+  public:
+    uint64_t * prepare(size_t max_words) {
+        if (capacity_ < max_words) {
+            words_    = std::make_unique_for_overwrite<uint64_t[]>(max_words);
+            capacity_ = max_words;
+        }
+        size_ = 0;
+        return words_.get();
+    }
+    void finish(const uint64_t * end) { size_ = size_t(end - words_.get()); }
+    bool empty() const { return size_ == 0; }
+    bool operator==(const Signature & o) const {
+        return size_ == o.size_ && (size_ == 0 || std::memcmp(words_.get(), o.words_.get(), size_ * sizeof(uint64_t)) == 0);
+    }
+
+  private:
+    std::unique_ptr<uint64_t[]> words_;
+    size_t                      capacity_ = 0;
+    size_t                      size_     = 0;
+};
 
 struct Config {
     int         debug = 0;        // GGML_SCHED_DEBUG
@@ -108,13 +134,27 @@ struct ggml_backend_sched {
     bool                is_alloc   = false;
 
     // Plan reuse: the shape signature of the graph whose placement is cached.
-    std::vector<uint64_t> plan_signature;
+    loom::sched::Signature plan_signature;
+    loom::sched::Signature graph_signature; // scratch: the signature of the graph being split
     std::vector<int>      cached_node_ids; // user graph node -> backend
     std::vector<int>      cached_leaf_ids;
     loom::PtrMap<int64_t> ref_of_cached; // previous graph: tensor -> position
     loom::PtrMap<int64_t> ref_of_graph;  // current graph: tensor -> position
     uint64_t              n_plans  = 0;    // graphs placed and split from scratch
     uint64_t              n_reused = 0;    // graphs that reused the cached placement
+    uint64_t              n_refreshed = 0; // of those, graphs whose scheduler graph was refreshed in place
+
+    // Refreshing the scheduler graph in place (Note [Refresh] in split.cpp).
+    struct Patch {
+        ggml_tensor ** field; // in the scheduler graph
+        int64_t        ref;   // the user tensor it points at, by position
+    };
+    std::vector<int64_t>       clone_refs;  // clones[k].first, by position
+    std::vector<Patch>         patches;
+    std::vector<ggml_tensor *> own_tensors; // copies and their dependency views
+    bool                       graph_refreshable = false;
+    int                        built_copy        = -1;
+    bool                       refreshed         = false; // the current graph was refreshed, not rebuilt
 
     int cpu() const { return int(backends.size()) - 1; }
     // Where a tensor already lives (its view source's buffer for views);
@@ -141,6 +181,8 @@ struct ggml_backend_sched {
     // split.cpp
     void split_graph(ggml_cgraph * g);
     void build_graph(ggml_cgraph * g);
+    void record_refresh(const loom::PtrMap<int64_t> & ref);
+    void refresh_graph(ggml_cgraph * g, const loom::PtrMap<int64_t> & prev_ref);
     // assign.cpp
     void assign_backends(ggml_cgraph * g);
     bool buffer_supported(const ggml_tensor * t, int b) const;

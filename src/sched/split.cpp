@@ -16,7 +16,6 @@
 #include "core/common.h"
 #include "sched.h"
 
-using loom::hash_mix;
 using loom::is_view_op;
 
 using loom::sched::Cause;
@@ -27,39 +26,46 @@ namespace {
 // A description of the graph that is equal for two graphs exactly when the
 // cached placement and splits of one are valid for the other: topology,
 // types, shapes, strides, op parameters, flags, pre-allocated locations and
-// user pins.
-std::vector<uint64_t> signature(const ggml_backend_sched & s, const ggml_cgraph * g,
-                                const loom::PtrMap<int64_t> & ref) {
-    std::vector<uint64_t> sig;
-    sig.reserve(size_t(g->n_nodes + g->n_leafs) * 2 + 2);
-    sig.push_back(uint64_t(g->n_nodes));
-    sig.push_back(uint64_t(g->n_leafs));
-    auto describe = [&](const ggml_tensor * t) {
-        uint64_t h = hash_mix(uint64_t(t->op), uint64_t(t->type));
-        for (int d = 0; d < GGML_MAX_DIMS; ++d) h = hash_mix(hash_mix(h, uint64_t(t->ne[d])), t->nb[d]);
-        for (int32_t p : t->op_params) h = hash_mix(h, uint32_t(p));
-        h = hash_mix(h, uint64_t(t->flags));
-        for (const ggml_tensor * src : t->src) {
-            if (src == nullptr) {
-                h = hash_mix(h, ~0ull);
-            } else {
-                const int64_t * r = ref.find(src);
-                h                 = hash_mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(src));
-            }
-        }
-        if (t->view_src != nullptr) {
-            const int64_t * r = ref.find(t->view_src);
-            h = hash_mix(hash_mix(h, r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(t->view_src)), t->view_offs);
-        }
-        const ggml_backend_buffer_t buf = s.location(t);
-        h = hash_mix(h, reinterpret_cast<uintptr_t>(buf));
-        if (buf != nullptr) h = hash_mix(h, uint64_t(ggml_backend_buffer_get_usage(buf)));
-        h = hash_mix(h, uint64_t(int64_t(s.id(t)) + 1)); // pins
-        return h;
+// user pins. The fields are written out, not hashed, so equal descriptions
+// mean equal graphs (no collisions) and building one costs a few stores per
+// field.
+void signature(const ggml_backend_sched & s, const ggml_cgraph * g, const loom::PtrMap<int64_t> & ref,
+               loom::sched::Signature & sig) {
+    constexpr size_t k_words = 6 + 2 * GGML_MAX_DIMS + GGML_MAX_OP_PARAMS / sizeof(uint64_t) + GGML_MAX_SRC;
+    uint64_t *       w       = sig.prepare(2 + size_t(g->n_nodes + g->n_leafs) * k_words);
+    *w++         = uint64_t(g->n_nodes);
+    *w++         = uint64_t(g->n_leafs);
+    // A graph tensor by position, anything else by address.
+    auto id_of = [&](const ggml_tensor * t) -> uint64_t {
+        if (t == nullptr) return ~0ull;
+        const int64_t * r = ref.find(t);
+        return r != nullptr ? uint64_t(*r) : reinterpret_cast<uintptr_t>(t);
     };
-    for (int i = 0; i < g->n_leafs; ++i) sig.push_back(describe(g->leafs[i]));
-    for (int i = 0; i < g->n_nodes; ++i) sig.push_back(describe(g->nodes[i]));
-    return sig;
+    auto describe = [&](const ggml_tensor * t) {
+        const ggml_backend_buffer_t buf = s.location(t);
+        *w++ = uint64_t(t->op) | uint64_t(t->type) << 16 | uint64_t(uint32_t(t->flags)) << 32;
+        *w++ = uint64_t(int64_t(s.id(t)) + 1) << 8 |
+               (buf != nullptr ? uint64_t(ggml_backend_buffer_get_usage(buf)) + 1 : 0); // pins and usage
+        *w++ = reinterpret_cast<uintptr_t>(buf);
+        std::memcpy(w, t->ne, sizeof(t->ne));
+        w += GGML_MAX_DIMS;
+        std::memcpy(w, t->nb, sizeof(t->nb));
+        w += GGML_MAX_DIMS;
+        std::memcpy(w, t->op_params, sizeof(t->op_params));
+        w += sizeof(t->op_params) / (sizeof(uint64_t));
+        int n_src = GGML_MAX_SRC;
+        while (n_src > 0 && t->src[n_src - 1] == nullptr) --n_src;
+        for (int j = 0; j < n_src; ++j) *w++ = id_of(t->src[j]);
+        *w++ = uint64_t(n_src);
+        if (t->view_src != nullptr) {
+            *w++ = id_of(t->view_src);
+            *w++ = uint64_t(t->view_offs);
+        }
+    };
+    static_assert(sizeof(ggml_tensor::op_params) % sizeof(uint64_t) == 0);
+    for (int i = 0; i < g->n_leafs; ++i) describe(g->leafs[i]);
+    for (int i = 0; i < g->n_nodes; ++i) describe(g->nodes[i]);
+    sig.finish(w);
 }
 
 } // namespace
@@ -77,8 +83,9 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
     for (int i = 0; i < g->n_leafs; ++i) ref[g->leafs[i]] = -1 - int64_t(i);
     for (int i = 0; i < g->n_nodes; ++i) ref[g->nodes[i]] = int64_t(i);
 
-    std::vector<uint64_t> sig   = signature(*this, g, ref);
-    const bool            reuse = config.reuse_plans && !plan_signature.empty() && sig == plan_signature;
+    loom::sched::Signature & sig = graph_signature;
+    signature(*this, g, ref, sig);
+    const bool reuse = config.reuse_plans && !plan_signature.empty() && sig == plan_signature;
 
     if (reuse) {
         ++n_reused;
@@ -149,15 +156,22 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
         cur.i_end = g->n_nodes;
         splits.push_back(std::move(cur));
 
-        plan_signature = std::move(sig);
+        std::swap(plan_signature, sig);
         cached_leaf_ids.resize(size_t(g->n_leafs));
         cached_node_ids.resize(size_t(g->n_nodes));
         for (int k = 0; k < g->n_leafs; ++k) cached_leaf_ids[size_t(k)] = id(g->leafs[k]);
         for (int k = 0; k < g->n_nodes; ++k) cached_node_ids[size_t(k)] = id(g->nodes[k]);
     }
-    std::swap(ref_of_cached, ref_of_graph);
+    std::swap(ref_of_cached, ref_of_graph); // ref_of_cached: this graph; ref_of_graph: the previous one
 
-    build_graph(g);
+    refreshed = reuse && graph_refreshable && built_copy == cur_copy;
+    if (refreshed) {
+        ++n_refreshed;
+        refresh_graph(g, ref_of_graph);
+    } else {
+        build_graph(g);
+        record_refresh(ref_of_cached);
+    }
 
     if (config.debug > 0) {
         print_plan(g);
@@ -167,6 +181,9 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
 }
 
 void ggml_backend_sched::build_graph(ggml_cgraph * g) {
+    graph_refreshable = false;
+    built_copy        = cur_copy;
+
     // Graph inputs get one copy per pipeline stage so that a later graph
     // computation can write them while an earlier one still reads.
     graph_inputs.clear();
@@ -327,4 +344,99 @@ void ggml_backend_sched::build_graph(ggml_cgraph * g) {
     for (int i = 0; i < g->n_leafs; ++i) {
         add_leaf(mapped(g->leafs[i]), id(g->leafs[i]));
     }
+}
+
+// Note [Refresh]
+// When a graph has the placement of the previous one (the signature
+// matched), the scheduler graph built for the previous one fits it too:
+// the same clones, copies and nodes in the same order, only the user
+// tensors behind them are other objects (a runner builds a new graph per
+// token). Instead of building it again, the clones take the fields of their
+// new user tensors, the few fields that point at user tensors directly
+// (pre-allocated weights, a KV cache) are patched by position, and the
+// graph allocator is told the graph is the one it planned, so it skips its
+// own check. record_refresh notes, after a build, what a refresh must redo.
+
+void ggml_backend_sched::record_refresh(const loom::PtrMap<int64_t> & ref) {
+    clone_refs.clear();
+    patches.clear();
+    own_tensors.clear();
+    for (const auto & [user, c] : clones) {
+        const int64_t * r = ref.find(user);
+        LOOM_ASSERT(r != nullptr);
+        clone_refs.push_back(*r);
+    }
+    auto note = [&](ggml_tensor *& field) {
+        if (field == nullptr) return;
+        if (const int64_t * r = ref.find(field)) patches.push_back(Patch{&field, *r});
+    };
+    auto visit = [&](ggml_tensor * t) {
+        for (ggml_tensor *& src : t->src) note(src);
+        note(t->view_src);
+        if (!user_of_clone.contains(t)) own_tensors.push_back(t);
+    };
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        LOOM_ASSERT(!ref.contains(graph->nodes[i]));
+        visit(graph->nodes[i]);
+    }
+    for (int i = 0; i < graph->n_leafs; ++i) {
+        if (ref.contains(graph->leafs[i])) {
+            note(graph->leafs[i]); // a user tensor with memory, used as it is
+        } else {
+            visit(graph->leafs[i]);
+        }
+    }
+    graph_refreshable = true;
+}
+
+void ggml_backend_sched::refresh_graph(ggml_cgraph * g, const loom::PtrMap<int64_t> & prev_ref) {
+    auto user_at = [g](int64_t r) { return r >= 0 ? g->nodes[r] : g->leafs[-1 - r]; };
+
+    // The clones, as clone() in build_graph makes them, keeping their sources.
+    for (size_t k = 0; k < clones.size(); ++k) {
+        ggml_tensor * user = user_at(clone_refs[k]);
+        ggml_tensor * c    = clones[k].second;
+        ggml_tensor * src[GGML_MAX_SRC];
+        std::memcpy(src, c->src, sizeof(src));
+        ggml_tensor * view_src = c->view_src;
+        *c                     = *user;
+        std::memcpy(c->src, src, sizeof(src));
+        c->view_src = view_src;
+        if (user->data != nullptr && location(user) == nullptr) {
+            c->data   = nullptr;
+            c->buffer = nullptr;
+        }
+        clones[k].first = user;
+    }
+    for (const Patch & p : patches) *p.field = user_at(p.ref);
+    // Copies have no memory until planned; views take their source's.
+    for (ggml_tensor * t : own_tensors) {
+        if (t->view_src == nullptr) {
+            t->data   = nullptr;
+            t->buffer = nullptr;
+        } else {
+            t->buffer = t->view_src->buffer;
+            t->data   = t->view_src->data != nullptr ? static_cast<char *>(t->view_src->data) + t->view_offs : nullptr;
+        }
+    }
+
+    // The maps keyed by user tensors.
+    clone_of.clear();
+    user_of_clone.clear();
+    for (const auto & [user, c] : clones) {
+        clone_of[user]   = c;
+        user_of_clone[c] = user;
+    }
+    auto now_at = [&](const ggml_tensor * prev) {
+        const int64_t * r = prev_ref.find(prev);
+        LOOM_ASSERT(r != nullptr);
+        return user_at(*r);
+    };
+    if (!copies.empty()) {
+        decltype(copies) rekeyed;
+        rekeyed.reserve(copies.size());
+        for (auto & [prev, per_backend] : copies) rekeyed.emplace(now_at(prev), std::move(per_backend));
+        copies.swap(rekeyed);
+    }
+    for (ggml_tensor *& in : graph_inputs) in = now_at(in);
 }
