@@ -5,13 +5,6 @@
 //
 //   bench_blas [--quick] [--threads N] [--min-time SECONDS] [--only TEXT] [--batches N,N,...]
 //
-//   bench_blas --write-model OUT.gguf --from SRC.gguf [--type T] [--embd N] [--ff N] [--layers N]
-//              [--heads N] [--heads-kv N]
-//
-// writes a Llama model with random weights of type T (f32, f16, bf16, q8_0,
-// q4_0; default q8_0) and SRC's tokenizer, for timing loom-run's forward
-// pass at sizes the bundled model does not have (its outputs are noise).
-//
 // --only keeps the cases whose label ("mul_mat q4_0 4096x4096", "kq f16 Nx128",
 // "out_prod f32 1024x1024") contains TEXT.
 //
@@ -40,7 +33,6 @@
 #include "ggml-blas.h"
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
-#include "gguf.h"
 
 namespace {
 
@@ -184,156 +176,12 @@ std::vector<Case> cases(const Options & o) {
     return out;
 }
 
-// ---- a random-weight model for loom-run -------------------------------------
-
-struct ModelShape {
-    ggml_type type      = GGML_TYPE_Q8_0;
-    int64_t   embd      = 1024;
-    int64_t   ff        = 2816;
-    int64_t   layers    = 4;
-    int64_t   heads     = 16;
-    int64_t   heads_kv  = 4;
-};
-
-// Values of a layer initialised as networks are before training: normal with
-// a spread of 1/sqrt(fan-in), so activations stay of order one.
-void fill_normal(ggml_tensor * t, std::mt19937 & rng, float stddev) {
-    std::normal_distribution<float> dist(0.0f, stddev);
-    const int64_t                   n = ggml_nelements(t);
-    std::vector<float>              v(static_cast<size_t>(n));
-    for (float & x : v) x = dist(rng);
-    switch (t->type) {
-        case GGML_TYPE_F32: std::memcpy(t->data, v.data(), ggml_nbytes(t)); break;
-        case GGML_TYPE_F16: ggml_fp32_to_fp16_row(v.data(), static_cast<ggml_fp16_t *>(t->data), n); break;
-        case GGML_TYPE_BF16: ggml_fp32_to_bf16_row(v.data(), static_cast<ggml_bf16_t *>(t->data), n); break;
-        default: ggml_quantize_chunk(t->type, v.data(), t->data, 0, ggml_nrows(t), t->ne[0], nullptr); break;
-    }
-}
-
-int write_model(const char * out_path, const char * src_path, const ModelShape & m) {
-    ggml_context *   src_meta = nullptr;
-    gguf_init_params gp       = {true, &src_meta};
-    gguf_context *   src      = gguf_init_from_file(src_path, gp);
-    if (src == nullptr) {
-        std::fprintf(stderr, "bench_blas: cannot read %s\n", src_path);
-        return 1;
-    }
-    const int64_t embd_id = gguf_find_tensor(src, "token_embd.weight");
-    if (embd_id < 0 || m.embd % m.heads != 0 || m.heads % m.heads_kv != 0) {
-        std::fprintf(stderr, "bench_blas: %s has no token_embd.weight, or the head counts do not divide\n", src_path);
-        gguf_free(src);
-        ggml_free(src_meta);
-        return 1;
-    }
-    const int64_t n_vocab  = gguf_get_tensor_ne(src, embd_id)[1];
-    const int64_t head_dim = m.embd / m.heads;
-
-    gguf_context * out = gguf_init_empty();
-    gguf_set_kv(out, src); // tokenizer and everything else of the source
-    gguf_free(src);
-    ggml_free(src_meta);
-    for (const char * key : {"llama.attention.key_length", "llama.attention.value_length"}) {
-        gguf_remove_key(out, key);
-    }
-    gguf_set_val_str(out, "general.name", "bench_blas random weights");
-    gguf_set_val_u32(out, "llama.context_length", 4096);
-    gguf_set_val_u32(out, "llama.embedding_length", uint32_t(m.embd));
-    gguf_set_val_u32(out, "llama.feed_forward_length", uint32_t(m.ff));
-    gguf_set_val_u32(out, "llama.block_count", uint32_t(m.layers));
-    gguf_set_val_u32(out, "llama.attention.head_count", uint32_t(m.heads));
-    gguf_set_val_u32(out, "llama.attention.head_count_kv", uint32_t(m.heads_kv));
-    gguf_set_val_u32(out, "llama.rope.dimension_count", uint32_t(head_dim));
-
-    // Every tensor's data in one arena.
-    const int64_t kv    = head_dim * m.heads_kv;
-    const size_t  per_w = ggml_row_size(m.type, m.embd);
-    const size_t  bytes = size_t(m.layers) * (size_t(2 * m.embd + 2 * kv + 2 * m.ff) * per_w +
-                                              ggml_row_size(m.type, m.ff) * size_t(m.embd) + 2 * 4 * size_t(m.embd)) +
-                         size_t(n_vocab) * (per_w + 4 * size_t(m.embd)) + 4 * size_t(m.embd) +
-                         ggml_tensor_overhead() * size_t(16 * m.layers + 16) + (size_t(1) << 20);
-    ggml_init_params ip  = {bytes, nullptr, false};
-    ggml_context *   ctx = ggml_init(ip);
-    if (ctx == nullptr) {
-        std::fprintf(stderr, "bench_blas: out of memory for %zu bytes of weights\n", bytes);
-        gguf_free(out);
-        return 1;
-    }
-    std::mt19937 rng(1234);
-    auto add = [&](const std::string & name, ggml_type type, int64_t ne0, int64_t ne1) {
-        ggml_tensor * t = ne1 == 0 ? ggml_new_tensor_1d(ctx, type, ne0) : ggml_new_tensor_2d(ctx, type, ne0, ne1);
-        ggml_set_name(t, name.c_str());
-        if (ne1 == 0) {
-            std::vector<float> ones(static_cast<size_t>(ne0), 1.0f); // norm weights
-            std::memcpy(t->data, ones.data(), ggml_nbytes(t));
-        } else {
-            fill_normal(t, rng, 1.0f / std::sqrt(float(ne0)));
-        }
-        gguf_add_tensor(out, t);
-    };
-    add("token_embd.weight", GGML_TYPE_F32, m.embd, n_vocab);
-    for (int64_t l = 0; l < m.layers; ++l) {
-        const std::string p = "blk." + std::to_string(l) + ".";
-        add(p + "attn_norm.weight", GGML_TYPE_F32, m.embd, 0);
-        add(p + "attn_q.weight", m.type, m.embd, m.embd);
-        add(p + "attn_k.weight", m.type, m.embd, kv);
-        add(p + "attn_v.weight", m.type, m.embd, kv);
-        add(p + "attn_output.weight", m.type, m.embd, m.embd);
-        add(p + "ffn_norm.weight", GGML_TYPE_F32, m.embd, 0);
-        add(p + "ffn_gate.weight", m.type, m.embd, m.ff);
-        add(p + "ffn_up.weight", m.type, m.embd, m.ff);
-        add(p + "ffn_down.weight", m.type, m.ff, m.embd);
-    }
-    add("output_norm.weight", GGML_TYPE_F32, m.embd, 0);
-    add("output.weight", m.type, m.embd, n_vocab);
-
-    const bool ok = gguf_write_to_file(out, out_path, false);
-    gguf_free(out);
-    ggml_free(ctx);
-    if (!ok) {
-        std::fprintf(stderr, "bench_blas: cannot write %s\n", out_path);
-        return 1;
-    }
-    std::printf("wrote %s: %lld layers, embd %lld, ff %lld, %lld/%lld heads, vocab %lld, %s weights\n", out_path,
-                (long long) m.layers, (long long) m.embd, (long long) m.ff, (long long) m.heads,
-                (long long) m.heads_kv, (long long) n_vocab, ggml_type_name(m.type));
-    return 0;
-}
-
 } // namespace
 
 int main(int argc, char ** argv) {
-    Options     o;
-    ModelShape  shape;
-    const char * write_path = nullptr;
-    const char * from_path  = nullptr;
-    auto         int_arg    = [&](int & i) { return std::strtoll(argv[++i], nullptr, 10); };
+    Options o;
     for (int i = 1; i < argc; ++i) {
-        const bool has_value = i + 1 < argc;
-        if (std::strcmp(argv[i], "--write-model") == 0 && has_value) {
-            write_path = argv[++i];
-        } else if (std::strcmp(argv[i], "--from") == 0 && has_value) {
-            from_path = argv[++i];
-        } else if (std::strcmp(argv[i], "--type") == 0 && has_value) {
-            const std::string name = argv[++i];
-            shape.type             = GGML_TYPE_COUNT;
-            for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
-                if (name == ggml_type_name(t)) shape.type = t;
-            }
-            if (shape.type == GGML_TYPE_COUNT) {
-                std::fprintf(stderr, "bench_blas: unknown --type %s\n", name.c_str());
-                return 2;
-            }
-        } else if (std::strcmp(argv[i], "--embd") == 0 && has_value) {
-            shape.embd = int_arg(i);
-        } else if (std::strcmp(argv[i], "--ff") == 0 && has_value) {
-            shape.ff = int_arg(i);
-        } else if (std::strcmp(argv[i], "--layers") == 0 && has_value) {
-            shape.layers = int_arg(i);
-        } else if (std::strcmp(argv[i], "--heads") == 0 && has_value) {
-            shape.heads = int_arg(i);
-        } else if (std::strcmp(argv[i], "--heads-kv") == 0 && has_value) {
-            shape.heads_kv = int_arg(i);
-        } else if (std::strcmp(argv[i], "--quick") == 0) {
+        if (std::strcmp(argv[i], "--quick") == 0) {
             o.quick = true;
         } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             o.threads = std::atoi(argv[++i]);
@@ -349,20 +197,10 @@ int main(int argc, char ** argv) {
             }
         } else {
             std::fprintf(stderr,
-                         "usage: %s [--quick] [--threads N] [--min-time SECONDS] [--only TEXT] [--batches N,N,...]\n"
-                         "       %s --write-model OUT.gguf --from SRC.gguf [--type T] [--embd N] [--ff N] [--layers N]"
-                         " [--heads N] [--heads-kv N]\n",
-                         argv[0], argv[0]);
+                         "usage: %s [--quick] [--threads N] [--min-time SECONDS] [--only TEXT] [--batches N,N,...]\n",
+                         argv[0]);
             return 2;
         }
-    }
-    if (write_path != nullptr || from_path != nullptr) {
-        if (write_path == nullptr || from_path == nullptr || shape.embd <= 0 || shape.ff <= 0 || shape.layers <= 0 ||
-            shape.heads <= 0 || shape.heads_kv <= 0) {
-            std::fprintf(stderr, "bench_blas: --write-model needs --from and positive sizes\n");
-            return 2;
-        }
-        return write_model(write_path, from_path, shape);
     }
     if (o.threads <= 0) {
         o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
