@@ -44,8 +44,12 @@ namespace {
 std::vector<const KernelTable *> simd_tables() {
     std::vector<const KernelTable *> out;
     const Features & f = features();
-    if (const KernelTable * t = avx2_kernels(); t != nullptr && f.avx2 && f.fma && f.f16c) {
-        out.push_back(t);
+    const bool avx2 = avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c;
+    if (avx2) {
+        out.push_back(avx2_kernels());
+    }
+    if (avx2 && avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) {
+        out.push_back(avx512_kernels());
     }
     return out;
 }
@@ -792,7 +796,8 @@ TEST(Simd, TableIsChosenOnce) {
     if (override != nullptr && std::strcmp(override, "portable") == 0) {
         EXPECT_STREQ(t.name, "portable");
     } else if (avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c) {
-        EXPECT_STREQ(t.name, "avx2");
+        const bool avx512 = avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+        EXPECT_STREQ(t.name, avx512 && !(override != nullptr && std::strcmp(override, "avx2") == 0) ? "avx512" : "avx2");
     } else {
         EXPECT_STREQ(t.name, "portable");
     }

@@ -1,7 +1,9 @@
 #include "policy.h"
 
 #include <cstdlib>
+#include <cstring>
 
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "products.h"
 
@@ -9,6 +11,9 @@ namespace loom::blas {
 
 Policy Policy::from_environment() {
     Policy p;
+    if (std::strcmp(cpu::best_kernels().name, "avx512") == 0) {
+        p.min_batch_q4_0 = never; // the CPU's VNNI products win at every batch
+    }
     if (const char * v = std::getenv("LOOM_BLAS_MIN_BATCH")) {
         char *          end = nullptr;
         const long long n   = std::strtoll(v, &end, 10);

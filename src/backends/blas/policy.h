@@ -15,7 +15,10 @@
 // weights of 1024 and 4096 rows, in one-thread and two-thread runs. On the
 // machine measured (Debian's OpenBLAS 0.3.21, which runs its AVX2 kernels on
 // that AVX-512 CPU):
-//   - Q4_0 weights from N = 64: x1.1 to x1.5;
+//   - Q4_0 weights from N = 64: x1.1 to x1.5 against the CPU's AVX2 kernels;
+//     never where the CPU runs its AVX-512 VNNI table, whose integer
+//     products of 4 columns at a time were 2 to 5 times faster than BLAS at
+//     every N (section "CPU backend: AVX-512 VNNI" of bench/RESULTS.md);
 //   - Q8_0, F32 and BF16 weights: BLAS within about 10 % of the CPU at every
 //     N (Q8_0 up to x1.2 on 1024 rows, none on 4096), F16 slower at every N
 //     (its conversion to F32 is scalar): not taken, as an even trade is lost
@@ -43,7 +46,7 @@ struct Policy {
     // Smallest N of mul_mat by type of src0.
     int64_t min_batch_f32   = never;
     int64_t min_batch_f16   = never; // and BF16
-    int64_t min_batch_q4_0  = 64;
+    int64_t min_batch_q4_0  = 64;    // never with the CPU's AVX-512 table
     int64_t min_batch_quant = never; // Q8_0 and every other quantized type
     // Smallest M and K of mul_mat.
     int64_t min_size = 256;

@@ -37,7 +37,10 @@ Features detect() {
         f.f16c = f.f16c && ymm_ok;
         if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
             f.avx2    = (b & bit_AVX2) && ymm_ok;
-            f.avx512f = (b & bit_AVX512F) && zmm_ok;
+            f.avx512f    = (b & bit_AVX512F) && zmm_ok;
+            f.avx512bw   = (b & bit_AVX512BW) && zmm_ok;
+            f.avx512vl   = (b & bit_AVX512VL) && zmm_ok;
+            f.avx512vnni = (c & bit_AVX512VNNI) && zmm_ok;
         }
     }
     unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);

@@ -17,12 +17,21 @@ bool avx2_runs() {
     return avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c;
 }
 
+bool avx512_runs() {
+    const Features & f = features();
+    return avx2_runs() && avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+}
+
 const KernelTable & choose() {
-    // LOOM_CPU_KERNELS=portable keeps the portable table (to compare or to
-    // test it); a table the processor cannot run is never taken.
+    // LOOM_CPU_KERNELS=portable or =avx2 keeps a lesser table (to compare or
+    // to test it); a table the processor cannot run is never taken.
     const char * want = std::getenv("LOOM_CPU_KERNELS");
     if (want != nullptr && std::strcmp(want, "portable") == 0) {
         return portable_kernels();
+    }
+    const bool avx2_only = want != nullptr && std::strcmp(want, "avx2") == 0;
+    if (!avx2_only && avx512_runs()) {
+        return *avx512_kernels();
     }
     if (avx2_runs()) {
         return *avx2_kernels();
@@ -39,6 +48,9 @@ const KernelTable & best_kernels() {
 
 #if !(defined(__x86_64__) || defined(__i386__))
 const KernelTable * avx2_kernels() {
+    return nullptr;
+}
+const KernelTable * avx512_kernels() {
     return nullptr;
 }
 #endif

@@ -96,8 +96,8 @@ struct KernelTable {
 // The portable table (always available).
 const KernelTable & portable_kernels();
 // The best table this processor runs, chosen on the first call; the
-// environment variable LOOM_CPU_KERNELS=portable, read then, selects the
-// portable table instead.
+// environment variable LOOM_CPU_KERNELS, read then, may name a lesser table
+// ("portable", "avx2") to use instead.
 const KernelTable & best_kernels();
 // best_kernels(), or portable_kernels() when use_ref asks for the portable
 // code paths.
@@ -108,5 +108,6 @@ inline const KernelTable & kernels(bool use_ref) {
 // Tables of the other instruction sets: nullptr when the build does not
 // contain them. They run only where the processor has the instructions.
 const KernelTable * avx2_kernels();
+const KernelTable * avx512_kernels();
 
 } // namespace loom::cpu

@@ -1,0 +1,183 @@
+// Quantized matrix-vector products with AVX-512 VNNI.
+//
+// Note [Four rows per register]
+// A Q4_0 or Q8_0 block holds 32 weights in 16 or 32 bytes. One 512-bit
+// register takes 16 bytes of each of four rows, one row per 128-bit lane,
+// and meets the activation block broadcast to all four lanes, so one
+// vpdpbusd multiplies 64 weight bytes by their activations and sums them in
+// groups of four into 16 int32 lanes: lanes 4r..4r+3 belong to row r.
+// vpdpbusd takes its first operand as unsigned bytes, so weights are kept
+// or made unsigned: Q4_0 nibbles are 0..15 as stored (the weight is n - 8),
+// Q8_0 weights get 128 added (x ^ 0x80). The offset times the sum of the
+// activations, the same for every row, is computed once per column block
+// with the same instruction and subtracted: every lane is an exact integer.
+// Lanes are converted and scaled by their row's block scale times the
+// column's, as the AVX2 kernel does with its 8 lanes.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/types.h"
+
+#include "target_begin.h"
+#include "../avx2/avx2.h"
+#include "avx512.h"
+
+namespace loom::cpu::avx512 {
+
+namespace {
+
+// GCC 12 reports the undefined inputs that the unmasked forms of some
+// AVX-512 intrinsics pass to their builtins as maybe uninitialized; the
+// zero-masked forms with every lane selected are the same instructions.
+constexpr __mmask16 k_all = 0xffff;
+
+inline __m128i load128(const void * p) {
+    return _mm_loadu_si128(static_cast<const __m128i *>(p));
+}
+
+// Weights of block i of four rows as two registers of unsigned bytes: lo
+// holds weights 0..15 of each row, hi weights 16..31.
+struct Q4 {
+    using W                     = block_q4_0;
+    static constexpr int offset = 8;
+    static void decode(const W * const (&ar)[4], int64_t i, __m512i & lo, __m512i & hi) {
+        __m512i q = _mm512_zextsi128_si512(load128(ar[0][i].qs));
+        q         = _mm512_inserti32x4(q, load128(ar[1][i].qs), 1);
+        q         = _mm512_inserti32x4(q, load128(ar[2][i].qs), 2);
+        q         = _mm512_inserti32x4(q, load128(ar[3][i].qs), 3);
+        const __m512i mask = _mm512_set1_epi8(0x0f);
+        lo                 = _mm512_and_si512(q, mask);
+        hi                 = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+    }
+};
+
+struct Q8 {
+    using W                     = block_q8_0;
+    static constexpr int offset = 128;
+    static void decode(const W * const (&ar)[4], int64_t i, __m512i & lo, __m512i & hi) {
+        __m512i a = _mm512_zextsi128_si512(load128(ar[0][i].qs));
+        __m512i b = _mm512_zextsi128_si512(load128(ar[0][i].qs + 16));
+        a         = _mm512_inserti32x4(a, load128(ar[1][i].qs), 1);
+        b         = _mm512_inserti32x4(b, load128(ar[1][i].qs + 16), 1);
+        a         = _mm512_inserti32x4(a, load128(ar[2][i].qs), 2);
+        b         = _mm512_inserti32x4(b, load128(ar[2][i].qs + 16), 2);
+        a         = _mm512_inserti32x4(a, load128(ar[3][i].qs), 3);
+        b         = _mm512_inserti32x4(b, load128(ar[3][i].qs + 16), 3);
+        const __m512i flip = _mm512_set1_epi8(char(0x80));
+        lo                 = _mm512_xor_si512(a, flip);
+        hi                 = _mm512_xor_si512(b, flip);
+    }
+};
+
+// An activation block broadcast to the four lanes, with the weights'
+// offset times its sums of four.
+struct Col {
+    __m512i lo, hi, corr;
+};
+
+template <int Offset> inline Col prepare(const block_q8_0 & y) {
+    Col c;
+    c.lo              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs));
+    c.hi              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs + 16));
+    const __m512i off = _mm512_set1_epi8(char(Offset));
+    c.corr            = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, c.lo), off, c.hi);
+    return c;
+}
+
+// Sum of the four lanes of each 128-bit quarter: row r's result.
+inline void store_rows(__m512 acc, float * dst) {
+    alignas(64) float v[16];
+    _mm512_store_ps(v, acc);
+    for (int r = 0; r < 4; ++r) {
+        dst[r] = (v[4 * r] + v[4 * r + 1]) + (v[4 * r + 2] + v[4 * r + 3]);
+    }
+}
+
+// Four rows x C columns.
+template <class Q, int C>
+void tile4(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, float * dst, size_t ldd) {
+    using W = typename Q::W;
+    const W *          ar[4];
+    const block_q8_0 * bc[C];
+    for (int r = 0; r < 4; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
+    for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512        acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        // The rows of the next tile follow in memory: fetch them early (the
+        // streams are too short for the hardware prefetcher to ramp up).
+        for (int r = 0; r < 4; ++r) {
+            _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + 4 * lda, _MM_HINT_T0);
+        }
+        __m512i lo, hi;
+        Q::decode(ar, i, lo, hi);
+        __m128i h = _mm_cvtsi32_si128(ar[0][i].d);
+        h         = _mm_insert_epi16(h, ar[1][i].d, 1);
+        h         = _mm_insert_epi16(h, ar[2][i].d, 2);
+        h         = _mm_insert_epi16(h, ar[3][i].d, 3);
+        const __m128 dx = _mm_cvtph_ps(h);
+        for (int c = 0; c < C; ++c) {
+            const Col     col = prepare<Q::offset>(bc[c][i]);
+            const __m512i p   = _mm512_sub_epi32(
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, col.lo), hi, col.hi), col.corr);
+            const __m128 s4 = _mm_mul_ps(dx, _mm_set1_ps(_cvtsh_ss(bc[c][i].d)));
+            const __m512 s  = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(s4));
+            acc[c]          = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, p), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) store_rows(acc[c], dst + size_t(c) * ldd);
+}
+
+template <class Q, int C>
+void rows(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
+          size_t ldd, GemvFn tail) {
+    static_assert(GEMV_ROW_ALIGN % 4 == 0);
+    int64_t r = 0;
+    for (; r + 4 <= nrows; r += 4) {
+        tile4<Q, C>(nb, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+    }
+    if (r < nrows) {
+        // Fewer than four rows, at the end of a matrix only (callers start
+        // row ranges at multiples of GEMV_ROW_ALIGN).
+        tail(nb * QK8_0, a + size_t(r) * lda, lda, nrows - r, b, ldb, C, dst + r, ldd);
+    }
+}
+
+template <class Q>
+void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+          size_t ldd, GemvFn tail) {
+    const int64_t nb = K / QK8_0;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    switch (ncols) {
+        case 1: rows<Q, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 2: rows<Q, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 3: rows<Q, 3>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        default: rows<Q, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+    }
+}
+
+} // namespace
+
+void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    gemv<Q4>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv_q4_0);
+}
+
+void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    gemv<Q8>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv_q8_0);
+}
+
+} // namespace loom::cpu::avx512
+
+#include "target_end.h"
+
+#endif // x86

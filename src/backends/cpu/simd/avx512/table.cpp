@@ -1,0 +1,33 @@
+// The AVX-512 kernel table: the AVX2 table with the quantized
+// matrix-vector products replaced by their AVX-512 VNNI versions. Built
+// without AVX-512 (it only copies addresses), so avx512_kernels() is safe to
+// call on any x86 processor; the dispatcher calls into the table only when
+// the processor and the OS support AVX-512 F, BW, VL and VNNI (and AVX2,
+// FMA and F16C for the inherited entries).
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include "backends/cpu/simd/kernel_table.h"
+
+#include "target_begin.h"
+#include "avx512.h"
+#include "target_end.h"
+
+namespace loom::cpu {
+
+const KernelTable * avx512_kernels() {
+    static const KernelTable table = [] {
+        KernelTable t = *avx2_kernels();
+        t.name        = "avx512";
+        t.gemv_q8_0   = avx512::gemv_q8_0;
+        t.gemv_q4_0   = avx512::gemv_q4_0;
+        return t;
+    }();
+    return &table;
+}
+
+} // namespace loom::cpu
+
+#endif // x86
