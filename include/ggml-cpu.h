@@ -54,6 +54,16 @@ GGML_BACKEND_API enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph
 GGML_BACKEND_API enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph,
                                                               int n_threads);
 
+// Thread pools: a pool given to ggml_graph_plan (through the plan) or to a
+// CPU backend runs its graphs on its threads; one pool may serve several
+// backends and plans, one graph at a time. A paused pool's idle workers
+// sleep without spinning; computing a graph on it works, and resumes it.
+GGML_BACKEND_API struct ggml_threadpool * ggml_threadpool_new(struct ggml_threadpool_params * params);
+GGML_BACKEND_API void                     ggml_threadpool_free(struct ggml_threadpool * threadpool);
+GGML_BACKEND_API int                      ggml_threadpool_get_n_threads(struct ggml_threadpool * threadpool);
+GGML_BACKEND_API void                     ggml_threadpool_pause(struct ggml_threadpool * threadpool);
+GGML_BACKEND_API void                     ggml_threadpool_resume(struct ggml_threadpool * threadpool);
+
 // CPU features seen at start-up (1 = present).
 GGML_BACKEND_API int ggml_cpu_has_sse3(void);
 GGML_BACKEND_API int ggml_cpu_has_avx(void);
@@ -61,11 +71,15 @@ GGML_BACKEND_API int ggml_cpu_has_avx2(void);
 GGML_BACKEND_API int ggml_cpu_has_f16c(void);
 GGML_BACKEND_API int ggml_cpu_has_fma(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512(void);
+GGML_BACKEND_API int ggml_cpu_has_avx512_vnni(void);
 
 // The CPU backend.
 GGML_BACKEND_API ggml_backend_t ggml_backend_cpu_init(void);
 GGML_BACKEND_API bool           ggml_backend_is_cpu(ggml_backend_t backend);
 GGML_BACKEND_API void           ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads);
+// Runs the backend's graphs on threadpool (NULL: on the backend's own
+// threads again) with the backend's thread count, at most the pool's.
+GGML_BACKEND_API void           ggml_backend_cpu_set_threadpool(ggml_backend_t backend_cpu, ggml_threadpool_t threadpool);
 GGML_BACKEND_API void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu,
                                                                     ggml_abort_callback abort_callback,
                                                                     void * abort_callback_data);

@@ -681,6 +681,34 @@ struct ggml_type_traits {
 
 GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 
+// Thread pools of the CPU backend (created and run with the functions of
+// ggml-cpu.h; the parameters live here, as in ggml).
+
+enum ggml_sched_priority {
+    GGML_SCHED_PRIO_LOW = -1,
+    GGML_SCHED_PRIO_NORMAL,
+    GGML_SCHED_PRIO_MEDIUM,
+    GGML_SCHED_PRIO_HIGH,
+    GGML_SCHED_PRIO_REALTIME
+};
+
+struct ggml_threadpool_params {
+    bool                     cpumask[GGML_MAX_N_THREADS]; // CPUs the workers may use; all false: no affinity
+    int                      n_threads;                   // threads of the pool, the calling thread included
+    enum ggml_sched_priority prio;                        // best effort: logged when the system refuses
+    uint32_t                 poll;                        // 0: workers sleep when idle; up to 100: spin longer first
+    bool                     strict_cpu;                  // one CPU of the mask per worker, in turn
+    bool                     paused;                      // start paused
+};
+
+struct ggml_threadpool;
+typedef struct ggml_threadpool * ggml_threadpool_t;
+
+GGML_API struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
+GGML_API void ggml_threadpool_params_init(struct ggml_threadpool_params * p, int n_threads);
+GGML_API bool ggml_threadpool_params_match(const struct ggml_threadpool_params * p0,
+                                           const struct ggml_threadpool_params * p1);
+
 #ifdef __cplusplus
 }
 #endif

@@ -252,6 +252,139 @@ TEST(Threads, BackendBitIdentical) {
     ggml_backend_free(backend);
 }
 
+// ---- ggml's threadpool API ----
+
+TEST(ThreadsPoolApi, ParamsDefaultsAndMatch) {
+    ggml_threadpool_params a = ggml_threadpool_params_default(3);
+    EXPECT_EQ(a.n_threads, 3);
+    EXPECT_EQ(a.prio, GGML_SCHED_PRIO_NORMAL);
+    EXPECT_EQ(a.poll, 50u);
+    EXPECT_FALSE(a.strict_cpu);
+    EXPECT_FALSE(a.paused);
+    for (bool c : a.cpumask) ASSERT_FALSE(c);
+    ggml_threadpool_params b;
+    ggml_threadpool_params_init(&b, 3);
+    EXPECT_TRUE(ggml_threadpool_params_match(&a, &b));
+    b.cpumask[0] = true;
+    EXPECT_FALSE(ggml_threadpool_params_match(&a, &b));
+    b = a;
+    b.n_threads = 4;
+    EXPECT_FALSE(ggml_threadpool_params_match(&a, &b));
+}
+
+TEST(ThreadsPoolApi, BadThreadCountIsRefused) {
+    static std::string logged;
+    logged.clear();
+    ggml_log_callback prev_cb = nullptr;
+    void *            prev_ud = nullptr;
+    ggml_log_get(&prev_cb, &prev_ud);
+    ggml_log_set([](ggml_log_level, const char * text, void *) { logged += text; }, nullptr);
+    ggml_threadpool_params p = ggml_threadpool_params_default(0);
+    EXPECT_EQ(ggml_threadpool_new(&p), nullptr);
+    p.n_threads = GGML_MAX_N_THREADS + 1;
+    EXPECT_EQ(ggml_threadpool_new(&p), nullptr);
+    ggml_log_set(prev_cb, prev_ud);
+    EXPECT_NE(logged.find("n_threads = 0 out of range"), std::string::npos) << logged;
+}
+
+// A graph through ggml_graph_plan with a pool (plain, paused, pinned to the
+// first CPU, polling or not) gives the bits of a one-thread run.
+TEST(ThreadsPoolApi, PlansOnAPoolGiveTheSameBits) {
+    Context           ctx;
+    const Block       b  = build_block(ctx, true);
+    fill_block(b, 7);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, b.out);
+    ASSERT_EQ(compute_plan(gf, 1), GGML_STATUS_SUCCESS);
+    const auto one = snapshot(gf);
+
+    for (int variant = 0; variant < 4; ++variant) {
+        SCOPED_TRACE("variant " + std::to_string(variant));
+        ggml_threadpool_params p = ggml_threadpool_params_default(3);
+        if (variant == 1) p.paused = true;
+        if (variant == 2) {
+            p.cpumask[0] = true;
+            p.strict_cpu = true;
+        }
+        if (variant == 3) p.poll = 0;
+        ggml_threadpool_t tp = ggml_threadpool_new(&p);
+        ASSERT_NE(tp, nullptr);
+        EXPECT_EQ(ggml_threadpool_get_n_threads(tp), 3);
+        for (int n_threads : {0, 2, 3, 8}) { // 0: the pool's count; 8: capped at the pool's
+            ggml_cplan plan = ggml_graph_plan(gf, n_threads, tp);
+            EXPECT_EQ(plan.threadpool, tp);
+            std::vector<uint8_t> work(plan.work_size);
+            plan.work_data = work.empty() ? nullptr : work.data();
+            poison(gf);
+            ASSERT_EQ(ggml_graph_compute(gf, &plan), GGML_STATUS_SUCCESS);
+            EXPECT_TRUE(snapshot(gf) == one) << n_threads << " threads";
+            ggml_threadpool_pause(tp);
+        }
+        ggml_threadpool_resume(tp);
+        ggml_threadpool_free(tp);
+    }
+}
+
+// Two CPU backends share one pool and compute from two threads at once:
+// the pool runs one graph at a time, both results are right.
+TEST(ThreadsPoolApi, BackendsShareAPool) {
+    Context     host;
+    const Block hb = build_block(host);
+    fill_block(hb, 9);
+    ggml_cgraph * hgf = ggml_new_graph(host);
+    ggml_build_forward_expand(hgf, hb.out);
+    ASSERT_EQ(compute_plan(hgf, 1), GGML_STATUS_SUCCESS);
+    const Array want = read_tensor(hb.out);
+
+    ggml_threadpool_params p  = ggml_threadpool_params_default(2);
+    ggml_threadpool_t      tp = ggml_threadpool_new(&p);
+    ASSERT_NE(tp, nullptr);
+    struct Side {
+        ggml_backend_t        backend = nullptr;
+        ggml_context *        ctx     = nullptr;
+        ggml_backend_buffer_t buf     = nullptr;
+        Block                 b{};
+        ggml_cgraph *         gf = nullptr;
+    } side[2];
+    for (Side & sd : side) {
+        sd.backend = ggml_backend_cpu_init();
+        ASSERT_NE(sd.backend, nullptr);
+        ggml_backend_cpu_set_n_threads(sd.backend, 2);
+        ggml_backend_cpu_set_threadpool(sd.backend, tp);
+        ggml_init_params params{ggml_tensor_overhead() * 256 + ggml_graph_overhead(), nullptr, true};
+        sd.ctx = ggml_init(params);
+        sd.b   = build_block(sd.ctx);
+        sd.gf  = ggml_new_graph(sd.ctx);
+        ggml_build_forward_expand(sd.gf, sd.b.out);
+        sd.buf = ggml_backend_alloc_ctx_tensors(sd.ctx, sd.backend);
+        ASSERT_NE(sd.buf, nullptr);
+        fill_block(sd.b, 9);
+    }
+    std::vector<int> failures(2, 0);
+    std::thread      t1([&] {
+        for (int r = 0; r < 20; ++r) {
+            if (ggml_backend_graph_compute(side[1].backend, side[1].gf) != GGML_STATUS_SUCCESS) ++failures[1];
+        }
+    });
+    for (int r = 0; r < 20; ++r) {
+        if (ggml_backend_graph_compute(side[0].backend, side[0].gf) != GGML_STATUS_SUCCESS) ++failures[0];
+    }
+    t1.join();
+    EXPECT_EQ(failures[0] + failures[1], 0);
+    for (Side & sd : side) {
+        EXPECT_TRUE(matches(sd.b.out, want, 0.0, 0.0));
+        // Back on the backend's own threads.
+        ggml_backend_cpu_set_threadpool(sd.backend, nullptr);
+        std::memset(sd.b.out->data, 0xff, ggml_nbytes(sd.b.out));
+        ASSERT_EQ(ggml_backend_graph_compute(sd.backend, sd.gf), GGML_STATUS_SUCCESS);
+        EXPECT_TRUE(matches(sd.b.out, want, 0.0, 0.0));
+        ggml_backend_buffer_free(sd.buf);
+        ggml_free(sd.ctx);
+        ggml_backend_free(sd.backend);
+    }
+    ggml_threadpool_free(tp);
+}
+
 TEST(Threads, AttentionAndLargeProductsBitIdentical) {
     std::mt19937  rng(211);
     Context       ctx;

@@ -1,4 +1,5 @@
 #include "compute.h"
+#include "threadpool_api.h"
 
 #include <algorithm>
 #include <climits>
@@ -189,7 +190,7 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         wsize               = wsize > cut ? wsize - cut : 0;
     }
 
-    Barrier barrier(n_threads);
+    Barrier barrier(n_threads, pool.spin());
     // The node after which the abort callback asked to stop. Threads compare
     // it with the node they just passed, not as a plain flag: a thread may
     // see thread 0's store one barrier early and must not leave before the
@@ -231,13 +232,13 @@ extern "C" {
 
 ggml_cplan ggml_graph_plan(const ggml_cgraph * cgraph, int n_threads, ggml_threadpool * threadpool) {
     LOOM_REQUIRE(cgraph != nullptr, "NULL graph");
-    LOOM_REQUIRE(threadpool == nullptr, "threadpools are not available in this build; pass NULL");
     if (n_threads <= 0) {
-        n_threads = GGML_DEFAULT_N_THREADS;
+        n_threads = threadpool != nullptr ? threadpool->pool.size() : GGML_DEFAULT_N_THREADS;
     }
     n_threads = std::min(n_threads, GGML_MAX_N_THREADS);
     ggml_cplan plan{};
-    plan.n_threads = n_threads;
+    plan.n_threads  = n_threads;
+    plan.threadpool = threadpool;
     plan.work_size = graph_work_size(cgraph, n_threads);
     return plan;
 }
@@ -252,8 +253,7 @@ ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
                        cplan->work_size, static_cast<void *>(cplan->work_data), needed);
         return GGML_STATUS_FAILED;
     }
-    ThreadPool pool(cplan->n_threads);
-    GraphRun   run;
+    GraphRun run;
     run.graph      = cgraph;
     run.n_threads  = cplan->n_threads;
     run.wdata      = cplan->work_data;
@@ -261,6 +261,10 @@ ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     run.abort_cb   = cplan->abort_callback;
     run.abort_data = cplan->abort_callback_data;
     run.use_ref    = cplan->use_ref;
+    if (cplan->threadpool != nullptr) {
+        return compute_graph_on(*cplan->threadpool, run);
+    }
+    ThreadPool pool(cplan->n_threads); // a pool of the moment, as ggml makes one
     return compute_graph(pool, run);
 }
 

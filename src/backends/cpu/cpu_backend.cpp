@@ -10,6 +10,7 @@
 
 #include "backend/backend_impl.h"
 #include "compute.h"
+#include "threadpool_api.h"
 #include "core/common.h"
 #include "features.h"
 #include "ggml-cpu.h"
@@ -90,6 +91,12 @@ class CpuBackend final : public ggml_backend {
         LOOM_REQUIRE(n > 0 && n <= GGML_MAX_N_THREADS, "n_threads = %d out of range (1..%d)", n, GGML_MAX_N_THREADS);
         n_threads_ = n;
     }
+    void set_threadpool(ggml_threadpool * tp) {
+        if (threadpool_ != nullptr && threadpool_ != tp) {
+            ggml_threadpool_pause(threadpool_); // as ggml: the pool left behind stops spinning
+        }
+        threadpool_ = tp;
+    }
     void set_abort_callback(ggml_abort_callback cb, void * data) {
         abort_cb_   = cb;
         abort_data_ = data;
@@ -122,10 +129,6 @@ class CpuBackend final : public ggml_backend {
 
   private:
     ggml_status run(ggml_cgraph * graph, int n_threads, uint8_t * wdata, size_t wsize) {
-        if (!pool_ || pool_->size() < n_threads) {
-            pool_.reset(); // join the old workers before starting new ones
-            pool_ = std::make_unique<ThreadPool>(n_threads);
-        }
         GraphRun r;
         r.graph      = graph;
         r.n_threads  = n_threads;
@@ -133,6 +136,14 @@ class CpuBackend final : public ggml_backend {
         r.wsize      = wsize;
         r.abort_cb   = abort_cb_;
         r.abort_data = abort_data_;
+        if (threadpool_ != nullptr) {
+            // The work buffer was sized for n_threads; fewer threads need no more.
+            return compute_graph_on(*threadpool_, r);
+        }
+        if (!pool_ || pool_->size() < n_threads) {
+            pool_.reset(); // join the old workers before starting new ones
+            pool_ = std::make_unique<ThreadPool>(n_threads);
+        }
         return compute_graph(*pool_, r);
     }
 
@@ -141,6 +152,7 @@ class CpuBackend final : public ggml_backend {
     void *                      abort_data_ = nullptr;
     std::vector<uint8_t>        work_;
     std::unique_ptr<ThreadPool> pool_;
+    ggml_threadpool *           threadpool_ = nullptr; // the user's, when set
 };
 
 class CpuDevice final : public ggml_backend_device {
@@ -220,6 +232,7 @@ class CpuReg final : public ggml_backend_reg {
             if (f.fma) v.push_back({"FMA", "1"});
             if (f.f16c) v.push_back({"F16C", "1"});
             if (f.avx512f) v.push_back({"AVX512", "1"});
+            if (f.avx512vnni) v.push_back({"AVX512_VNNI", "1"});
             v.push_back({nullptr, nullptr});
             return v;
         }();
@@ -258,6 +271,10 @@ bool ggml_backend_is_cpu(ggml_backend_t backend) {
 
 void ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads) {
     as_cpu(backend_cpu, __func__)->set_n_threads(n_threads);
+}
+
+void ggml_backend_cpu_set_threadpool(ggml_backend_t backend_cpu, ggml_threadpool_t threadpool) {
+    as_cpu(backend_cpu, __func__)->set_threadpool(threadpool);
 }
 
 void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback,

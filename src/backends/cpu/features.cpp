@@ -123,4 +123,7 @@ int ggml_cpu_has_fma(void) {
 int ggml_cpu_has_avx512(void) {
     return loom::cpu::features().avx512f;
 }
+int ggml_cpu_has_avx512_vnni(void) {
+    return loom::cpu::features().avx512vnni;
+}
 }

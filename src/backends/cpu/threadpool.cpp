@@ -1,9 +1,17 @@
 #include "threadpool.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #    include <immintrin.h>
 #endif
 
+#include "core/common.h"
+#include "ggml.h"
 #include "kernels/kernels.h"
 
 namespace loom::cpu {
@@ -18,12 +26,8 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spin iterations before sleeping: a few microseconds, enough to bridge the
-// gap between nodes without burning a core when the pool is idle.
-constexpr int k_spin = 4096;
-
-template <typename T, typename Pred> void spin_then_wait(const std::atomic<T> & word, T old, Pred done) {
-    for (int i = 0; i < k_spin; ++i) {
+template <typename T, typename Pred> void spin_then_wait(const std::atomic<T> & word, T old, int spin, Pred done) {
+    for (int i = 0; i < spin; ++i) {
         if (done()) {
             return;
         }
@@ -54,10 +58,10 @@ void Barrier::wait() {
         phase_.notify_all();
         return;
     }
-    spin_then_wait(phase_, phase, [&] { return phase_.load(std::memory_order_acquire) != phase; });
+    spin_then_wait(phase_, phase, spin_, [&] { return phase_.load(std::memory_order_acquire) != phase; });
 }
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, ThreadOptions options) : options_(std::move(options)) {
     const int n_workers = n_threads > 1 ? n_threads - 1 : 0;
     workers_.reserve(size_t(n_workers));
     for (int i = 0; i < n_workers; ++i) {
@@ -92,14 +96,49 @@ void ThreadPool::run(int n, const std::function<void(int)> & fn) {
     fn(0);
 
     int left = pending_.load(std::memory_order_acquire);
-    spin_then_wait(pending_, left, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    spin_then_wait(pending_, left, spin(), [&] { return pending_.load(std::memory_order_acquire) == 0; });
     job_ = nullptr;
 }
 
+// Affinity and priority of worker ith, as far as the system allows: a
+// refusal (a CPU outside the process's set, a priority that needs
+// privileges) is logged and the worker runs as it is.
+void ThreadPool::apply_options(int ith) const {
+    if (!options_.cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (options_.strict_cpu) {
+            CPU_SET(options_.cpus[size_t(ith - 1) % options_.cpus.size()], &set);
+        } else {
+            for (int c : options_.cpus) CPU_SET(c, &set);
+        }
+        if (const int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); err != 0) {
+            LOOM_LOG_WARN("threadpool: cannot set the affinity of worker %d (error %d)\n", ith, err);
+        }
+    }
+    if (options_.priority == GGML_SCHED_PRIO_NORMAL) {
+        return;
+    }
+    if (options_.priority == GGML_SCHED_PRIO_REALTIME) {
+        sched_param sp{};
+        sp.sched_priority = sched_get_priority_max(SCHED_FIFO);
+        if (const int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp); err != 0) {
+            LOOM_LOG_WARN("threadpool: cannot give worker %d real-time priority (error %d)\n", ith, err);
+        }
+        return;
+    }
+    // Low, medium and high: a nice value for this thread alone.
+    const int nice = options_.priority == GGML_SCHED_PRIO_LOW ? 5 : options_.priority == GGML_SCHED_PRIO_MEDIUM ? -5 : -10;
+    if (setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice) != 0) {
+        LOOM_LOG_WARN("threadpool: cannot set the priority of worker %d to nice %d\n", ith, nice);
+    }
+}
+
 void ThreadPool::worker_main(int ith) {
+    apply_options(ith);
     uint32_t seen = 0;
     for (;;) {
-        spin_then_wait(generation_, seen, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        spin_then_wait(generation_, seen, spin(), [&] { return generation_.load(std::memory_order_acquire) != seen; });
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load(std::memory_order_acquire)) {
             return;

@@ -11,17 +11,30 @@
 
 namespace loom::cpu {
 
+// Spin iterations before a wait sleeps: a few microseconds, enough to
+// bridge the gap between nodes without burning a core when the pool is idle.
+constexpr int k_default_spin = 4096;
+
 // Reusable barrier for a fixed number of threads: spins briefly (nodes are
 // often microseconds apart), then sleeps on the phase word.
 class Barrier {
   public:
-    explicit Barrier(int n_threads) : n_(n_threads) {}
+    explicit Barrier(int n_threads, int spin = k_default_spin) : n_(n_threads), spin_(spin) {}
     void wait();
 
   private:
     const int             n_;
+    const int             spin_;
     std::atomic<int>      arrived_{0};
     std::atomic<uint32_t> phase_{0};
+};
+
+// How the workers of a pool run (ggml_threadpool_params).
+struct ThreadOptions {
+    std::vector<int> cpus;               // CPUs the workers may run on; empty: no affinity set
+    bool             strict_cpu = false; // worker i on cpus[i % size] alone, instead of all of them
+    int              priority   = 0;     // enum ggml_sched_priority
+    int              spin       = k_default_spin;
 };
 
 // Worker threads that live as long as the pool. run() executes one job on
@@ -29,7 +42,7 @@ class Barrier {
 // job at a time per pool (a backend is a single stream).
 class ThreadPool {
   public:
-    explicit ThreadPool(int n_threads);
+    explicit ThreadPool(int n_threads, ThreadOptions options = {});
     ~ThreadPool();
     ThreadPool(const ThreadPool &)             = delete;
     ThreadPool & operator=(const ThreadPool &) = delete;
@@ -40,9 +53,20 @@ class ThreadPool {
     // returned. n must not exceed size().
     void run(int n, const std::function<void(int)> & fn);
 
+    // A paused pool's idle workers sleep at once instead of spinning first;
+    // run() on a paused pool works (and spins as little).
+    void pause() { paused_.store(true, std::memory_order_relaxed); }
+    void resume() { paused_.store(false, std::memory_order_relaxed); }
+    bool paused() const { return paused_.load(std::memory_order_relaxed); }
+    // Spin iterations for waits of the pool and of its graph computations.
+    int  spin() const { return paused() ? 0 : options_.spin; }
+
   private:
     void worker_main(int ith);
+    void apply_options(int ith) const;
 
+    ThreadOptions                     options_;
+    std::atomic<bool>                 paused_{false};
     std::vector<std::thread>          workers_;
     std::atomic<uint32_t>             generation_{0};
     std::atomic<int>                  pending_{0};
