@@ -1,0 +1,164 @@
+// The op cases of ggml's `test-backend-ops perf` that loom implements
+// (matrix products of a 7B-class FFN for every weight type loom has, the
+// softmax, broadcast add and copy cases), timed through the CPU backend the
+// way that mode times them: one graph of the op alone, computed repeatedly
+// for about a second, microseconds per run. Printed in the same form as
+// ggml's lines, so that the two outputs can be put side by side.
+//
+//   bench_ops [--threads N] [--only TEXT] [--min-time SECONDS]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpp.h"
+#include "ggml-cpu.h"
+
+namespace {
+
+struct Case {
+    std::string                                  label; // as ggml prints the case
+    std::function<ggml_tensor *(ggml_context *)> build;
+    bool                                         flops; // report GFLOPS (products) or GB/s
+};
+
+std::string shape(std::initializer_list<int64_t> ne) {
+    std::string s = "[";
+    for (int64_t v : ne) s += std::to_string(v) + ",";
+    s.back() = ']';
+    return s;
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (int bs : {1, 2, 3, 4, 5, 8, 512}) {
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+            out.push_back({std::string("MUL_MAT(type_a=") + ggml_type_name(t) + ",type_b=f32,m=4096,n=" +
+                               std::to_string(bs) + ",k=14336)",
+                           [t, bs](ggml_context * c) {
+                               return ggml_mul_mat(c, ggml_new_tensor_2d(c, t, 14336, 4096),
+                                                   ggml_new_tensor_2d(c, GGML_TYPE_F32, 14336, bs));
+                           },
+                           true});
+        }
+    }
+    const int64_t sm[][3] = {{4096, 4096, 5}, {12888, 256, 5}, {77, 4096, 5}, {1024, 1024, 10},
+                             {77, 1024, 10},  {256, 256, 20},  {64, 64, 20},  {77, 64, 20}};
+    for (const auto & s : sm) {
+        out.push_back({"SOFT_MAX(type=f32,ne=" + shape({s[0], s[1], s[2], 1}) + ")",
+                       [s](ggml_context * c) {
+                           return ggml_soft_max_ext(c, ggml_new_tensor_3d(c, GGML_TYPE_F32, s[0], s[1], s[2]), nullptr,
+                                                    1.0f, 0.0f);
+                       },
+                       false});
+    }
+    out.push_back({"ADD(type=f32,ne=[4096,1,1,1],nr=[1,1,1,1])",
+                   [](ggml_context * c) {
+                       return ggml_add(c, ggml_new_tensor_1d(c, GGML_TYPE_F32, 4096), ggml_new_tensor_1d(c, GGML_TYPE_F32, 4096));
+                   },
+                   false});
+    out.push_back({"ADD(type=f32,ne=[4096,1,1,1],nr=[1,512,1,1])",
+                   [](ggml_context * c) {
+                       ggml_tensor * a = ggml_new_tensor_2d(c, GGML_TYPE_F32, 4096, 512);
+                       return ggml_add(c, a, ggml_new_tensor_1d(c, GGML_TYPE_F32, 4096));
+                   },
+                   false});
+    out.push_back({"CPY(type_src=f32,type_dst=f16,ne=[512,3072,1,1])",
+                   [](ggml_context * c) {
+                       return ggml_cpy(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 512, 3072),
+                                       ggml_new_tensor_2d(c, GGML_TYPE_F16, 512, 3072));
+                   },
+                   false});
+    return out;
+}
+
+// Bytes an op reads and writes, as ggml's perf mode counts them.
+size_t op_bytes(const ggml_tensor * t) {
+    size_t n = ggml_nbytes(t);
+    for (const ggml_tensor * s : t->src) {
+        if (s != nullptr) n += ggml_nbytes(s);
+    }
+    return n;
+}
+
+double op_flops(const ggml_tensor * t) {
+    return 2.0 * double(t->src[0]->ne[0]) * double(ggml_nelements(t));
+}
+
+void fill(ggml_tensor * t, std::mt19937 & rng) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int64_t                         n = ggml_nelements(t);
+    std::vector<float>                    v(static_cast<size_t>(n));
+    for (float & x : v) x = u(rng);
+    if (t->type == GGML_TYPE_F32) {
+        ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
+        return;
+    }
+    std::vector<char> q(ggml_nbytes(t));
+    ggml_quantize_chunk(t->type, v.data(), q.data(), 0, ggml_nrows(t), t->ne[0], nullptr);
+    ggml_backend_tensor_set(t, q.data(), 0, q.size());
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    int         threads  = int(std::max(1u, std::thread::hardware_concurrency()));
+    double      min_time = 1.0;
+    std::string only;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            threads = std::atoi(argv[++i]);
+        } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else if (std::strcmp(argv[i], "--min-time") == 0 && i + 1 < argc) {
+            min_time = std::atof(argv[++i]);
+        } else {
+            std::fprintf(stderr, "usage: %s [--threads N] [--only TEXT] [--min-time SECONDS]\n", argv[0]);
+            return 2;
+        }
+    }
+    ggml_backend_ptr cpu(ggml_backend_cpu_init());
+    ggml_backend_cpu_set_n_threads(cpu.get(), threads);
+    std::printf("loom CPU backend, %d threads\n", threads);
+    std::mt19937 rng(42);
+    for (const Case & c : cases()) {
+        if (!only.empty() && c.label.find(only) == std::string::npos) continue;
+        ggml_init_params p = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        ggml_context_ptr ctx(ggml_init(p));
+        ggml_tensor *    out = c.build(ctx.get());
+        ggml_cgraph *    gf  = ggml_new_graph(ctx.get());
+        ggml_build_forward_expand(gf, out);
+        ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), cpu.get()));
+        for (ggml_tensor * s : out->src) {
+            if (s != nullptr) fill(s, rng);
+        }
+        ggml_backend_graph_compute(cpu.get(), gf); // warm-up
+        int        runs = 0;
+        const auto t0   = std::chrono::steady_clock::now();
+        double     el   = 0;
+        do {
+            ggml_backend_graph_compute(cpu.get(), gf);
+            ++runs;
+            el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        } while (el < min_time);
+        const double us = el / runs * 1e6;
+        if (c.flops) {
+            std::printf("  %-70s %6d runs - %10.2f us/run - %8.2f GFLOPS\n", c.label.c_str(), runs, us,
+                        op_flops(out) / us * 1e-3);
+        } else {
+            std::printf("  %-70s %6d runs - %10.2f us/run - %8.2f GB/s\n", c.label.c_str(), runs, us,
+                        double(op_bytes(out)) / us * 1e-3);
+        }
+        std::fflush(stdout);
+    }
+    return 0;
+}
