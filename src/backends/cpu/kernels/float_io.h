@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "core/types.h"
 #include "ggml.h"
@@ -37,11 +38,19 @@ inline void store_float(ggml_type type, char * p, float v) {
     }
 }
 
-// n values `stride` bytes apart, to and from a float array.
+// n values `stride` bytes apart, to and from a float array. Unit-stride
+// runs of halves go through the kernel table's converters (same bits as the
+// core's, see kernel_table.h).
 inline void load_floats(ggml_type type, const char * p, size_t stride, int64_t n, float * out) {
     const TypeInfo & ti = type_info(type, "cpu kernel");
     if (stride == ti.type_size) {
-        ti.to_float(p, out, n);
+        if (type == GGML_TYPE_F16) {
+            best_kernels().fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(p), out, n);
+        } else if (type == GGML_TYPE_BF16) {
+            best_kernels().bf16_to_fp32_row(reinterpret_cast<const uint16_t *>(p), out, n);
+        } else {
+            ti.to_float(p, out, n);
+        }
         return;
     }
     for (int64_t i = 0; i < n; ++i) {
@@ -52,7 +61,11 @@ inline void load_floats(ggml_type type, const char * p, size_t stride, int64_t n
 inline void store_floats(ggml_type type, const float * in, char * p, size_t stride, int64_t n) {
     const TypeInfo & ti = type_info(type, "cpu kernel");
     if (stride == ti.type_size) {
-        ti.from_float(in, p, n);
+        if (type == GGML_TYPE_F16) {
+            best_kernels().fp32_to_fp16_row(in, reinterpret_cast<ggml_fp16_t *>(p), n);
+        } else {
+            ti.from_float(in, p, n);
+        }
         return;
     }
     for (int64_t i = 0; i < n; ++i) {
