@@ -1,9 +1,10 @@
 // The op cases of ggml's `test-backend-ops perf` that loom implements
 // (matrix products of a 7B-class FFN for every weight type loom has, the
 // softmax, broadcast add and copy cases), timed through the CPU backend the
-// way that mode times them: one graph of the op alone, computed repeatedly
-// for about a second, microseconds per run. Printed in the same form as
-// ggml's lines, so that the two outputs can be put side by side.
+// way that mode times them: the op's node repeated in one graph until the
+// graph moves about 8 GiB (or computes 8 GFLOP), the graph computed for at
+// least a second, microseconds per op. Printed in the same form as ggml's
+// lines, so that the two outputs can be put side by side.
 //
 //   bench_ops [--threads N] [--only TEXT] [--min-time SECONDS]
 
@@ -132,22 +133,26 @@ int main(int argc, char ** argv) {
     std::mt19937 rng(42);
     for (const Case & c : cases()) {
         if (!only.empty() && c.label.find(only) == std::string::npos) continue;
-        ggml_init_params p = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        constexpr size_t graph_nodes = 8192;
+        ggml_init_params p = {16 * ggml_tensor_overhead() + ggml_graph_overhead_custom(graph_nodes, false), nullptr, true};
         ggml_context_ptr ctx(ggml_init(p));
         ggml_tensor *    out = c.build(ctx.get());
-        ggml_cgraph *    gf  = ggml_new_graph(ctx.get());
+        ggml_cgraph *    gf  = ggml_new_graph_custom(ctx.get(), graph_nodes, false);
         ggml_build_forward_expand(gf, out);
         ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), cpu.get()));
         for (ggml_tensor * s : out->src) {
             if (s != nullptr) fill(s, rng);
         }
         ggml_backend_graph_compute(cpu.get(), gf); // warm-up
+        const double target = c.flops ? 8e9 / op_flops(out) : double(size_t(8) << 30) / double(op_bytes(out));
+        const int    n_ops  = int(std::min<double>(double(graph_nodes) - ggml_graph_n_nodes(gf), target)) + 1;
+        for (int i = 1; i < n_ops; ++i) ggml_graph_add_node(gf, out);
         int        runs = 0;
         const auto t0   = std::chrono::steady_clock::now();
         double     el   = 0;
         do {
             ggml_backend_graph_compute(cpu.get(), gf);
-            ++runs;
+            runs += n_ops;
             el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         } while (el < min_time);
         const double us = el / runs * 1e6;
