@@ -46,7 +46,7 @@ inline __m128i load128(const void * p) {
 struct Q4 {
     using W                     = block_q4_0;
     static constexpr int offset = 8;
-    static void decode(const W * const (&ar)[4], int64_t i, __m512i & lo, __m512i & hi) {
+    static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
         __m512i q = _mm512_zextsi128_si512(load128(ar[0][i].qs));
         q         = _mm512_inserti32x4(q, load128(ar[1][i].qs), 1);
         q         = _mm512_inserti32x4(q, load128(ar[2][i].qs), 2);
@@ -60,7 +60,7 @@ struct Q4 {
 struct Q8 {
     using W                     = block_q8_0;
     static constexpr int offset = 128;
-    static void decode(const W * const (&ar)[4], int64_t i, __m512i & lo, __m512i & hi) {
+    static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
         __m512i a = _mm512_zextsi128_si512(load128(ar[0][i].qs));
         __m512i b = _mm512_zextsi128_si512(load128(ar[0][i].qs + 16));
         a         = _mm512_inserti32x4(a, load128(ar[1][i].qs), 1);
@@ -99,49 +99,64 @@ inline void store_rows(__m512 acc, float * dst) {
     }
 }
 
-// Four rows x C columns.
-template <class Q, int C>
-void tile4(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, float * dst, size_t ldd) {
+// 4G rows (G registers of four rows) x C columns: each activation block is
+// prepared once for all of them.
+template <class Q, int G, int C>
+void tile(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, float * dst, size_t ldd) {
     using W = typename Q::W;
-    const W *          ar[4];
+    constexpr int      R = 4 * G;
+    const W *          ar[R];
     const block_q8_0 * bc[C];
-    for (int r = 0; r < 4; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
+    for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
     for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512        acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    __m512        acc[G][C];
+    for (int g = 0; g < G; ++g) {
+        for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; ++i) {
         // The rows of the next tile follow in memory: fetch them early (the
         // streams are too short for the hardware prefetcher to ramp up).
-        for (int r = 0; r < 4; ++r) {
-            _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + 4 * lda, _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) {
+            _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + R * lda, _MM_HINT_T0);
         }
-        __m512i lo, hi;
-        Q::decode(ar, i, lo, hi);
-        __m128i h = _mm_cvtsi32_si128(ar[0][i].d);
-        h         = _mm_insert_epi16(h, ar[1][i].d, 1);
-        h         = _mm_insert_epi16(h, ar[2][i].d, 2);
-        h         = _mm_insert_epi16(h, ar[3][i].d, 3);
-        const __m128 dx = _mm_cvtph_ps(h);
+        __m512i lo[G], hi[G];
+        __m128  dx[G];
+        for (int g = 0; g < G; ++g) {
+            Q::decode(ar + 4 * g, i, lo[g], hi[g]);
+            __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
+            h         = _mm_insert_epi16(h, ar[4 * g + 1][i].d, 1);
+            h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
+            h         = _mm_insert_epi16(h, ar[4 * g + 3][i].d, 3);
+            dx[g]     = _mm_cvtph_ps(h);
+        }
         for (int c = 0; c < C; ++c) {
-            const Col     col = prepare<Q::offset>(bc[c][i]);
-            const __m512i p   = _mm512_sub_epi32(
-                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, col.lo), hi, col.hi), col.corr);
-            const __m128 s4 = _mm_mul_ps(dx, _mm_set1_ps(_cvtsh_ss(bc[c][i].d)));
-            const __m512 s  = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(s4));
-            acc[c]          = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, p), acc[c]);
+            const Col    col = prepare<Q::offset>(bc[c][i]);
+            const __m128 dy  = _mm_set1_ps(_cvtsh_ss(bc[c][i].d));
+            for (int g = 0; g < G; ++g) {
+                const __m512i p = _mm512_sub_epi32(
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], col.lo), hi[g], col.hi),
+                    col.corr);
+                const __m512 s = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_mul_ps(dx[g], dy)));
+                acc[g][c]      = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, p), acc[g][c]);
+            }
         }
     }
-    for (int c = 0; c < C; ++c) store_rows(acc[c], dst + size_t(c) * ldd);
+    for (int g = 0; g < G; ++g) {
+        for (int c = 0; c < C; ++c) store_rows(acc[g][c], dst + size_t(c) * ldd + 4 * g);
+    }
 }
 
 template <class Q, int C>
 void rows(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
           size_t ldd, GemvFn tail) {
-    static_assert(GEMV_ROW_ALIGN % 4 == 0);
+    static_assert(GEMV_ROW_ALIGN % 8 == 0);
     int64_t r = 0;
+    for (; r + 8 <= nrows; r += 8) {
+        tile<Q, 2, C>(nb, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+    }
     for (; r + 4 <= nrows; r += 4) {
-        tile4<Q, C>(nb, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+        tile<Q, 1, C>(nb, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
     }
     if (r < nrows) {
         // Fewer than four rows, at the end of a matrix only (callers start
