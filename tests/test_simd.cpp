@@ -787,6 +787,29 @@ TEST(Simd, MulMatSameBitsFor1To4Threads) {
     }
 }
 
+TEST(Simd, BinaryOpsSameBits) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(12);
+        for (int op = 0; op < 4; ++op) {
+            for (int64_t n : kSizes) {
+                SCOPED_TRACE(std::string(kt->name) + " op " + std::to_string(op) + " n " + std::to_string(n));
+                const auto         a = random_floats(rng, size_t(n) + 1);
+                const auto         b = random_floats(rng, size_t(n) + 1, 0.5f, 2.0f);
+                std::vector<float> want(size_t(n) + 1, -7.0f), got(size_t(n) + 1, -7.0f);
+                portable_kernels().binary_f32[op](n, a.data(), b.data(), want.data());
+                kt->binary_f32[op](n, a.data() + 1, b.data() + 1, got.data() + 1); // unaligned
+                std::vector<float> want_shift(size_t(n) + 1, -7.0f);
+                portable_kernels().binary_f32[op](n, a.data() + 1, b.data() + 1, want_shift.data() + 1);
+                ASSERT_EQ(0, std::memcmp(got.data(), want_shift.data(), got.size() * sizeof(float)));
+                // In place: d is a.
+                std::vector<float> inplace(a);
+                kt->binary_f32[op](n, inplace.data(), b.data(), inplace.data());
+                ASSERT_EQ(0, std::memcmp(inplace.data(), want.data(), size_t(n) * sizeof(float)));
+            }
+        }
+    }
+}
+
 TEST(Simd, TableIsChosenOnce) {
     const KernelTable & t = best_kernels();
     EXPECT_EQ(&t, &best_kernels());

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "core/fp16.h"
 #include "core/types.h"
@@ -68,17 +69,17 @@ struct RowPtrs {
 };
 
 template <BinOp op>
-void compute_f32_row(const RowPtrs & r, int64_t ne0, int64_t ne10) {
+void compute_f32_row(const RowPtrs & r, int64_t ne0, int64_t ne10, BinaryFn row) {
     const auto * a = reinterpret_cast<const float *>(r.a);
     const auto * b = reinterpret_cast<const float *>(r.b);
     auto *       d = reinterpret_cast<float *>(r.d);
     if (ne10 == ne0) {
-        rows_f32<op>(a, b, d, ne0);
+        row(ne0, a, b, d);
     } else if (ne10 == 1) {
         rows_f32_scalar<op>(a, b[0], d, ne0);
     } else {
         for (int64_t k = 0; k < ne0; k += ne10) {
-            rows_f32<op>(a + k, b, d + k, ne10);
+            row(ne10, a + k, b, d + k);
         }
     }
 }
@@ -124,6 +125,7 @@ void compute_op(const ComputeParams & p, ggml_tensor * dst) {
     const bool fast    = all_f32 && (unit || ne0 == 1);
 
     const FloatIO ia(src0->type), ib(src1->type), id(dst->type);
+    const BinaryFn row = kernels(p.use_ref).binary_f32[int(op)];
 
     const int64_t nrows = ne1 * ne2 * dst->ne[3];
     const Range   rr    = split_range(nrows, p.ith, p.nth);
@@ -139,7 +141,7 @@ void compute_op(const ComputeParams & p, ggml_tensor * dst) {
         r.d = static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
 
         if (fast) {
-            compute_f32_row<op>(r, ne0, ne10);
+            compute_f32_row<op>(r, ne0, ne10, row);
         } else {
             compute_mixed_row<op>(r, ne0, ne10, ia, ib, id, src0->nb[0], src1->nb[0], dst->nb[0]);
         }

@@ -46,6 +46,8 @@ using PackFn = void (*)(const float * const * rows, int nrows, int width, int64_
 // for i < m <= mr, j < n <= nr. With accumulate the sum continues from C's
 // value, so cutting K into blocks leaves every element's sequence of
 // operations unchanged.
+using BinaryFn = void (*)(int64_t n, const float * a, const float * b, float * d);
+
 using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                              bool accumulate);
 
@@ -85,6 +87,9 @@ struct KernelTable {
     double (*exp_sub_sum_f32)(int64_t n, float * y, float max);
     // y[i] = x[i] / (1 + exp(-x[i])).
     void (*silu_f32)(int64_t n, const float * x, float * y);
+    // d[i] = a[i] op b[i] for op = +, -, *, / (index 0..3); d may be a or b.
+    // One IEEE operation per element: every table gives the same bits.
+    BinaryFn binary_f32[4];
 
     // f32 GEMM: packing, micro-kernel, and its tile and cache-block sizes.
     PackFn      gemm_pack;

@@ -68,6 +68,15 @@ void silu_f32(int64_t n, const float * x, float * y) {
     }
 }
 
+template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d) {
+    for (int64_t i = 0; i < n; ++i) {
+        if constexpr (Op == 0) d[i] = a[i] + b[i];
+        if constexpr (Op == 1) d[i] = a[i] - b[i];
+        if constexpr (Op == 2) d[i] = a[i] * b[i];
+        if constexpr (Op == 3) d[i] = a[i] / b[i];
+    }
+}
+
 void gemm_pack(const float * const * rows, int nrows, int width, int64_t kb, float * panel) {
     for (int i = 0; i < width; ++i) {
         if (i < nrows) {
@@ -129,6 +138,7 @@ const KernelTable k_portable = {
     max_f32,
     exp_sub_sum_f32,
     silu_f32,
+    {binary_f32<0>, binary_f32<1>, binary_f32<2>, binary_f32<3>},
     gemm_pack,
     gemm_micro,
     MR,

@@ -110,6 +110,42 @@ void silu_f32(int64_t n, const float * x, float * y) {
     }
 }
 
+namespace {
+
+template <int Op> inline __m256 apply8(__m256 a, __m256 b) {
+    if constexpr (Op == 0) return _mm256_add_ps(a, b);
+    if constexpr (Op == 1) return _mm256_sub_ps(a, b);
+    if constexpr (Op == 2) return _mm256_mul_ps(a, b);
+    return _mm256_div_ps(a, b);
+}
+
+template <int Op> inline float apply1(float a, float b) {
+    if constexpr (Op == 0) return a + b;
+    if constexpr (Op == 1) return a - b;
+    if constexpr (Op == 2) return a * b;
+    return a / b;
+}
+
+} // namespace
+
+// Both operands of a step are loaded before its store, so d may be a or b.
+template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 r0 = apply8<Op>(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        const __m256 r1 = apply8<Op>(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8));
+        _mm256_storeu_ps(d + i, r0);
+        _mm256_storeu_ps(d + i + 8, r1);
+    }
+    for (; i < n; ++i) {
+        d[i] = apply1<Op>(a[i], b[i]);
+    }
+}
+template void binary_f32<0>(int64_t, const float *, const float *, float *);
+template void binary_f32<1>(int64_t, const float *, const float *, float *);
+template void binary_f32<2>(int64_t, const float *, const float *, float *);
+template void binary_f32<3>(int64_t, const float *, const float *, float *);
+
 } // namespace loom::cpu::avx2
 
 #include "target_end.h"

@@ -37,6 +37,7 @@ const KernelTable k_avx2 = {
     avx2::max_f32,
     avx2::exp_sub_sum_f32,
     avx2::silu_f32,
+    {avx2::binary_f32<0>, avx2::binary_f32<1>, avx2::binary_f32<2>, avx2::binary_f32<3>},
     avx2::gemm_pack,
     avx2::gemm_micro,
     avx2::GEMM_MR,
