@@ -75,10 +75,10 @@ struct Q8 {
     }
 };
 
-// An activation block broadcast to the four lanes, with the weights'
-// offset times its sums of four.
+// An activation block broadcast to the four lanes, with minus the weights'
+// offset times its sums of four: the value the products start from.
 struct Col {
-    __m512i lo, hi, corr;
+    __m512i lo, hi, start;
 };
 
 template <int Offset> inline Col prepare(const block_q8_0 & y) {
@@ -86,7 +86,8 @@ template <int Offset> inline Col prepare(const block_q8_0 & y) {
     c.lo              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs));
     c.hi              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs + 16));
     const __m512i off = _mm512_set1_epi8(char(Offset));
-    c.corr            = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, c.lo), off, c.hi);
+    c.start           = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, c.lo), off, c.hi));
     return c;
 }
 
@@ -121,24 +122,21 @@ void tile(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, fl
             _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + R * lda, _MM_HINT_T0);
         }
         __m512i lo[G], hi[G];
-        __m128  dx[G];
+        __m512  dx[G]; // row g's block scale in its four lanes
         for (int g = 0; g < G; ++g) {
             Q::decode(ar + 4 * g, i, lo[g], hi[g]);
             __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
             h         = _mm_insert_epi16(h, ar[4 * g + 1][i].d, 1);
             h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
             h         = _mm_insert_epi16(h, ar[4 * g + 3][i].d, 3);
-            dx[g]     = _mm_cvtph_ps(h);
+            dx[g]     = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_cvtph_ps(h)));
         }
         for (int c = 0; c < C; ++c) {
             const Col    col = prepare<Q::offset>(bc[c][i]);
-            const __m128 dy  = _mm_set1_ps(_cvtsh_ss(bc[c][i].d));
+            const __m512 dy  = _mm512_set1_ps(_cvtsh_ss(bc[c][i].d));
             for (int g = 0; g < G; ++g) {
-                const __m512i p = _mm512_sub_epi32(
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], col.lo), hi[g], col.hi),
-                    col.corr);
-                const __m512 s = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_mul_ps(dx[g], dy)));
-                acc[g][c]      = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, p), acc[g][c]);
+                const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(col.start, lo[g], col.lo), hi[g], col.hi);
+                acc[g][c]       = _mm512_fmadd_ps(_mm512_mul_ps(dx[g], dy), _mm512_maskz_cvtepi32_ps(k_all, p), acc[g][c]);
             }
         }
     }
