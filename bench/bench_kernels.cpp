@@ -1,7 +1,7 @@
 // Matrix-vector kernels of every kernel table this processor runs, on one
 // thread with the weights in L2 (128 rows of 4096, best of many runs), so
 // that what is compared is the kernels' arithmetic, not the memory: weight
-// bytes per second and multiply-adds per second, for 1 and 4 columns.
+// bytes per second and multiply-adds per second, for 1, 4 and 8 columns.
 //
 //   bench_kernels
 
@@ -28,20 +28,20 @@ int main() {
     }
     std::mt19937                    rng(1);
     std::normal_distribution<float> nd;
-    std::vector<float>              w(size_t(K * M)), x(size_t(K) * 4);
+    std::vector<float>              w(size_t(K * M)), x(size_t(K) * 8);
     for (float & v : w) v = nd(rng);
     for (float & v : x) v = nd(rng);
     std::printf("%s, one thread, weights %lld x %lld in cache\n", f.brand.c_str(), (long long) M, (long long) K);
     std::printf("%-9s %-5s %4s %12s %12s\n", "table", "type", "cols", "GB/s", "GMAC/s");
     for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16}) {
         const ggml_type   bt = ggml_is_quantized(t) ? GGML_TYPE_Q8_0 : t;
-        std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 4);
+        std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
         ggml_quantize_chunk(t == GGML_TYPE_F16 ? GGML_TYPE_F16 : t, w.data(), a.data(), 0, M, K, nullptr);
-        ggml_quantize_chunk(bt, x.data(), b.data(), 0, 4, K, nullptr);
-        for (int cols : {1, 4}) {
+        ggml_quantize_chunk(bt, x.data(), b.data(), 0, 8, K, nullptr);
+        for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
                 const GemvFn fn = t == GGML_TYPE_Q4_0 ? kt->gemv_q4_0 : t == GGML_TYPE_Q8_0 ? kt->gemv_q8_0 : kt->gemv_f16;
-                std::vector<float> dst(size_t(M) * 4);
+                std::vector<float> dst(size_t(M) * 8);
                 double             best = 1e9;
                 for (int rep = 0; rep < 500; ++rep) {
                     const auto t0 = std::chrono::steady_clock::now();

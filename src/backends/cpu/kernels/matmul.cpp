@@ -198,10 +198,12 @@ void compute_mul_mat_ref(const ComputeParams & p, ggml_tensor * dst) {
 
 // ---- matrix-vector path ----
 
-// Whether mul_mat takes the GEMM path: float weights and more columns than a
-// gemv call covers. A function of the shapes and types only.
+// Whether mul_mat takes the GEMM path: float weights and more than four
+// columns (the most a float gemv keeps in registers; quantized weights stay
+// on the gemv path, up to GEMV_MAX_COLS columns a call). A function of the
+// shapes and types only.
 bool mul_mat_uses_gemm(const ggml_tensor * a, const ggml_tensor * b) {
-    return gemm_weight_type(a->type) && b->ne[1] > GEMV_MAX_COLS;
+    return gemm_weight_type(a->type) && b->ne[1] > 4;
 }
 
 GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {

@@ -27,7 +27,7 @@ namespace loom::cpu {
 // at multiples of this so the same rows always meet the same code.
 constexpr int GEMV_ROW_ALIGN = 16;
 // Largest number of columns one gemv call takes.
-constexpr int GEMV_MAX_COLS = 4;
+constexpr int GEMV_MAX_COLS = 8;
 
 // dst[c * ldd + r] = dot(row r of a, column c of b) for r < nrows, c < ncols
 // (1 <= ncols <= GEMV_MAX_COLS). Rows of a are lda bytes apart and columns

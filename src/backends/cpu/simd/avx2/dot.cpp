@@ -136,6 +136,9 @@ void gemv_float(int64_t K, const void * a, size_t lda, int64_t nrows, const void
                 float * dst, size_t ldd) {
     const auto * ac = static_cast<const char *>(a);
     const auto * bc = static_cast<const char *>(b);
+    for (; ncols > 4; ncols -= 4, bc += 4 * ldb, dst += 4 * ldd) { // four columns fill the registers
+        gemv_float_cols<Ops, 4>(K, ac, lda, nrows, bc, ldb, dst, ldd);
+    }
     switch (ncols) {
         case 1: gemv_float_cols<Ops, 1>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
         case 2: gemv_float_cols<Ops, 2>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
@@ -298,6 +301,9 @@ void gemv_quant(int64_t K, const void * a, size_t lda, int64_t nrows, const void
     const int64_t nb = K / QK8_0;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
+    for (; ncols > 4; ncols -= 4, bc += 4 * ldb, dst += 4 * ldd) { // four columns fill the registers
+        gemv_quant_cols<Q, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+    }
     switch (ncols) {
         case 1: gemv_quant_cols<Q, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
         case 2: gemv_quant_cols<Q, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;

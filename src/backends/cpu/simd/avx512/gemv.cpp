@@ -173,7 +173,11 @@ void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, 
         case 1: rows<Q, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
         case 2: rows<Q, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
         case 3: rows<Q, 3>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        default: rows<Q, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 4: rows<Q, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 5: rows<Q, 5>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 6: rows<Q, 6>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 7: rows<Q, 7>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        default: rows<Q, 8>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
     }
 }
 
