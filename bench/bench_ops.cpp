@@ -4,7 +4,8 @@
 // way that mode times them: the op's node repeated in one graph until the
 // graph moves about 8 GiB (or computes 8 GFLOP), the graph computed for at
 // least a second, microseconds per op. Printed in the same form as ggml's
-// lines, so that the two outputs can be put side by side.
+// lines, so that the two outputs can be put side by side. Threads: half the
+// hardware threads by default, as ggml's perf mode sets.
 //
 //   bench_ops [--threads N] [--only TEXT] [--min-time SECONDS]
 
@@ -112,7 +113,7 @@ void fill(ggml_tensor * t, std::mt19937 & rng) {
 } // namespace
 
 int main(int argc, char ** argv) {
-    int         threads  = int(std::max(1u, std::thread::hardware_concurrency()));
+    int         threads  = int(std::max(1u, std::thread::hardware_concurrency() / 2));
     double      min_time = 1.0;
     std::string only;
     for (int i = 1; i < argc; ++i) {
