@@ -22,6 +22,13 @@
 // A machine without a Vulkan loader, driver or device has no Vulkan
 // devices; nothing fails.
 //
+// Transfers: synchronous ones (ggml_backend_tensor_set/get/memset/copy) go
+// through a staging buffer and return when done. Async uploads and copies
+// from host memory are staged when they are queued, so the source may be
+// reused at once; async downloads reach their destination at the latest
+// when the backend is synchronized. Copies between this device's buffers,
+// and between them and its pinned host buffers, need no staging.
+//
 // Built when CMake finds the Vulkan loader and glslc (option LOOM_VULKAN);
 // the functions below then exist and the family is in the registry before
 // BLAS and the CPU.
@@ -60,9 +67,10 @@ GGML_BACKEND_API void ggml_backend_vk_get_device_memory(int device, size_t * fre
 // Lives for the whole process.
 GGML_BACKEND_API ggml_backend_buffer_type_t ggml_backend_vk_buffer_type(size_t dev_num);
 
-// Pinned (host-visible, coherent) host memory of the first device, for
-// tensors the CPU uses and the device copies from without staging; NULL
-// without devices. Lives for the whole process.
+// Pinned (host-visible, coherent) host memory of the first device: host
+// memory to the CPU, which the device copies to and from without staging
+// (ggml_backend_tensor_copy); NULL without devices. Lives for the whole
+// process.
 GGML_BACKEND_API ggml_backend_buffer_type_t ggml_backend_vk_host_buffer_type(void);
 
 // The Vulkan backend family; lives for the whole process.

@@ -314,6 +314,20 @@ TEST(VulkanBackend, AsyncTransfersInOrder) {
     std::memset(c->data, 0, ggml_nbytes(c));
     ggml_backend_synchronize(vk.get());
     EXPECT_EQ(read_f32(a), v);
+
+    // From and into pinned memory: copied directly, in order with the rest.
+    ggml_context_ptr        hctx = no_alloc_context(8);
+    ggml_tensor *           h    = ggml_new_tensor_1d(hctx.get(), GGML_TYPE_F32, 10000);
+    ggml_backend_buffer_ptr hbuf(ggml_backend_alloc_ctx_tensors_from_buft(hctx.get(), ggml_backend_vk_host_buffer_type()));
+    ASSERT_TRUE(hbuf);
+    auto * pinned = static_cast<float *>(h->data);
+    std::memcpy(pinned, w.data(), ggml_nbytes(h));
+    ggml_backend_tensor_set_async(vk.get(), b, pinned, 0, ggml_nbytes(b));
+    ggml_backend_tensor_copy_async(vk.get(), vk.get(), b, a);
+    ggml_backend_tensor_get_async(vk.get(), a, pinned + 5000, 100 * sizeof(float), 10 * sizeof(float));
+    ggml_backend_synchronize(vk.get());
+    EXPECT_EQ(read_f32(b), w);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(pinned[5000 + i], w[size_t(100 + i)]);
 }
 
 TEST(VulkanBackend, EventsOrderTwoStreams) {

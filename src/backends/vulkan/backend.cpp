@@ -85,6 +85,14 @@ class Stream final : public ggml_backend {
             ggml_backend_tensor_set(t, data, offset, n);
             return;
         }
+        Location pinned;
+        if (dev_->find_pinned(data, n, &pinned) && batch()) {
+            // Read when the copy runs: ggml's async contract keeps data valid until synchronize.
+            const VkBufferCopy c{VkDeviceSize(pinned.offset), VkDeviceSize(to.offset + offset), VkDeviceSize(n)};
+            vkCmdCopyBuffer(cur_->cb, pinned.buffer, to.buffer, 1, &c);
+            full_barrier(cur_->cb);
+            return;
+        }
         Staged s;
         if (!stage(n, 16, &s)) {
             return;
@@ -100,6 +108,13 @@ class Stream final : public ggml_backend {
         if (!locate(dev_, t, true, &from)) {
             synchronize();
             ggml_backend_tensor_get(t, data, offset, n);
+            return;
+        }
+        Location pinned;
+        if (dev_->find_pinned(data, n, &pinned) && batch()) {
+            const VkBufferCopy c{VkDeviceSize(from.offset + offset), VkDeviceSize(pinned.offset), VkDeviceSize(n)};
+            vkCmdCopyBuffer(cur_->cb, from.buffer, pinned.buffer, 1, &c);
+            full_barrier(cur_->cb);
             return;
         }
         Staged s;

@@ -120,8 +120,42 @@ DeviceBuffer::~DeviceBuffer() {
     --dev_->live;
 }
 
+void Device::add_pinned(const void * p, size_t n, VkBuffer b) {
+    std::lock_guard<std::mutex> lock(pinned_mutex_);
+    pinned_[uintptr_t(p)] = {n, b};
+}
+
+void Device::remove_pinned(const void * p) {
+    std::lock_guard<std::mutex> lock(pinned_mutex_);
+    pinned_.erase(uintptr_t(p));
+}
+
+bool Device::find_pinned(const void * p, size_t n, Location * out) {
+    std::lock_guard<std::mutex> lock(pinned_mutex_);
+    auto it = pinned_.upper_bound(uintptr_t(p));
+    if (it == pinned_.begin()) {
+        return false;
+    }
+    --it;
+    const uintptr_t start = it->first, at = uintptr_t(p);
+    if (at - start > it->second.first || n > it->second.first - (at - start)) {
+        return false;
+    }
+    out->buffer = it->second.second;
+    out->offset = size_t(at - start);
+    return true;
+}
+
 void DeviceBuffer::set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) {
     const size_t base = offset_of(t) + offset;
+    Location     pinned;
+    if (dev_->find_pinned(data, n, &pinned)) {
+        const VkBufferCopy c{VkDeviceSize(pinned.offset), VkDeviceSize(base), VkDeviceSize(n)};
+        dev_->run_sync(0, nullptr, [&](VkCommandBuffer cb, const Allocation &) {
+            vkCmdCopyBuffer(cb, pinned.buffer, alloc_.buffer, 1, &c);
+        }, nullptr);
+        return;
+    }
     in_chunks(n, [&](size_t done, size_t len) {
         return dev_->run_sync(
             len, [&](const Allocation & st) { std::memcpy(st.mapped, static_cast<const char *>(data) + done, len); },
@@ -135,6 +169,14 @@ void DeviceBuffer::set_tensor(ggml_tensor * t, const void * data, size_t offset,
 
 void DeviceBuffer::get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) {
     const size_t base = offset_of(t) + offset;
+    Location     pinned;
+    if (dev_->find_pinned(data, n, &pinned)) {
+        const VkBufferCopy c{VkDeviceSize(base), VkDeviceSize(pinned.offset), VkDeviceSize(n)};
+        dev_->run_sync(0, nullptr, [&](VkCommandBuffer cb, const Allocation &) {
+            vkCmdCopyBuffer(cb, alloc_.buffer, pinned.buffer, 1, &c);
+        }, nullptr);
+        return;
+    }
     in_chunks(n, [&](size_t done, size_t len) {
         return dev_->run_sync(
             len, nullptr,
@@ -181,10 +223,12 @@ void DeviceBuffer::clear(uint8_t value) {
 
 PinnedBuffer::PinnedBuffer(HostBufferType * type, Device * dev, Allocation a, size_t size)
     : loom::HostBuffer(type, a.mapped, size), dev_(dev), alloc_(a) {
+    dev_->add_pinned(a.mapped, size, a.buffer);
     ++dev_->live;
 }
 
 PinnedBuffer::~PinnedBuffer() {
+    dev_->remove_pinned(alloc_.mapped);
     dev_->destroy_buffer(alloc_);
     --dev_->live;
 }

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -178,6 +179,13 @@ class Device final : public ggml_backend_device {
                   const std::function<void(VkCommandBuffer, const Allocation &)> & record,
                   const std::function<void(const Allocation &)> & after);
 
+    // Pinned buffers by mapped address, so that transfers from and to
+    // pinned memory copy directly. find_pinned: the buffer and offset of
+    // [p, p + n) when the range lies in one pinned buffer.
+    void add_pinned(const void * p, size_t n, VkBuffer b);
+    void remove_pinned(const void * p);
+    bool find_pinned(const void * p, size_t n, Location * out);
+
     // Live buffers, backends and events: the VkDevice is destroyed at exit
     // only when none is left.
     std::atomic<int> live{0};
@@ -210,6 +218,9 @@ class Device final : public ggml_backend_device {
     std::mutex            pipeline_mutex_;
     std::vector<VkShaderModule> modules_;
     std::vector<VkPipeline>     pipelines_;
+
+    std::mutex pinned_mutex_;
+    std::map<uintptr_t, std::pair<size_t, VkBuffer>> pinned_;
 
     // The synchronous transfer context.
     std::mutex      sync_mutex_;
