@@ -263,8 +263,9 @@ Dispatch plan(const ggml_tensor * node) {
             const ggml_tensor * b = node->src[1];
             d.slot[1]             = b;
             if (b->ne[1] <= 4) {
+                // One workgroup per row of src0 and batch, for all columns.
                 d.shader = Shader::mul_mat_vec;
-                p.n      = uint32_t(ggml_nelements(node));
+                p.n      = uint32_t(a->ne[1] * b->ne[2] * b->ne[3]);
                 linear_groups(p.n, d.groups);
             } else {
                 d.shader    = Shader::mul_mat_tiled;
