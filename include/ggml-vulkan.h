@@ -17,7 +17,8 @@
 // which runs on the CPU, are used only when asked for:
 //   GGML_VK_VISIBLE_DEVICES=0,2   the physical devices of these indices (in
 //                                 the Vulkan loader's order), of any type,
-// read once when the family is first used. Such a device reports type GPU
+// read once when the family is first used; set to an empty string, no
+// devices and no Vulkan instance (the drivers are not even loaded). Such a device reports type GPU
 // and says what it is in its description ("llvmpipe ... (CPU device)").
 // A machine without a Vulkan loader, driver or device has no Vulkan
 // devices; nothing fails.

@@ -500,6 +500,12 @@ class Reg final : public ggml_backend_reg {
 
   private:
     void enumerate() {
+        const char * env = std::getenv("GGML_VK_VISIBLE_DEVICES");
+        if (env != nullptr && std::strpbrk(env, "0123456789") == nullptr) {
+            // An empty list: no devices, and no instance (loading the
+            // drivers costs a tenth of a second or more).
+            return;
+        }
         VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
         app.pApplicationName = "loom";
         app.pEngineName      = "loom";
@@ -521,7 +527,6 @@ class Reg final : public ggml_backend_reg {
         }
 
         std::vector<uint32_t> chosen;
-        const char *          env = std::getenv("GGML_VK_VISIBLE_DEVICES");
         if (env != nullptr) {
             // Indices in the loader's order, any device type.
             std::string list(env);
