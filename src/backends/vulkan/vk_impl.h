@@ -232,6 +232,11 @@ class Device final : public ggml_backend_device {
     friend class Reg;
 };
 
+// The first queue family with compute; false without one.
+bool compute_family(VkPhysicalDevice pd, uint32_t * out);
+// Why a physical device cannot be a loom device; NULL when it can.
+const char * unsuitable(VkPhysicalDevice pd);
+
 // A full memory barrier between everything before and everything after.
 void full_barrier(VkCommandBuffer cb);
 
