@@ -7,7 +7,8 @@
 // library) for a subset of ops: mul_mat with F32, F16, Q8_0 and Q4_0
 // weights and F32 activations, add/sub/mul/div with broadcasting, scale,
 // rms_norm, norm, soft_max (with mask and ALiBi), rope (normal and NeoX),
-// get_rows, cpy/dup/cont between F32 and F16, silu, gelu and views.
+// get_rows, cpy/dup/cont between F32 and F16, the unary ops silu, gelu,
+// gelu_quick, neg, relu, tanh, sigmoid, exp, and sqr, sqrt, and views.
 // supports_op declines everything else, so a scheduler runs it elsewhere.
 //
 // Devices. By default one registry device ("Vulkan0", "Vulkan1", ...) per

@@ -185,10 +185,11 @@ TEST(VulkanRegistry, SupportsOpDeclinesWhatItCannotCompute) {
             << ggml_type_name(t);
     }
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_mul_mat(c, ggml_new_tensor_2d(c, GGML_TYPE_BF16, 64, 16), x)));
-    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_sqr(c, x)));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_abs(c, x)));
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_sum_rows(c, x)));
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_cpy(c, x, ggml_new_tensor_2d(c, GGML_TYPE_Q8_0, 64, 8))));
-    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_tanh(c, x)));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_sin(c, x)));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_argsort(c, x, GGML_SORT_ORDER_ASC)));
 
     // Large products are worth moving; small ones and other ops are not.
     ggml_tensor * w = ggml_new_tensor_2d(c, GGML_TYPE_Q4_0, 64, 64);
@@ -447,8 +448,8 @@ struct Block {
 };
 
 // Embedding lookup, attention (rope NeoX on q, normal on k, masked soft_max),
-// a gated feed-forward with silu and gelu, and the output head. SQR and
-// SUM_ROWS (which Vulkan declines) sit in the middle, so the graph splits.
+// a gated feed-forward with silu and gelu, and the output head. SUM_ROWS
+// (which Vulkan declines) sits in the middle, so the graph splits.
 Block make_block(const Weights & w, int64_t T) {
     Block            b;
     ggml_init_params p = {256 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
@@ -476,7 +477,7 @@ Block make_block(const Weights & w, int64_t T) {
     ggml_tensor * h   = ggml_add(c, x, ggml_mul_mat(c, w.wo, att));
 
     // Declined by Vulkan: runs on the CPU between Vulkan splits.
-    ggml_tensor * energy = ggml_sum_rows(c, ggml_sqr(c, h));            // [1, T]
+    ggml_tensor * energy = ggml_sum_rows(c, ggml_mul(c, h, h));         // [1, T]
     h                    = ggml_div(c, h, ggml_scale_bias(c, energy, 1.0f / float(kDim), 1.0f));
 
     ggml_tensor * m  = ggml_mul(c, ggml_rms_norm(c, h, 1e-5f), w.ffn_norm);
@@ -564,7 +565,7 @@ TEST_F(VulkanSched, TransformerBlockMatchesTheCpu) {
         for (int i = 0; i < ggml_graph_n_nodes(blk.graph); ++i) {
             ggml_tensor *  node = ggml_graph_node(blk.graph, i);
             ggml_backend_t on   = ggml_backend_sched_get_tensor_backend(s, node);
-            if (node->op == GGML_OP_SQR || node->op == GGML_OP_SUM_ROWS) {
+            if (node->op == GGML_OP_SUM_ROWS) {
                 EXPECT_EQ(on, cpu.get()) << ggml_op_desc(node);
             }
             if (node->op == GGML_OP_MUL_MAT && node->src[0]->buffer == on_vk.buf.get()) {

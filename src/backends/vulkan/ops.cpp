@@ -98,6 +98,21 @@ bool supports_get_rows(const ggml_tensor * op) {
     return !is_quant(a->type) || (a->nb[0] == ggml_type_size(a->type) && a->ne[0] % 32 == 0 && a->nb[1] % 2 == 0);
 }
 
+// The unary.comp variant of a unary op; 0 for those it lacks.
+uint32_t unary_code(ggml_unary_op u) {
+    switch (u) {
+        case GGML_UNARY_OP_SILU: return 2;
+        case GGML_UNARY_OP_GELU: return 3;
+        case GGML_UNARY_OP_NEG: return 4;
+        case GGML_UNARY_OP_RELU: return 5;
+        case GGML_UNARY_OP_TANH: return 6;
+        case GGML_UNARY_OP_SIGMOID: return 7;
+        case GGML_UNARY_OP_GELU_QUICK: return 8;
+        case GGML_UNARY_OP_EXP: return 11;
+        default: return 0;
+    }
+}
+
 // Spreads n workgroups over x and y (x at most k_max_groups); the shaders
 // rebuild the index with group_index().
 void linear_groups(uint64_t n, uint32_t groups[3]) {
@@ -138,11 +153,12 @@ bool supports(const ggml_tensor * op) {
             return is_float(a->type) && is_float(op->src[1]->type) && is_float(op->type) && ggml_are_same_shape(a, op);
         case GGML_OP_SCALE:
             return is_float(a->type) && op->type == a->type;
-        case GGML_OP_UNARY: {
-            const ggml_unary_op u = ggml_get_unary_op(op);
-            return (u == GGML_UNARY_OP_SILU || u == GGML_UNARY_OP_GELU) && is_float(a->type) && op->type == a->type &&
+        case GGML_OP_UNARY:
+            return unary_code(ggml_get_unary_op(op)) != 0 && is_float(a->type) && op->type == a->type &&
                    ggml_are_same_shape(a, op);
-        }
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+            return is_float(a->type) && op->type == a->type && ggml_are_same_shape(a, op);
         case GGML_OP_CPY:
         case GGML_OP_DUP:
         case GGML_OP_CONT:
@@ -193,7 +209,13 @@ Dispatch plan(const ggml_tensor * node) {
             break;
         case GGML_OP_UNARY:
             d.shader = Shader::unary;
-            p.op     = ggml_get_unary_op(node) == GGML_UNARY_OP_SILU ? 2 : 3;
+            p.op     = unary_code(ggml_get_unary_op(node));
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+            d.shader = Shader::unary;
+            p.op     = node->op == GGML_OP_SQR ? 9 : 10;
             linear_groups(elementwise_groups, d.groups);
             break;
         case GGML_OP_CPY:
