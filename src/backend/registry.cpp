@@ -11,6 +11,9 @@
 #ifdef LOOM_HAS_BLAS
 #    include "ggml-blas.h"
 #endif
+#ifdef LOOM_HAS_VULKAN
+#    include "ggml-vulkan.h"
+#endif
 
 namespace loom {
 
@@ -23,7 +26,11 @@ Registry::Registry() {
     // Built-in backend families, in order of preference. BLAS comes before
     // the CPU, as in ggml: a scheduler given the devices in registry order
     // then has the CPU last, as it requires. init_best and dev_by_type pick
-    // by type, so the CPU stays their answer for CPU.
+    // by type, so the CPU stays their answer for CPU. Vulkan (GPU devices)
+    // comes first of all.
+#ifdef LOOM_HAS_VULKAN
+    add_locked(ggml_backend_vk_reg(), SharedLibrary());
+#endif
 #ifdef LOOM_HAS_BLAS
     add_locked(ggml_backend_blas_reg(), SharedLibrary());
 #endif

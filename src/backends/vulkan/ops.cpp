@@ -1,0 +1,317 @@
+// Which ops the shaders compute, and the dispatch of each: the shader, its
+// parameter block and the workgroup counts.
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/common.h"
+#include "vk_impl.h"
+
+namespace loom::vk {
+
+namespace {
+
+constexpr uint32_t k_max_groups = 65535; // the minimum maxComputeWorkGroupCount Vulkan guarantees
+
+bool is_float(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
+}
+
+bool is_quant(ggml_type t) {
+    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+}
+
+// Shapes, strides and byte spans the 32-bit parameters can hold.
+bool fits(const ggml_tensor * t) {
+    if (t == nullptr) {
+        return true;
+    }
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+        if (t->ne[i] < 0 || uint64_t(t->ne[i]) > UINT32_MAX || t->nb[i] > UINT32_MAX) {
+            return false;
+        }
+    }
+    return ggml_nbytes(t) <= UINT32_MAX;
+}
+
+// Strides the shaders' arrays can follow: whole elements of 2- and 4-byte
+// types (every ggml layout of them), even byte counts for quantized blocks
+// (their F16 scales are read as halves of 32-bit words).
+bool elements_aligned(const ggml_tensor * t) {
+    const size_t ts   = ggml_type_size(t->type);
+    const size_t unit = ggml_is_quantized(t->type) ? 2 : std::min<size_t>(ts, 4);
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+        if (t->nb[i] % unit != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool supports_mul_mat(const ggml_tensor * op) {
+    const ggml_tensor * a = op->src[0];
+    const ggml_tensor * b = op->src[1];
+    if (!(is_float(a->type) || is_quant(a->type)) || b->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32) {
+        return false;
+    }
+    // Rows of src0 run along dim 0 (not transposed); quantized rows are
+    // whole blocks with 2-byte aligned scales.
+    if (a->nb[0] != ggml_type_size(a->type) || (is_quant(a->type) && (a->ne[0] % 32 != 0 || a->nb[1] % 2 != 0))) {
+        return false;
+    }
+    if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
+        return false;
+    }
+    // The tiled path's grid.
+    const int64_t tiles_m = (a->ne[1] + 31) / 32, tiles_n = (b->ne[1] + 31) / 32;
+    return tiles_m <= k_max_groups && tiles_n <= k_max_groups && b->ne[2] * b->ne[3] <= k_max_groups;
+}
+
+bool supports_rope(const ggml_tensor * op) {
+    const ggml_tensor * src    = op->src[0];
+    const ggml_tensor * pos    = op->src[1];
+    const ggml_tensor * ff     = op->src[2];
+    const int           n_dims = op_param_i32(op, 1);
+    const int           mode   = op_param_i32(op, 2);
+    if (mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) {
+        return false;
+    }
+    if (!is_float(src->type) || op->type != src->type || pos == nullptr || pos->type != GGML_TYPE_I32 ||
+        (ff != nullptr && ff->type != GGML_TYPE_F32)) {
+        return false;
+    }
+    return src->ne[0] % 2 == 0 && n_dims > 0 && n_dims % 2 == 0 && n_dims <= src->ne[0] && pos->ne[0] >= src->ne[2];
+}
+
+bool supports_get_rows(const ggml_tensor * op) {
+    const ggml_tensor * a   = op->src[0];
+    const ggml_tensor * idx = op->src[1];
+    if (idx->type != GGML_TYPE_I32) {
+        return false;
+    }
+    if (a->type == GGML_TYPE_I32) {
+        return op->type == GGML_TYPE_I32;
+    }
+    if (!(is_float(a->type) || is_quant(a->type)) || op->type != GGML_TYPE_F32) {
+        return false;
+    }
+    return !is_quant(a->type) || (a->nb[0] == ggml_type_size(a->type) && a->ne[0] % 32 == 0 && a->nb[1] % 2 == 0);
+}
+
+// The unary.comp variant of a unary op; 0 for those it lacks.
+uint32_t unary_code(ggml_unary_op u) {
+    switch (u) {
+        case GGML_UNARY_OP_SILU: return 2;
+        case GGML_UNARY_OP_GELU: return 3;
+        case GGML_UNARY_OP_NEG: return 4;
+        case GGML_UNARY_OP_RELU: return 5;
+        case GGML_UNARY_OP_TANH: return 6;
+        case GGML_UNARY_OP_SIGMOID: return 7;
+        case GGML_UNARY_OP_GELU_QUICK: return 8;
+        case GGML_UNARY_OP_EXP: return 11;
+        default: return 0;
+    }
+}
+
+// Spreads n workgroups over x and y (x at most k_max_groups); the shaders
+// rebuild the index with group_index().
+void linear_groups(uint64_t n, uint32_t groups[3]) {
+    const uint64_t x = std::min<uint64_t>(std::max<uint64_t>(n, 1), k_max_groups);
+    groups[0]        = uint32_t(x);
+    groups[1]        = uint32_t((n + x - 1) / x);
+    groups[2]        = 1;
+}
+
+} // namespace
+
+bool supports(const ggml_tensor * op) {
+    switch (op->op) {
+        case GGML_OP_NONE:
+        case GGML_OP_VIEW:
+        case GGML_OP_RESHAPE:
+        case GGML_OP_PERMUTE:
+        case GGML_OP_TRANSPOSE: return true;
+        default: break;
+    }
+    if (!fits(op)) {
+        return false;
+    }
+    for (const ggml_tensor * s : op->src) {
+        if (s != nullptr && (!fits(s) || !elements_aligned(s))) {
+            return false;
+        }
+    }
+    if (!elements_aligned(op)) {
+        return false;
+    }
+    const ggml_tensor * a = op->src[0];
+    switch (op->op) {
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+            return is_float(a->type) && is_float(op->src[1]->type) && is_float(op->type) && ggml_are_same_shape(a, op);
+        case GGML_OP_SCALE:
+            return is_float(a->type) && op->type == a->type;
+        case GGML_OP_UNARY:
+            return unary_code(ggml_get_unary_op(op)) != 0 && is_float(a->type) && op->type == a->type &&
+                   ggml_are_same_shape(a, op);
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+            return is_float(a->type) && op->type == a->type && ggml_are_same_shape(a, op);
+        case GGML_OP_CPY:
+        case GGML_OP_DUP:
+        case GGML_OP_CONT:
+            return is_float(a->type) && is_float(op->type) && ggml_nelements(a) == ggml_nelements(op);
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+            return a->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ggml_are_same_shape(a, op);
+        case GGML_OP_SOFT_MAX: {
+            const ggml_tensor * mask = op->src[1];
+            if (op->src[2] != nullptr || a->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32) {
+                return false; // attention sinks, other types
+            }
+            return mask == nullptr || (is_float(mask->type) && mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] &&
+                                       a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0);
+        }
+        case GGML_OP_ROPE: return supports_rope(op);
+        case GGML_OP_GET_ROWS: return supports_get_rows(op);
+        case GGML_OP_MUL_MAT: return supports_mul_mat(op);
+        default: return false;
+    }
+}
+
+Dispatch plan(const ggml_tensor * node) {
+    Dispatch d;
+    const ggml_tensor * a = node->src[0];
+    d.slot[0]             = a;
+    d.slot[3]             = node;
+    Params & p            = d.params;
+    p.n                   = uint32_t(ggml_nelements(node));
+    const uint64_t elementwise_groups = (uint64_t(p.n) + 255) / 256;
+
+    switch (node->op) {
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+            d.shader  = Shader::binary;
+            d.slot[1] = node->src[1];
+            p.op      = node->op == GGML_OP_ADD ? 0 : node->op == GGML_OP_SUB ? 1 : node->op == GGML_OP_MUL ? 2 : 3;
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_SCALE:
+            d.shader = Shader::unary;
+            p.op     = 1;
+            p.fp[0]  = op_param_f32(node, 0);
+            p.fp[1]  = op_param_f32(node, 1);
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_UNARY:
+            d.shader = Shader::unary;
+            p.op     = unary_code(ggml_get_unary_op(node));
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+            d.shader = Shader::unary;
+            p.op     = node->op == GGML_OP_SQR ? 9 : 10;
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_CPY:
+        case GGML_OP_DUP:
+        case GGML_OP_CONT:
+            d.shader = Shader::unary;
+            p.op     = 0;
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+            d.shader = Shader::norm;
+            p.op     = node->op == GGML_OP_NORM ? 0 : 1;
+            p.fp[0]  = op_param_f32(node, 0);
+            p.n      = uint32_t(ggml_nrows(a));
+            linear_groups(p.n, d.groups);
+            break;
+        case GGML_OP_SOFT_MAX: {
+            d.shader              = Shader::softmax;
+            d.slot[1]             = node->src[1];
+            const float max_bias  = op_param_f32(node, 1);
+            const uint32_t n_head = uint32_t(a->ne[2]);
+            const uint32_t n_log2 = 1u << uint32_t(std::floor(std::log2(double(std::max<uint32_t>(n_head, 1)))));
+            p.fp[0]               = op_param_f32(node, 0);
+            p.fp[1]               = max_bias;
+            p.fp[2]               = std::pow(2.0f, -max_bias / float(n_log2));
+            p.fp[3]               = std::pow(2.0f, -(max_bias / 2.0f) / float(n_log2));
+            p.ip[0]               = n_log2;
+            p.ip[1]               = node->src[1] != nullptr ? 1 : 0;
+            p.n                   = uint32_t(ggml_nrows(a));
+            linear_groups(p.n, d.groups);
+            break;
+        }
+        case GGML_OP_ROPE: {
+            d.shader               = Shader::rope;
+            d.slot[1]              = node->src[1];
+            d.slot[2]              = node->src[2];
+            const int   n_dims     = op_param_i32(node, 1);
+            const int   mode       = op_param_i32(node, 2);
+            const int   n_ctx_orig = op_param_i32(node, 4);
+            const float freq_base  = op_param_f32(node, 5);
+            const float freq_scale = op_param_f32(node, 6);
+            const float ext_factor = op_param_f32(node, 7);
+            const float attn       = op_param_f32(node, 8);
+            float       corr[2];
+            ggml_rope_yarn_corr_dims(n_dims, n_ctx_orig, freq_base, op_param_f32(node, 9), op_param_f32(node, 10),
+                                     corr);
+            p.ip[0] = uint32_t(n_dims);
+            p.ip[1] = mode == GGML_ROPE_TYPE_NEOX ? 1 : 0;
+            p.ip[2] = node->src[2] != nullptr ? 1 : 0;
+            p.fp[0] = freq_scale;
+            p.fp[1] = ext_factor;
+            p.fp[2] = ext_factor != 0.0f ? attn * (1.0f + 0.1f * std::log(1.0f / freq_scale)) : attn;
+            p.fp[3] = std::pow(freq_base, -2.0f / float(n_dims));
+            p.fp[4] = corr[0];
+            p.fp[5] = corr[1];
+            p.n     = uint32_t(ggml_nelements(a) / 2);
+            linear_groups((uint64_t(p.n) + 255) / 256, d.groups);
+            break;
+        }
+        case GGML_OP_GET_ROWS:
+            d.shader  = Shader::get_rows;
+            d.slot[1] = node->src[1];
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        case GGML_OP_MUL_MAT: {
+            const ggml_tensor * b = node->src[1];
+            d.slot[1]             = b;
+            if (b->ne[1] <= 4) {
+                // One workgroup per row of src0 and batch, for all columns.
+                d.shader = Shader::mul_mat_vec;
+                p.n      = uint32_t(a->ne[1] * b->ne[2] * b->ne[3]);
+                linear_groups(p.n, d.groups);
+            } else {
+                d.shader    = Shader::mul_mat_tiled;
+                d.groups[0] = uint32_t((a->ne[1] + 31) / 32);
+                d.groups[1] = uint32_t((b->ne[1] + 31) / 32);
+                d.groups[2] = uint32_t(b->ne[2] * b->ne[3]);
+            }
+            break;
+        }
+        default: LOOM_ASSERT(false && "plan: unsupported op");
+    }
+
+    for (int s = 0; s < k_tensor_slots; ++s) {
+        const ggml_tensor * t = d.slot[s];
+        if (t == nullptr) {
+            continue;
+        }
+        for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+            p.ne[4 * s + i] = uint32_t(t->ne[i]);
+            p.nb[4 * s + i] = uint32_t(t->nb[i]);
+        }
+        p.ty[s] = uint32_t(t->type);
+    }
+    return d;
+}
+
+} // namespace loom::vk

@@ -1,0 +1,37 @@
+#pragma once
+
+// The embedded compute shaders (src/backends/vulkan/shaders/*.comp) and the
+// parameter block they all read from binding 0 (shaders/common.glsl).
+
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::vk {
+
+enum class Shader { binary, unary, norm, softmax, rope, get_rows, mul_mat_vec, mul_mat_tiled, count };
+
+struct ShaderCode {
+    const uint32_t * words;
+    size_t           bytes;
+};
+
+ShaderCode   shader_code(Shader s);
+const char * shader_name(Shader s);
+
+// Mirrors ParamBlock in shaders/common.glsl (std430: 4-byte scalars, no padding).
+struct Params {
+    uint32_t ne[16]; // [4 * slot + dim], slots src0, src1, src2, dst
+    uint32_t nb[16];
+    uint32_t off[4];
+    uint32_t ty[4];
+    uint32_t op;
+    uint32_t n;
+    uint32_t ip[6];
+    float    fp[8];
+};
+static_assert(sizeof(Params) == 56 * 4);
+
+// Bindings 1..4 of every shader: src0, src1, src2, dst.
+constexpr int k_tensor_slots = 4;
+
+} // namespace loom::vk

@@ -1,0 +1,26 @@
+#version 450
+// dst[i0, i, j, k] = src0[i0, idx[i, j, k], j, k], idx = src1 (I32); src0
+// F32, F16, Q8_0 or Q4_0 into F32, or I32 into I32. One invocation per
+// element of dst.
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+
+void main() {
+    const uint g = group_index() * 256u + gl_LocalInvocationID.x;
+    if (g >= P.n) {
+        return;
+    }
+    const uvec4 d   = coords(3u, g);
+    const uint  row = s1_u32[at(1u, d.y, d.z, d.w, 0u) >> 2];
+    const uint  t   = P.ty[0];
+    const uint  db  = at(3u, d.x, d.y, d.z, d.w);
+    if (t == TYPE_I32) {
+        d_u32[db >> 2] = s0_u32[at(0u, d.x, row, d.z, d.w) >> 2];
+    } else if (t == TYPE_Q8_0 || t == TYPE_Q4_0) {
+        const uint b = at(0u, d.x / 32u, row, d.z, d.w);
+        store_d(db, QUANT_ELEM(s0_u32, t, b, d.x % 32u));
+    } else {
+        store_d(db, load_s0(at(0u, d.x, row, d.z, d.w)));
+    }
+}

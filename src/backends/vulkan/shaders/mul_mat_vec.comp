@@ -1,0 +1,72 @@
+#version 450
+// Products with few columns (at most 4 per batch): one workgroup per row r
+// of src0 and batch (i12, i13) computes dst[r, c, i12, i13] for every
+// column c of src1, so each weight is read and unpacked once.
+#include "common.glsl"
+#include "matmul.glsl"
+
+#define WG 64u
+#define MAX_COLS 4u
+
+layout(local_size_x = 64) in;
+
+shared float red[MAX_COLS][WG];
+
+void main() {
+    const uint g = group_index();
+    if (g >= P.n) {
+        return;
+    }
+    const uint r    = g % P.ne[1];
+    const uint i12  = g / P.ne[1] % P.ne[6];
+    const uint i13  = g / (P.ne[1] * P.ne[6]);
+    const uint K    = P.ne[0];
+    const uint cols = P.ne[5];
+    const uint ab   = a_row(r, i12, i13);
+    const uint t    = gl_LocalInvocationID.x;
+    uint       bb[MAX_COLS];
+    [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+        bb[c] = at(1u, 0u, min(c, cols - 1u), i12, i13);
+    }
+
+    float sum[MAX_COLS] = {0.0, 0.0, 0.0, 0.0};
+    if (P.ty[0] == TYPE_Q8_0 || P.ty[0] == TYPE_Q4_0) {
+        // A block of 32 per invocation.
+        for (uint blk = t; blk < K / 32u; blk += WG) {
+            const uint qb = ab + blk * P.nb[0];
+            for (uint j = 0u; j < 32u; ++j) {
+                const float a = QUANT_ELEM(s0_u32, P.ty[0], qb, j);
+                const uint  k = blk * 32u + j;
+                [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                    if (c < cols) {
+                        sum[c] += a * s1_f32[(bb[c] + k * P.nb[4]) >> 2];
+                    }
+                }
+            }
+        }
+    } else {
+        for (uint k = t; k < K; k += WG) {
+            const float a = a_elem(ab, k);
+            [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                if (c < cols) {
+                    sum[c] += a * s1_f32[(bb[c] + k * P.nb[4]) >> 2];
+                }
+            }
+        }
+    }
+    [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+        red[c][t] = sum[c];
+    }
+    barrier();
+    [[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (t < s) {
+            [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                red[c][t] += red[c][t + s];
+            }
+        }
+        barrier();
+    }
+    if (t < cols) {
+        d_f32[at(3u, r, t, i12, i13) >> 2] = red[t][0];
+    }
+}
