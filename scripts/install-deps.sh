@@ -3,7 +3,8 @@
 # Skips apt when everything is already present; uses sudo when not root.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev ccache libopenblas-dev nlohmann-json3-dev)
+packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev ccache libopenblas-dev nlohmann-json3-dev
+          libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev)
 
 missing=()
 for p in "${packages[@]}"; do
