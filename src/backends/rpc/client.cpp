@@ -107,12 +107,13 @@ class Connection {
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
     }
 
-    // Logs a failed call; true when it succeeded.
-    bool check(const grpc::Status & st, const char * what) {
+    // Logs a failed call; true when it succeeded. A failed transfer
+    // (mark) also fails the next graph computation.
+    bool check(const grpc::Status & st, const char * what, bool mark = true) {
         if (st.ok()) {
             return true;
         }
-        failed_ = true;
+        failed_ = failed_ || mark;
         LOOM_LOG_ERROR("RPC[%s]: %s failed: %s (%s)\n", endpoint_.c_str(), what, st.error_message().c_str(),
                        code_name(st.error_code()));
         return false;
@@ -490,7 +491,7 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
         if (!resend && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
             continue; // the server no longer holds it
         }
-        if (!conn_->check(st, "GraphCompute")) {
+        if (!conn_->check(st, "GraphCompute", false)) {
             last_signature_.clear();
             return GGML_STATUS_FAILED;
         }
@@ -521,7 +522,7 @@ class RpcDevice final : public ggml_backend_device {
         grpc::ClientContext ctx;
         conn_->prepare(ctx);
         DeviceMemory rep;
-        if (conn_->check(conn_->stub().GetDeviceMemory(&ctx, req, &rep), "GetDeviceMemory")) {
+        if (conn_->check(conn_->stub().GetDeviceMemory(&ctx, req, &rep), "GetDeviceMemory", false)) {
             *free  = size_t(rep.free());
             *total = size_t(rep.total());
         }
@@ -587,7 +588,7 @@ class RpcDevice final : public ggml_backend_device {
         grpc::ClientContext ctx;
         conn_->prepare(ctx);
         Supported  rep;
-        const bool ok = conn_->check(conn_->stub().SupportsOp(&ctx, msg, &rep), "SupportsOp") && rep.supported();
+        const bool ok = conn_->check(conn_->stub().SupportsOp(&ctx, msg, &rep), "SupportsOp", false) && rep.supported();
         std::lock_guard<std::mutex> lock(cache_mutex_);
         supported_[key] = ok;
         return ok;

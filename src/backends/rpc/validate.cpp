@@ -153,9 +153,11 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             return true;
         case GGML_OP_ROPE: {
             const int32_t n_dims = n->op_params[1];
-            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n->src[2] != nullptr ||
-                n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) {
-                return bad("rope shapes, positions or n_dims");
+            const ggml_tensor * ff = n->src[2]; // frequency factors, one per rotated pair
+            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims <= 0 ||
+                n_dims % 2 != 0 || n_dims > a->ne[0] ||
+                (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < n_dims / 2 || !ggml_is_contiguous(ff)))) {
+                return bad("rope shapes, positions, frequency factors or n_dims");
             }
             return true;
         }
@@ -400,7 +402,8 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
         const TensorDesc & d = msg.tensors(int(i));
         for (int s = 0; s < d.src_size(); ++s) {
             const uint32_t ref = d.src(s);
-            if (ref > n || ref == i + 1) {
+            // A node may name itself (ggml_cast's copy has itself as destination).
+            if (ref > n) {
                 *why = "tensor " + std::to_string(i + 1) + ": source " + std::to_string(s) + " refers to " +
                        std::to_string(ref) + ", not another tensor of the message";
                 return nullptr;
