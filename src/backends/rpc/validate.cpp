@@ -60,6 +60,51 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
         return fail_with(why, std::string(ggml_op_desc(n)) + ": " + rule + " (node " + shape_text(n) + ", src0 " +
                                   (a ? shape_text(a) : "none") + ", src1 " + (b ? shape_text(b) : "none") + ")");
     };
+    // Kernels write results of the node's type: ops that keep the type of
+    // their first source must not claim a smaller one. (Binary ops convert
+    // between the types the device's supports_op accepts.)
+    switch (n->op) {
+        case GGML_OP_ADD1:
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_REPEAT:
+        case GGML_OP_CONCAT:
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_GROUP_NORM:
+        case GGML_OP_SCALE:
+        case GGML_OP_DIAG_MASK_INF:
+        case GGML_OP_SOFT_MAX:
+        case GGML_OP_ROPE:
+        case GGML_OP_UNARY:
+            if (n->type != a->type || (n->op == GGML_OP_CONCAT && b->type != a->type)) {
+                return bad("the node must have the type of its source");
+            }
+            break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_ARGMAX:
+        case GGML_OP_TOP_K:
+            if (n->type != GGML_TYPE_I32) {
+                return bad("indices are I32");
+            }
+            break;
+        case GGML_OP_MEAN:
+            if (n->type != GGML_TYPE_F32) {
+                return bad("a mean is F32");
+            }
+            break;
+        case GGML_OP_GET_ROWS:
+            if (n->type != GGML_TYPE_F32 && n->type != a->type) {
+                return bad("rows are read as F32 or the source's type");
+            }
+            break;
+        default: break;
+    }
     switch (n->op) {
         case GGML_OP_DUP:
         case GGML_OP_CONT:
