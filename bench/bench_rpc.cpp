@@ -146,18 +146,20 @@ int main(int argc, char ** argv) {
                 t_tcp / median(up_cached));
     std::printf("  download              %8.1f MiB/s  (%.2f of TCP)\n", mb / median(down), t_tcp / median(down));
 
-    // A small graph: (a + b) * 2 on 256 floats.
-    ggml_context_ptr gctx(ggml_init(ip));
-    ggml_tensor *    a  = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, 256);
-    ggml_tensor *    b  = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, 256);
-    ggml_tensor *    y  = ggml_scale(gctx.get(), ggml_add(gctx.get(), a, b), 2.0f);
-    ggml_tensor *    y2 = ggml_scale(gctx.get(), ggml_add(gctx.get(), a, b), 3.0f);
-    ggml_cgraph *    g1 = ggml_new_graph(gctx.get());
-    ggml_build_forward_expand(g1, y);
-    ggml_cgraph * g2 = ggml_new_graph(gctx.get());
-    ggml_build_forward_expand(g2, y2);
+    // A small graph: (a + b) * s on 256 floats, in a context of its own per backend.
     const int n_calls = 2000;
     auto      latency = [&](ggml_backend_t be, bool alternate) {
+        ggml_init_params gp = ip;
+        gp.mem_size         = 16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead();
+        ggml_context_ptr gctx(ggml_init(gp));
+        ggml_tensor *    a  = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, 256);
+        ggml_tensor *    b  = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, 256);
+        ggml_tensor *    y  = ggml_scale(gctx.get(), ggml_add(gctx.get(), a, b), 2.0f);
+        ggml_tensor *    y2 = ggml_scale(gctx.get(), ggml_add(gctx.get(), a, b), 3.0f);
+        ggml_cgraph *    g1 = ggml_new_graph(gctx.get());
+        ggml_build_forward_expand(g1, y);
+        ggml_cgraph * g2 = ggml_new_graph(gctx.get());
+        ggml_build_forward_expand(g2, y2);
         ggml_backend_buffer_ptr gb(ggml_backend_alloc_ctx_tensors(gctx.get(), be));
         ggml_backend_buffer_clear(gb.get(), 0);
         std::vector<double> per;

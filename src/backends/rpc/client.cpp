@@ -154,6 +154,7 @@ class Connection {
         grpc::ChannelArguments args;
         args.SetMaxReceiveMessageSize(int(k_max_message_bytes));
         args.SetMaxSendMessageSize(int(k_max_message_bytes));
+        tune_transport([&args](const char * name, int value) { args.SetInt(name, value); });
         channel_ = grpc::CreateCustomChannel(endpoint_, creds, args);
         stub_    = Rpc::NewStub(channel_);
 

@@ -30,6 +30,17 @@ constexpr uint64_t k_max_stride        = uint64_t(1) << 48;
 // Uploads at least this large go through the content cache (SetTensorHash first).
 constexpr size_t k_hash_threshold = size_t(1) << 20;
 
+// HTTP/2 and TCP settings for large messages on both sides: a stream
+// window and frames as large as a chunk, and large socket reads, instead of
+// gRPC's defaults tuned for small messages. Applied with set(name, value).
+template <class SetInt> void tune_transport(SetInt set) {
+    set("grpc.http2.lookahead_bytes", int(k_chunk_bytes * 2));
+    set("grpc.http2.max_frame_size", (1 << 24) - 1);
+    set("grpc.experimental.tcp_read_chunk_size", 1 << 20);
+    set("grpc.experimental.tcp_min_read_chunk_size", 1 << 20);
+    set("grpc.experimental.tcp_max_read_chunk_size", 8 << 20);
+}
+
 using Sha256 = std::array<uint8_t, 32>;
 Sha256      sha256(const void * data, size_t size);
 std::string to_hex(const Sha256 & h);

@@ -186,6 +186,7 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     builder.AddListeningPort(p->endpoint, creds, &srv->port);
     builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));
     builder.SetMaxSendMessageSize(int(k_max_message_bytes));
+    tune_transport([&builder](const char * name, int value) { builder.AddChannelArgument(name, value); });
     builder.RegisterService(srv->service.get());
     srv->server = builder.BuildAndStart();
     if (!srv->server || srv->port == 0) {
