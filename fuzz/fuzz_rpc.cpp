@@ -2,7 +2,7 @@
 // network: the first byte of an input picks a handler, the rest is parsed
 // as that handler's request message (proto/loom_rpc.proto) and handed to
 // ServerCore in a fresh session that holds two buffers (handles 1 and 2,
-// 4096 and 256 bytes, filled with a pattern). Graphs that pass the checks
+// 4096 and 256 bytes; 1 filled with 0x3c bytes, 2 with zeros). Graphs that pass the checks
 // are computed on the CPU, so a check that lets a bad graph through shows
 // up as an AddressSanitizer report or an abort.
 //
@@ -32,9 +32,19 @@ ServerCore & core() {
         o.devices.push_back(ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0));
         o.n_threads   = 1;
         o.cache_bytes = 1 << 20;
+        o.max_session_bytes = 64 << 20;
         return new ServerCore(o);
     }();
     return *c;
+}
+
+// LOOM_FUZZ_RPC_VERBOSE=1 prints each handler's status (to check seeds).
+bool g_verbose = false;
+
+void report(const grpc::Status & st) {
+    if (g_verbose) {
+        std::fprintf(stderr, "status %d %s\n", int(st.error_code()), st.error_message().c_str());
+    }
 }
 
 enum Handler : uint8_t {
@@ -54,7 +64,7 @@ void run(uint8_t which, const uint8_t * data, size_t size) {
         for (uint64_t h : {1, 2}) {
             ClearBufferRequest c;
             c.set_buffer(h);
-            c.set_value(0x3c); // 1.0-ish halves, small floats: values kernels can chew on
+            c.set_value(h == 1 ? 0x3c : 0); // small floats in 1; zeros in 2 (valid row indices)
             Empty e;
             core().clear_buffer(*s, c, &e);
         }
@@ -64,8 +74,8 @@ void run(uint8_t which, const uint8_t * data, size_t size) {
         Req req; \
         if (req.ParseFromArray(data, int(size))) { \
             Rep rep; \
-            (void) core().fn(*s, req, &rep); \
-            (void) core().fn(*s, req, &rep); /* twice: cached graphs, freed handles */ \
+            report(core().fn(*s, req, &rep)); \
+            report(core().fn(*s, req, &rep)); /* twice: cached graphs, freed handles */ \
         } \
         break; \
     }
@@ -210,6 +220,7 @@ void write_seeds(const std::string & dir) {
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     ggml_log_set(quiet, nullptr);
+    g_verbose = std::getenv("LOOM_FUZZ_RPC_VERBOSE") != nullptr;
     if (const char * dir = std::getenv("LOOM_FUZZ_RPC_WRITE_SEEDS")) {
         write_seeds(dir);
         std::exit(0);

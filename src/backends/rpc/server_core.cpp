@@ -2,6 +2,7 @@
 
 #include "server_core.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -100,7 +101,19 @@ ggml_backend_buffer_t Session::find_buffer(uint64_t handle) const {
 }
 
 ServerCore::ServerCore(ServerOptions options)
-    : options_(std::move(options)), cache_(options_.cache_dir, options_.cache_bytes) {}
+    : options_(std::move(options)), cache_(options_.cache_dir, options_.cache_bytes) {
+    session_quota_ = options_.max_session_bytes;
+    if (session_quota_ == 0) {
+        for (ggml_backend_dev_t dev : options_.devices) {
+            size_t free = 0, total = 0;
+            ggml_backend_dev_memory(dev, &free, &total);
+            session_quota_ = std::max(session_quota_, total);
+        }
+        if (session_quota_ == 0) {
+            session_quota_ = SIZE_MAX;
+        }
+    }
+}
 
 ServerCore::~ServerCore() {
     std::vector<std::string> ids;
@@ -210,9 +223,18 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
     if (req.device() >= options_.devices.size()) {
         return invalid("AllocBuffer", "no device " + std::to_string(req.device()));
     }
-    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(options_.devices[req.device()]);
-    if (req.size() > ggml_backend_buft_get_max_size(buft) || req.size() > k_max_elements) {
+    ggml_backend_dev_t         dev  = options_.devices[req.device()];
+    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+    size_t                     free = 0, total = 0;
+    ggml_backend_dev_memory(dev, &free, &total);
+    // (Devices that share another's memory, like BLAS, report none of their own.)
+    if (req.size() > ggml_backend_buft_get_max_size(buft) || (total > 0 && req.size() > total)) {
         return invalid("AllocBuffer", "size " + std::to_string(req.size()) + " above the device's maximum");
+    }
+    if (req.size() > session_quota_ - s.bytes) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "AllocBuffer: the session would hold more than " + std::to_string(session_quota_) +
+                                " bytes");
     }
     ggml_backend_buffer_ptr buf(ggml_backend_buft_alloc_buffer(buft, size_t(req.size())));
     if (!buf) {
@@ -222,6 +244,7 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
     const uint64_t handle = s.next_handle++;
     out->set_buffer(handle);
     out->set_size(ggml_backend_buffer_get_size(buf.get()));
+    s.bytes += size_t(req.size());
     s.buffers[handle] = std::move(buf);
     return grpc::Status::OK;
 }
@@ -236,6 +259,7 @@ grpc::Status ServerCore::free_buffer(Session & s, const BufferRequest & req, Emp
     for (Session::CachedGraph & g : s.graphs) {
         g = {};
     }
+    s.bytes -= ggml_backend_buffer_get_size(it->second.get());
     s.buffers.erase(it);
     return grpc::Status::OK;
 }

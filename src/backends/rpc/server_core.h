@@ -33,6 +33,10 @@ struct ServerOptions {
     int                             n_threads = 0;    // of CPU backends; 0: their default
     size_t                          cache_bytes = size_t(1) << 30; // content cache held in memory
     size_t                          max_sessions = 64;
+    // Memory one session may hold in buffers; 0: the total memory of the
+    // largest device. A buffer larger than its device's total memory is
+    // refused whatever this says.
+    size_t                          max_session_bytes = 0;
 };
 
 // Tensor contents by SHA-256, in memory up to a byte budget (least recently
@@ -64,6 +68,7 @@ struct Session {
     std::mutex                                        mutex;
     bool                                              closed = false;
     uint64_t                                          next_handle = 1;
+    size_t                                            bytes = 0; // held in buffers
     std::unordered_map<uint64_t, ggml_backend_buffer_ptr> buffers;
     std::vector<ggml_backend_ptr>                     backends; // per device, created on first compute
     struct CachedGraph {
@@ -105,6 +110,7 @@ class ServerCore {
     ggml_backend_t backend_for(Session & s, uint32_t device);
 
     ServerOptions                                             options_;
+    size_t                                                    session_quota_ = 0;
     ContentCache                                              cache_;
     std::mutex                                                mutex_;
     std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
