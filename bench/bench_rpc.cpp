@@ -4,7 +4,8 @@
 //    hash; and content the server already holds) and download, MiB/s,
 //    against one TCP socket pair on 127.0.0.1 moving the same bytes;
 //  - the round trip of a small graph computation (the graph cached on the
-//    server, and re-sent each time), against the same graph on the local CPU.
+//    server, and re-sent each time), against the same graph on the local CPU
+//    and a 1-byte TCP ping-pong on loopback.
 // Medians of the repeats (the machine is shared; single runs are noisy).
 //
 //   bench_rpc [MiB] [repeats]
@@ -85,6 +86,51 @@ double tcp_copy(const std::vector<uint8_t> & src, std::vector<uint8_t> & dst) {
     close(rs);
     close(ls);
     return s;
+}
+
+// Microseconds per round trip of one byte each way over a TCP connection
+// on loopback (the floor under any request/reply protocol).
+double tcp_ping_pong(int n) {
+    const int ls = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family      = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len     = sizeof(a);
+    if (bind(ls, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 || listen(ls, 1) != 0 ||
+        getsockname(ls, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        std::perror("bench_rpc: socket");
+        std::exit(1);
+    }
+    const int cs = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(cs, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) {
+        std::perror("bench_rpc: connect");
+        std::exit(1);
+    }
+    const int rs  = accept(ls, nullptr, nullptr);
+    const int one = 1;
+    setsockopt(cs, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(rs, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::thread echo([&] {
+        char c;
+        for (int i = 0; i < n; ++i) {
+            if (recv(rs, &c, 1, 0) != 1 || send(rs, &c, 1, 0) != 1) {
+                return;
+            }
+        }
+    });
+    const auto t0 = clock_type::now();
+    char       c  = 'x';
+    for (int i = 0; i < n; ++i) {
+        if (send(cs, &c, 1, 0) != 1 || recv(cs, &c, 1, 0) != 1) {
+            break;
+        }
+    }
+    const double us = seconds_since(t0) / n * 1e6;
+    echo.join();
+    close(cs);
+    close(rs);
+    close(ls);
+    return us;
 }
 
 } // namespace
@@ -172,11 +218,16 @@ int main(int argc, char ** argv) {
         }
         return median(per);
     };
+    std::vector<double> pings;
+    for (int r = 0; r < repeats; ++r) {
+        pings.push_back(tcp_ping_pong(n_calls));
+    }
     const double local = latency(cpu.get(), false);
     const double same  = latency(rpc.get(), false);
     const double resend = latency(rpc.get(), true);
     std::printf("graph (a + b) * s on 256 floats, 2 nodes, %d calls, median of %d\n", n_calls, repeats);
     std::printf("  local CPU             %8.1f us\n", local);
+    std::printf("  TCP 1-byte round trip %8.1f us\n", median(pings));
     std::printf("  RPC, graph cached     %8.1f us\n", same);
     std::printf("  RPC, graph re-sent    %8.1f us\n", resend);
 

@@ -275,10 +275,12 @@ class RpcBuffer final : public ggml_backend_buffer {
         if (n >= k_hash_threshold && set_by_hash(t, bytes, offset, n)) {
             return;
         }
+        // One request (and its data string) for every chunk: fresh 8 MiB
+        // allocations each cost page faults.
+        SetTensorRequest req;
+        describe(t, req.mutable_tensor());
         for (size_t done = 0; done < n;) {
-            const size_t     part = std::min(k_chunk_bytes, n - done);
-            SetTensorRequest req;
-            describe(t, req.mutable_tensor());
+            const size_t part = std::min(k_chunk_bytes, n - done);
             req.set_offset(offset + done);
             req.set_data(bytes + done, part);
             grpc::ClientContext ctx;
@@ -296,15 +298,15 @@ class RpcBuffer final : public ggml_backend_buffer {
 
     void get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override {
         auto * bytes = static_cast<uint8_t *>(data);
+        GetTensorRequest req;
+        describe(t, req.mutable_tensor());
+        GetTensorReply rep;
         for (size_t done = 0; done < n;) {
-            const size_t     part = std::min(k_chunk_bytes, n - done);
-            GetTensorRequest req;
-            describe(t, req.mutable_tensor());
+            const size_t part = std::min(k_chunk_bytes, n - done);
             req.set_offset(offset + done);
             req.set_size(part);
             grpc::ClientContext ctx;
             conn_.prepare(ctx);
-            GetTensorReply rep;
             if (!conn_.check(conn_.stub().GetTensor(&ctx, req, &rep), "GetTensor")) {
                 return;
             }
