@@ -15,6 +15,7 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
+#include "ggml-backend-sched.h"
 #include "ggml-cpu.h"
 #include "ggml-rpc.h"
 #include "backends/rpc/protocol.h"
@@ -165,6 +166,7 @@ std::vector<float> run_split(const std::vector<ggml_backend_t> & backends, bool 
 
     // Weights on the first backend's device.
     ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_buffer(backends[0], 64 * 48 * 4 + 48 * 4 + 256));
+    ggml_backend_buffer_set_usage(wbuf.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     ggml_tallocr            ta = ggml_tallocr_new(wbuf.get());
     ggml_tallocr_alloc(&ta, w);
     ggml_tallocr_alloc(&ta, b);
@@ -179,6 +181,14 @@ std::vector<float> run_split(const std::vector<ggml_backend_t> & backends, bool 
         ggml_backend_sched_set_tensor_backend(sched.get(), h3, list[1]);
     }
     EXPECT_TRUE(ggml_backend_sched_alloc_graph(sched.get(), gf));
+    // Every remote backend computes part of the graph.
+    for (size_t k = 0; k + 1 < list.size(); ++k) {
+        int on_k = 0;
+        for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
+            on_k += ggml_backend_sched_get_tensor_backend(sched.get(), ggml_graph_node(gf, i)) == list[k];
+        }
+        EXPECT_GT(on_k, 0) << "no node on " << ggml_backend_name(list[k]);
+    }
     const auto xv = iota_values(64 * 5, 0.05f);
     ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
     EXPECT_EQ(ggml_backend_sched_graph_compute(sched.get(), gf), GGML_STATUS_SUCCESS);
@@ -409,6 +419,49 @@ TEST_F(Rpc, DeadServerGivesAnErrorWithinTheDeadline) {
     backend.reset();
     // An endpoint nobody listens on: NULL, not a hang.
     EXPECT_EQ(ggml_backend_rpc_add_server("127.0.0.1:1"), nullptr);
+}
+
+// A server with a certificate accepts TLS clients that trust it (LOOM_RPC_TLS_CA)
+// and nothing in clear. Needs the openssl command to make a certificate.
+TEST_F(Rpc, TlsServerServesTlsClientsOnly) {
+    const auto dir = std::filesystem::temp_directory_path() / ("loom-rpc-tls-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+    const std::string cmd  = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                             "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+                            key + " -out " + cert + " >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+        std::filesystem::remove_all(dir);
+        GTEST_SKIP() << "openssl cannot make a test certificate";
+    }
+    loom_rpc_server_params p{};
+    p.endpoint         = "127.0.0.1:0";
+    p.token            = kToken;
+    p.tls_cert_path    = cert.c_str();
+    p.tls_key_path     = key.c_str();
+    loom_rpc_server_t server = loom_rpc_server_start(&p);
+    ASSERT_NE(server, nullptr);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(server));
+    // In clear: refused (the connection fails).
+    EXPECT_EQ(ggml_backend_rpc_add_server(endpoint.c_str()), nullptr);
+    // Over TLS, trusting the certificate (a failed connection is not kept,
+    // so the same endpoint connects anew).
+    setenv("LOOM_RPC_TLS_CA", cert.c_str(), 1);
+    ggml_backend_ptr backend(ggml_backend_rpc_init(endpoint.c_str(), 0));
+    unsetenv("LOOM_RPC_TLS_CA");
+    ASSERT_NE(backend, nullptr);
+    auto          ctx = context();
+    ggml_tensor * a   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
+    const float             v[4] = {1, 2, 3, 4};
+    float                   got[4];
+    ggml_backend_tensor_set(a, v, 0, sizeof(v));
+    ggml_backend_tensor_get(a, got, 0, sizeof(got));
+    EXPECT_EQ(std::memcmp(v, got, sizeof(v)), 0);
+    buf.reset();
+    backend.reset();
+    loom_rpc_server_stop(server);
+    std::filesystem::remove_all(dir);
 }
 
 } // namespace
