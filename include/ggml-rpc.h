@@ -14,7 +14,7 @@
 // TLS. A server given a certificate and key (loom_rpc_server_params, or
 // LOOM_RPC_TLS_CERT / LOOM_RPC_TLS_KEY for ggml_backend_rpc_start_server)
 // accepts only TLS connections. A client uses TLS when LOOM_RPC_TLS_CA names
-// the PEM file of the certificate authority to trust (read at the first
+// the PEM file of the certificate authority to trust (read at each new
 // connection); without it, connections are plain TCP. Use TLS whenever the
 // network between client and server is not trusted: the token is sent with
 // every call.

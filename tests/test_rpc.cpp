@@ -311,6 +311,34 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         g->set_nodes(0, 9);
         expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "node reference");
     }
+    {   // GET_ROWS: an index outside the rows is found before the kernel runs,
+        // and a graph that writes its own indices is refused.
+        loom::rpc::SetTensorRequest set;
+        describe_f32(set.mutable_tensor(), h, 2048, 2);
+        set.mutable_tensor()->set_type(26); // GGML_TYPE_I32
+        const int32_t idx[2] = {1, 1000};
+        set.set_data(idx, sizeof(idx));
+        loom::rpc::Empty e;
+        ASSERT_TRUE(c.stub().SetTensor(c.ctx().get(), set, &e).ok());
+        loom::rpc::GraphComputeRequest req;
+        auto *                         g = req.mutable_graph();
+        describe_f32(g->add_tensors(), h, 0, 8, 4); // 4 rows of 8
+        *g->add_tensors() = set.tensor();
+        auto * node = g->add_tensors();
+        describe_f32(node, h, 1024, 8, 2);
+        node->set_op(30); // GGML_OP_GET_ROWS
+        node->add_src(1);
+        node->add_src(2);
+        g->add_nodes(3);
+        loom::rpc::GraphComputeReply rep;
+        const grpc::Status st = c.stub().GraphCompute(c.ctx().get(), req, &rep);
+        expect_invalid(st, "row index");
+        EXPECT_NE(st.error_message().find("row index 1000"), std::string::npos) << st.error_message();
+        node->set_offset(2048 - 32); // the result's memory covers the indices
+        const grpc::Status st2 = c.stub().GraphCompute(c.ctx().get(), req, &rep);
+        expect_invalid(st2, "indices written by the graph");
+        EXPECT_NE(st2.error_message().find("writes the row indices"), std::string::npos) << st2.error_message();
+    }
     {   // a message above the size limit
         loom::rpc::SetTensorRequest req;
         describe_f32(req.mutable_tensor(), h, 0, 16);
