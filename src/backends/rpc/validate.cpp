@@ -324,6 +324,21 @@ bool decode_tensor(const TensorDesc & d, const BufferLookup & buffers, ggml_tens
     if (!tensor_extent(ggml_type(d.type()), ne, nb, &extent, why)) {
         return false;
     }
+    // Kernels load elements (and the fields of quantized blocks) as their
+    // C types: offsets and strides keep them aligned. The largest power of
+    // two dividing the element or block size, at most 8, is that alignment.
+    const uint64_t ts    = ggml_type_size(ggml_type(d.type()));
+    const uint64_t align = std::min<uint64_t>(ts & (~ts + 1), 8);
+    for (int i = 0; i < 4; ++i) {
+        if (nb[i] % align != 0) {
+            return fail_with(why, "nb[" + std::to_string(i) + "] = " + std::to_string(nb[i]) +
+                                      " is not a multiple of the type's alignment " + std::to_string(align));
+        }
+    }
+    if (d.offset() % align != 0) {
+        return fail_with(why, "offset " + std::to_string(d.offset()) + " is not a multiple of the type's alignment " +
+                                  std::to_string(align));
+    }
     if (!buffers) {
         // Not placed in memory (a question about support): shape only.
         t->type = ggml_type(d.type());
