@@ -6,7 +6,8 @@
 // Note [RPC trust boundary]: a client may read and write only memory of its
 // own buffers. Every tensor of a message is checked to lie inside the buffer
 // it names (the buffer must belong to the session), with a conservative
-// extent that covers both strided and contiguous access (tensor_extent).
+// extent that covers both strided and contiguous access (tensor_extent),
+// and at an offset and strides aligned for its element type.
 // A graph's nodes are then checked against the shape rules of their op
 // (check_node), so that a kernel iterating over a node's shape stays inside
 // its sources; ops without rules here are refused. Index tensors of
