@@ -187,6 +187,10 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));
     builder.SetMaxSendMessageSize(int(k_max_message_bytes));
     tune_transport([&builder](const char * name, int value) { builder.AddChannelArgument(name, value); });
+    // A client whose machine vanishes without closing its connection is
+    // found by keep-alive pings, which ends its session and frees its buffers.
+    builder.AddChannelArgument("grpc.keepalive_time_ms", 30000);
+    builder.AddChannelArgument("grpc.keepalive_timeout_ms", 10000);
     builder.RegisterService(srv->service.get());
     srv->server = builder.BuildAndStart();
     if (!srv->server || srv->port == 0) {
