@@ -14,6 +14,9 @@
 #ifdef LOOM_HAS_VULKAN
 #    include "ggml-vulkan.h"
 #endif
+#ifdef LOOM_HAS_RPC
+#    include "ggml-rpc.h"
+#endif
 
 namespace loom {
 
@@ -35,6 +38,11 @@ Registry::Registry() {
     add_locked(ggml_backend_blas_reg(), SharedLibrary());
 #endif
     add_locked(ggml_backend_cpu_reg(), SharedLibrary());
+    // The RPC family has no devices until ggml_backend_rpc_add_server adds
+    // a reg per server; it is here so that its proc addresses are found.
+#ifdef LOOM_HAS_RPC
+    add_locked(ggml_backend_rpc_reg(), SharedLibrary());
+#endif
 }
 
 Registry::~Registry() {

@@ -1,0 +1,742 @@
+// The RPC client backend: remote devices reached over gRPC.
+//
+// One Connection per endpoint holds the channel and the session (the open
+// Connect stream); a reg per endpoint holds a device per remote device.
+// Remote buffers are non-host: tensors in them have addresses in a range
+// reserved per buffer (never dereferenced), so a tensor's offset in its
+// buffer is data - base, as on the server.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend_impl.h"
+#include "backend/registry.h"
+#include "core/common.h"
+#include "ggml-rpc.h"
+#include "loom_rpc.grpc.pb.h"
+#include "protocol.h"
+#include "validate.h"
+
+using namespace loom::rpc;
+
+namespace {
+
+ggml_guid g_rpc_guid = {0x6c, 0x6f, 0x6f, 0x6d, 0x2d, 0x72, 0x70, 0x63,
+                        0x4e, 0x19, 0xb7, 0x02, 0x6d, 0xa3, 0x58, 0xf1};
+
+// ---- configuration -----------------------------------------------------------
+
+struct ClientConfig {
+    std::mutex  mutex;
+    bool        token_set = false;
+    std::string token;
+    uint32_t    call_ms    = 0;
+    uint32_t    compute_ms = 0;
+
+    static ClientConfig & get() {
+        static ClientConfig c;
+        return c;
+    }
+    std::string current_token() {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!token_set) {
+            const char * env = std::getenv("LOOM_RPC_TOKEN");
+            token            = env != nullptr ? env : "";
+            token_set        = true;
+        }
+        return token;
+    }
+    static uint32_t env_ms(const char * name, uint32_t fallback) {
+        const char * v = std::getenv(name);
+        const long   n = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
+        return n > 0 ? uint32_t(n) : fallback;
+    }
+    uint32_t call_timeout() {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (call_ms == 0) {
+            call_ms = env_ms("LOOM_RPC_TIMEOUT_MS", 30000);
+        }
+        return call_ms;
+    }
+    uint32_t compute_timeout() {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (compute_ms == 0) {
+            compute_ms = env_ms("LOOM_RPC_COMPUTE_TIMEOUT_MS", 300000);
+        }
+        return compute_ms;
+    }
+};
+
+// ---- connection --------------------------------------------------------------
+
+class Connection {
+  public:
+    // NULL (logged) when the server cannot be reached or refuses.
+    static std::shared_ptr<Connection> open(const std::string & endpoint) {
+        auto c = std::shared_ptr<Connection>(new Connection(endpoint));
+        return c->connect() ? c : nullptr;
+    }
+
+    ~Connection() {
+        stream_ctx_.TryCancel();
+        if (stream_) {
+            (void) stream_->Finish();
+        }
+    }
+
+    Rpc::Stub &                      stub() { return *stub_; }
+    const std::string &              endpoint() const { return endpoint_; }
+    const std::vector<DeviceInfo> & devices() const { return devices_; }
+
+    // Metadata and deadline of one call.
+    void prepare(grpc::ClientContext & ctx, bool compute = false) const {
+        ctx.AddMetadata(k_auth_key, "Bearer " + token_);
+        ctx.AddMetadata(k_session_key, session_);
+        const uint32_t ms = compute ? ClientConfig::get().compute_timeout() : ClientConfig::get().call_timeout();
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+    }
+
+    // Logs a failed call; true when it succeeded. A failed transfer
+    // (mark) also fails the next graph computation.
+    bool check(const grpc::Status & st, const char * what, bool mark = true) {
+        if (st.ok()) {
+            return true;
+        }
+        failed_ = failed_ || mark;
+        LOOM_LOG_ERROR("RPC[%s]: %s failed: %s (%s)\n", endpoint_.c_str(), what, st.error_message().c_str(),
+                       code_name(st.error_code()));
+        return false;
+    }
+    // A transfer failed since the last graph computation.
+    bool take_failure() { return failed_.exchange(false); }
+
+    static const char * code_name(grpc::StatusCode c) {
+        switch (c) {
+            case grpc::StatusCode::DEADLINE_EXCEEDED: return "deadline exceeded";
+            case grpc::StatusCode::UNAVAILABLE: return "server unavailable";
+            case grpc::StatusCode::UNAUTHENTICATED: return "unauthenticated";
+            case grpc::StatusCode::INVALID_ARGUMENT: return "invalid argument";
+            case grpc::StatusCode::RESOURCE_EXHAUSTED: return "resource exhausted";
+            case grpc::StatusCode::FAILED_PRECONDITION: return "failed precondition";
+            default: return "error";
+        }
+    }
+
+  private:
+    explicit Connection(std::string endpoint) : endpoint_(std::move(endpoint)) {}
+
+    bool connect() {
+        token_ = ClientConfig::get().current_token();
+        std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+        if (const char * ca = std::getenv("LOOM_RPC_TLS_CA"); ca != nullptr && ca[0] != '\0') {
+            std::ifstream      in(ca, std::ios::binary);
+            std::ostringstream s;
+            s << in.rdbuf();
+            if (!in) {
+                LOOM_LOG_ERROR("RPC[%s]: cannot read LOOM_RPC_TLS_CA file %s\n", endpoint_.c_str(), ca);
+                return false;
+            }
+            grpc::SslCredentialsOptions ssl;
+            ssl.pem_root_certs = s.str();
+            creds              = grpc::SslCredentials(ssl);
+        }
+        grpc::ChannelArguments args;
+        args.SetMaxReceiveMessageSize(int(k_max_message_bytes));
+        args.SetMaxSendMessageSize(int(k_max_message_bytes));
+        tune_transport([&args](const char * name, int value) { args.SetInt(name, value); });
+        channel_ = grpc::CreateCustomChannel(endpoint_, creds, args);
+        stub_    = Rpc::NewStub(channel_);
+
+        // A deadline on a stream covers the whole stream, so the session
+        // stream has none; a plain call with a deadline first checks that
+        // the server answers and accepts the token.
+        stream_ctx_.AddMetadata(k_auth_key, "Bearer " + token_);
+        grpc::ClientContext probe;
+        probe.AddMetadata(k_auth_key, "Bearer " + token_);
+        probe.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(ClientConfig::get().call_timeout()));
+        DeviceRequest dreq;
+        DeviceMemory  drep;
+        const grpc::Status probe_st = stub_->GetDeviceMemory(&probe, dreq, &drep);
+        if (probe_st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+            probe_st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+            probe_st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+            LOOM_LOG_ERROR("RPC[%s]: cannot connect: %s (%s)\n", endpoint_.c_str(), probe_st.error_message().c_str(),
+                           code_name(probe_st.error_code()));
+            return false;
+        }
+        return open_stream();
+    }
+
+    bool open_stream() {
+        ConnectRequest req;
+        req.set_protocol_version(k_protocol_version);
+        stream_ = stub_->Connect(&stream_ctx_, req);
+        ConnectEvent ev;
+        if (!stream_->Read(&ev)) {
+            const grpc::Status st = stream_->Finish();
+            stream_.reset();
+            LOOM_LOG_ERROR("RPC[%s]: cannot open a session: %s (%s)\n", endpoint_.c_str(), st.error_message().c_str(),
+                           code_name(st.error_code()));
+            return false;
+        }
+        session_ = ev.session_id();
+        devices_.assign(ev.devices().begin(), ev.devices().end());
+        return true;
+    }
+
+    std::string                                        endpoint_;
+    std::string                                        token_;
+    std::string                                        session_;
+    std::shared_ptr<grpc::Channel>                     channel_;
+    std::unique_ptr<Rpc::Stub>                         stub_;
+    grpc::ClientContext                                stream_ctx_;
+    std::unique_ptr<grpc::ClientReader<ConnectEvent>> stream_;
+    std::vector<DeviceInfo>                            devices_;
+    std::atomic<bool>                                  failed_{false};
+};
+
+// Address ranges of remote buffers: never dereferenced, distinct per buffer.
+uint8_t * reserve_addresses(size_t size, size_t alignment) {
+    static std::atomic<uintptr_t> next{uintptr_t(1) << 44};
+    const uintptr_t               align = std::max<size_t>(alignment, 4096);
+    const uintptr_t               span  = (uintptr_t(size) + 2 * align - 1) / align * align;
+    const uintptr_t               at    = next.fetch_add(span + align);
+    return reinterpret_cast<uint8_t *>((at + align - 1) / align * align);
+}
+
+class RpcDevice;
+
+class RpcBufferType final : public ggml_backend_buffer_type {
+  public:
+    RpcBufferType(ggml_backend_device * dev, std::shared_ptr<Connection> conn, uint32_t index, std::string name,
+                  size_t alignment, size_t max_size)
+        : ggml_backend_buffer_type(dev), conn_(std::move(conn)), index_(index), name_(std::move(name)),
+          alignment_(alignment), max_size_(max_size) {}
+
+    const char * name() const override { return name_.c_str(); }
+    size_t       alignment() const override { return alignment_; }
+    size_t       max_size() const override { return max_size_; }
+    ggml_backend_buffer * alloc_buffer(size_t size) override;
+
+    Connection & conn() const { return *conn_; }
+
+  private:
+    std::shared_ptr<Connection> conn_;
+    uint32_t                    index_;
+    std::string                 name_;
+    size_t                      alignment_;
+    size_t                      max_size_;
+};
+
+class RpcBuffer final : public ggml_backend_buffer {
+  public:
+    RpcBuffer(RpcBufferType * type, Connection & conn, uint64_t handle, size_t size)
+        : ggml_backend_buffer(type, size), conn_(conn), handle_(handle),
+          base_(reserve_addresses(size, type->alignment())) {}
+    ~RpcBuffer() override {
+        grpc::ClientContext ctx;
+        conn_.prepare(ctx);
+        BufferRequest req;
+        req.set_buffer(handle_);
+        Empty rep;
+        conn_.check(conn_.stub().FreeBuffer(&ctx, req, &rep), "FreeBuffer");
+    }
+
+    void * base() override { return base_; }
+
+    uint64_t     handle() const { return handle_; }
+    Connection & conn() const { return conn_; }
+
+    // The description of t (in this buffer) the server checks.
+    void describe(const ggml_tensor * t, TensorDesc * d) const {
+        d->set_buffer(handle_);
+        d->set_offset(uint64_t(static_cast<const uint8_t *>(t->data) - base_));
+        d->set_type(uint32_t(t->type));
+        for (int i = 0; i < 4; ++i) {
+            d->add_ne(t->ne[i]);
+            d->add_nb(t->nb[i]);
+        }
+    }
+
+    void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override {
+        const auto * bytes = static_cast<const uint8_t *>(data);
+        if (n >= k_hash_threshold && set_by_hash(t, bytes, offset, n)) {
+            return;
+        }
+        // One request (and its data string) for every chunk: fresh 8 MiB
+        // allocations each cost page faults.
+        SetTensorRequest req;
+        describe(t, req.mutable_tensor());
+        for (size_t done = 0; done < n;) {
+            const size_t part = std::min(k_chunk_bytes, n - done);
+            req.set_offset(offset + done);
+            req.set_data(bytes + done, part);
+            grpc::ClientContext ctx;
+            conn_.prepare(ctx);
+            Empty rep;
+            if (!conn_.check(conn_.stub().SetTensor(&ctx, req, &rep), "SetTensor")) {
+                return;
+            }
+            done += part;
+        }
+        if (n >= k_hash_threshold) {
+            hash_call(t, offset, n, last_hash_, true);
+        }
+    }
+
+    void get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override {
+        auto * bytes = static_cast<uint8_t *>(data);
+        GetTensorRequest req;
+        describe(t, req.mutable_tensor());
+        GetTensorReply rep;
+        for (size_t done = 0; done < n;) {
+            const size_t part = std::min(k_chunk_bytes, n - done);
+            req.set_offset(offset + done);
+            req.set_size(part);
+            grpc::ClientContext ctx;
+            conn_.prepare(ctx);
+            if (!conn_.check(conn_.stub().GetTensor(&ctx, req, &rep), "GetTensor")) {
+                return;
+            }
+            if (rep.data().size() != part) {
+                LOOM_LOG_ERROR("RPC[%s]: GetTensor returned %zu bytes instead of %zu\n", conn_.endpoint().c_str(),
+                               rep.data().size(), part);
+                return;
+            }
+            std::memcpy(bytes + done, rep.data().data(), part);
+            done += part;
+        }
+    }
+
+    void memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override {
+        MemsetTensorRequest req;
+        describe(t, req.mutable_tensor());
+        req.set_offset(offset);
+        req.set_size(n);
+        req.set_value(value);
+        grpc::ClientContext ctx;
+        conn_.prepare(ctx);
+        Empty rep;
+        conn_.check(conn_.stub().MemsetTensor(&ctx, req, &rep), "MemsetTensor");
+    }
+
+    bool cpy_tensor(const ggml_tensor * src, ggml_tensor * dst) override {
+        auto * sb = dynamic_cast<RpcBuffer *>(src->buffer);
+        if (sb == nullptr || &sb->conn_ != &conn_) {
+            return false;
+        }
+        CopyTensorRequest req;
+        sb->describe(src, req.mutable_src());
+        describe(dst, req.mutable_dst());
+        grpc::ClientContext ctx;
+        conn_.prepare(ctx);
+        CopyTensorReply rep;
+        return conn_.check(conn_.stub().CopyTensor(&ctx, req, &rep), "CopyTensor") && rep.copied();
+    }
+
+    void clear(uint8_t value) override {
+        ClearBufferRequest req;
+        req.set_buffer(handle_);
+        req.set_value(value);
+        grpc::ClientContext ctx;
+        conn_.prepare(ctx);
+        Empty rep;
+        conn_.check(conn_.stub().ClearBuffer(&ctx, req, &rep), "ClearBuffer");
+    }
+
+  private:
+    // Asks the server to fill the range from its content cache.
+    bool set_by_hash(ggml_tensor * t, const uint8_t * bytes, size_t offset, size_t n) {
+        last_hash_ = sha256(bytes, n);
+        return hash_call(t, offset, n, last_hash_, false);
+    }
+    bool hash_call(const ggml_tensor * t, size_t offset, size_t n, const Sha256 & h, bool store) {
+        SetTensorHashRequest req;
+        describe(t, req.mutable_tensor());
+        req.set_offset(offset);
+        req.set_size(n);
+        req.set_sha256(h.data(), h.size());
+        req.set_store(store);
+        grpc::ClientContext ctx;
+        conn_.prepare(ctx);
+        SetTensorHashReply rep;
+        return conn_.check(conn_.stub().SetTensorHash(&ctx, req, &rep), "SetTensorHash") && rep.found();
+    }
+
+    Connection &    conn_;
+    const uint64_t  handle_;
+    uint8_t * const base_;
+    Sha256          last_hash_{};
+};
+
+ggml_backend_buffer * RpcBufferType::alloc_buffer(size_t size) {
+    AllocBufferRequest req;
+    req.set_device(index_);
+    req.set_size(size);
+    grpc::ClientContext ctx;
+    conn_->prepare(ctx);
+    AllocBufferReply rep;
+    if (!conn_->check(conn_->stub().AllocBuffer(&ctx, req, &rep), "AllocBuffer")) {
+        return nullptr;
+    }
+    return new RpcBuffer(this, *conn_, rep.buffer(), size);
+}
+
+class RpcBackend final : public ggml_backend {
+  public:
+    RpcBackend(ggml_backend_device * dev, std::shared_ptr<Connection> conn, uint32_t index, const char * name)
+        : ggml_backend(&g_rpc_guid, dev), conn_(std::move(conn)), index_(index), name_(name) {}
+
+    const char * name() const override { return name_; }
+
+    ggml_status graph_compute(ggml_cgraph * graph) override;
+
+  private:
+    std::shared_ptr<Connection> conn_;
+    uint32_t                    index_;
+    const char *                name_;
+    std::string                 last_signature_;
+};
+
+// The message of a graph: nodes with their sources; sources that are not
+// nodes of this graph travel as data (their op is not computed here).
+bool serialize_graph(ggml_cgraph * graph, Connection & conn, uint32_t device, GraphMessage * msg) {
+    msg->set_device(device);
+    std::unordered_map<const ggml_tensor *, uint32_t> ids;
+    const int                                         n_nodes = ggml_graph_n_nodes(graph);
+    std::unordered_map<const ggml_tensor *, bool>     is_node;
+    for (int i = 0; i < n_nodes; ++i) {
+        is_node[ggml_graph_node(graph, i)] = true;
+    }
+    bool ok  = true;
+    auto add = [&](const ggml_tensor * t, auto & self) -> uint32_t {
+        if (auto it = ids.find(t); it != ids.end()) {
+            return it->second;
+        }
+        auto * buf = dynamic_cast<RpcBuffer *>(t->buffer);
+        if (buf == nullptr || &buf->conn() != &conn || t->data == nullptr) {
+            LOOM_LOG_ERROR("RPC[%s]: tensor %s is not in a buffer of this server\n", conn.endpoint().c_str(),
+                           loom::describe(t).text);
+            ok = false;
+            return 0;
+        }
+        const uint32_t id = uint32_t(msg->tensors_size()) + 1;
+        ids[t]            = id;
+        TensorDesc * d    = msg->add_tensors();
+        buf->describe(t, d);
+        d->set_op(uint32_t(t->op));
+        d->set_op_params(t->op_params, sizeof(t->op_params));
+        d->set_flags(t->flags);
+        d->set_name(t->name);
+        if (is_node.count(t) != 0) {
+            std::vector<uint32_t> srcs;
+            for (int s = 0; s < GGML_MAX_SRC; ++s) {
+                srcs.push_back(t->src[s] != nullptr ? self(t->src[s], self) : 0);
+            }
+            while (!srcs.empty() && srcs.back() == 0) {
+                srcs.pop_back();
+            }
+            TensorDesc * dd = msg->mutable_tensors(int(id - 1));
+            for (uint32_t s : srcs) {
+                dd->add_src(s);
+            }
+        }
+        return id;
+    };
+    for (int i = 0; i < n_nodes && ok; ++i) {
+        msg->add_nodes(add(ggml_graph_node(graph, i), add));
+    }
+    return ok;
+}
+
+ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
+    if (conn_->take_failure()) {
+        LOOM_LOG_ERROR("RPC[%s]: an earlier transfer failed; the computation is not run\n", conn_->endpoint().c_str());
+        return GGML_STATUS_FAILED;
+    }
+    if (ggml_graph_n_nodes(graph) == 0) {
+        return GGML_STATUS_SUCCESS;
+    }
+    GraphComputeRequest req;
+    req.set_device(index_);
+    if (!serialize_graph(graph, *conn_, index_, req.mutable_graph())) {
+        return GGML_STATUS_FAILED;
+    }
+    std::string bytes;
+    req.graph().SerializeToString(&bytes);
+    const Sha256 h = sha256(bytes.data(), bytes.size());
+    req.set_signature(h.data(), h.size());
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        // The graph travels only when it differs from the one sent last.
+        GraphComputeRequest sent;
+        const bool          resend = attempt > 0 || req.signature() != last_signature_;
+        sent.set_device(index_);
+        sent.set_signature(req.signature());
+        if (resend) {
+            *sent.mutable_graph() = req.graph();
+        }
+        grpc::ClientContext ctx;
+        conn_->prepare(ctx, true);
+        GraphComputeReply   rep;
+        const grpc::Status st = conn_->stub().GraphCompute(&ctx, sent, &rep);
+        if (!resend && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+            continue; // the server no longer holds it
+        }
+        if (!conn_->check(st, "GraphCompute", false)) {
+            last_signature_.clear();
+            return GGML_STATUS_FAILED;
+        }
+        last_signature_ = req.signature();
+        return ggml_status(rep.status());
+    }
+    return GGML_STATUS_FAILED;
+}
+
+class RpcDevice final : public ggml_backend_device {
+  public:
+    RpcDevice(ggml_backend_reg * reg, std::shared_ptr<Connection> conn, uint32_t index)
+        : ggml_backend_device(reg), conn_(std::move(conn)), index_(index) {
+        const DeviceInfo & info = conn_->devices()[index];
+        name_        = "RPC[" + conn_->endpoint() + "]" + info.name();
+        description_ = info.description() + " at " + conn_->endpoint();
+        buft_        = std::make_unique<RpcBufferType>(this, conn_, index, name_, size_t(info.alignment()),
+                                                size_t(info.max_size()));
+    }
+
+    const char * name() const override { return name_.c_str(); }
+    const char * description() const override { return description_.c_str(); }
+    void         memory(size_t * free, size_t * total) const override {
+        *free  = 0;
+        *total = 0;
+        DeviceRequest req;
+        req.set_device(index_);
+        grpc::ClientContext ctx;
+        conn_->prepare(ctx);
+        DeviceMemory rep;
+        if (conn_->check(conn_->stub().GetDeviceMemory(&ctx, req, &rep), "GetDeviceMemory", false)) {
+            *free  = size_t(rep.free());
+            *total = size_t(rep.total());
+        }
+    }
+    // Like ggml's RPC devices: an offload target for schedulers.
+    enum ggml_backend_dev_type type() const override { return GGML_BACKEND_DEVICE_TYPE_GPU; }
+
+    ggml_backend * init_backend(const char * params) override {
+        (void) params;
+        return new RpcBackend(this, conn_, index_, name_.c_str());
+    }
+    ggml_backend_buffer_type * buffer_type() override { return buft_.get(); }
+
+    // The server's own answer, asked once per node shape (cached).
+    bool supports_op(const ggml_tensor * op) const override {
+        if (loom::is_view_op(op->op) || op->op == GGML_OP_NONE) {
+            return true;
+        }
+        std::string why;
+        if (!check_node(op, &why)) {
+            return false;
+        }
+        GraphMessage msg;
+        msg.set_device(index_);
+        auto describe = [&msg](const ggml_tensor * t) {
+            TensorDesc * d = msg.add_tensors();
+            d->set_type(uint32_t(t->type));
+            for (int i = 0; i < 4; ++i) {
+                d->add_ne(t->ne[i]);
+                d->add_nb(t->nb[i]);
+            }
+            d->set_op(uint32_t(t->op));
+            d->set_op_params(t->op_params, sizeof(t->op_params));
+            return d;
+        };
+        TensorDesc * node = describe(op);
+        int          last = 0;
+        for (int s = 0; s < GGML_MAX_SRC; ++s) {
+            if (op->src[s] != nullptr) {
+                last = s + 1;
+            }
+        }
+        std::vector<uint32_t> srcs(size_t(last), 0);
+        for (int s = 0; s < last; ++s) {
+            if (op->src[s] != nullptr) {
+                describe(op->src[s])->set_op(GGML_OP_NONE);
+                srcs[size_t(s)] = uint32_t(msg.tensors_size());
+            }
+        }
+        node = msg.mutable_tensors(0);
+        for (uint32_t s : srcs) {
+            node->add_src(s);
+        }
+        msg.add_nodes(1);
+        std::string key;
+        msg.SerializeToString(&key);
+        {
+            std::lock_guard<std::mutex> lock(cache_mutex_);
+            if (auto it = supported_.find(key); it != supported_.end()) {
+                return it->second;
+            }
+        }
+        grpc::ClientContext ctx;
+        conn_->prepare(ctx);
+        Supported  rep;
+        const bool ok = conn_->check(conn_->stub().SupportsOp(&ctx, msg, &rep), "SupportsOp", false) && rep.supported();
+        std::lock_guard<std::mutex> lock(cache_mutex_);
+        supported_[key] = ok;
+        return ok;
+    }
+    bool supports_buft(const ggml_backend_buffer_type * buft) const override { return buft == buft_.get(); }
+
+  private:
+    std::shared_ptr<Connection>                   conn_;
+    uint32_t                                      index_;
+    std::string                                   name_;
+    std::string                                   description_;
+    std::unique_ptr<RpcBufferType>                buft_;
+    mutable std::mutex                            cache_mutex_;
+    mutable std::unordered_map<std::string, bool> supported_;
+};
+
+class RpcServerReg final : public ggml_backend_reg {
+  public:
+    explicit RpcServerReg(std::shared_ptr<Connection> conn) : name_("RPC[" + conn->endpoint() + "]") {
+        for (uint32_t i = 0; i < conn->devices().size(); ++i) {
+            devices_.push_back(std::make_unique<RpcDevice>(this, conn, i));
+        }
+    }
+    const char *          name() const override { return name_.c_str(); }
+    size_t                device_count() const override { return devices_.size(); }
+    ggml_backend_device * device(size_t index) override {
+        LOOM_REQUIRE(index < devices_.size(), "index %zu out of range (%zu devices)", index, devices_.size());
+        return devices_[index].get();
+    }
+
+  private:
+    std::string                             name_;
+    std::vector<std::unique_ptr<RpcDevice>> devices_;
+};
+
+class RpcReg final : public ggml_backend_reg {
+  public:
+    const char *          name() const override { return "RPC"; }
+    size_t                device_count() const override { return 0; }
+    ggml_backend_device * device(size_t index) override {
+        LOOM_REQUIRE(false, "the RPC family has no devices of its own (index %zu); see ggml_backend_rpc_add_server",
+                     index);
+        return nullptr;
+    }
+    void * proc_address(const char * fn) override {
+        if (std::strcmp(fn, "ggml_backend_rpc_add_server") == 0) {
+            return reinterpret_cast<void *>(&ggml_backend_rpc_add_server);
+        }
+        if (std::strcmp(fn, "ggml_backend_rpc_start_server") == 0) {
+            return reinterpret_cast<void *>(&ggml_backend_rpc_start_server);
+        }
+        return nullptr;
+    }
+};
+
+// Servers by endpoint. Never destroyed: devices and buffers of these regs
+// may be used until the process ends.
+struct Servers {
+    std::mutex                                    mutex;
+    std::map<std::string, RpcServerReg *>         regs;
+};
+Servers & servers() {
+    static auto * s = new Servers;
+    return *s;
+}
+
+ggml_backend_device * remote_device(const char * endpoint, uint32_t device) {
+    ggml_backend_reg_t reg = ggml_backend_rpc_add_server(endpoint);
+    if (reg == nullptr) {
+        return nullptr;
+    }
+    if (device >= reg->device_count()) {
+        LOOM_LOG_ERROR("RPC[%s]: no device %u (the server has %zu)\n", endpoint, device, reg->device_count());
+        return nullptr;
+    }
+    return reg->device(device);
+}
+
+} // namespace
+
+extern "C" {
+
+void loom_rpc_set_token(const char * token) {
+    ClientConfig &              c = ClientConfig::get();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.token_set = token != nullptr;
+    c.token     = token != nullptr ? token : "";
+}
+
+void loom_rpc_set_timeouts(uint32_t call_ms, uint32_t compute_ms) {
+    ClientConfig &              c = ClientConfig::get();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (call_ms != 0) {
+        c.call_ms = call_ms;
+    }
+    if (compute_ms != 0) {
+        c.compute_ms = compute_ms;
+    }
+}
+
+ggml_backend_reg_t ggml_backend_rpc_reg(void) {
+    static RpcReg reg;
+    return &reg;
+}
+
+ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint) {
+    LOOM_REQUIRE(endpoint != nullptr, "NULL endpoint");
+    Servers &                   s = servers();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (auto it = s.regs.find(endpoint); it != s.regs.end()) {
+        return it->second;
+    }
+    std::shared_ptr<Connection> conn = Connection::open(endpoint);
+    if (!conn) {
+        return nullptr;
+    }
+    auto * reg          = new RpcServerReg(conn);
+    s.regs[endpoint]    = reg;
+    loom::Registry::get().add_reg(reg);
+    return reg;
+}
+
+ggml_backend_t ggml_backend_rpc_init(const char * endpoint, uint32_t device) {
+    ggml_backend_device * dev = remote_device(endpoint, device);
+    return dev != nullptr ? dev->init_backend(nullptr) : nullptr;
+}
+
+bool ggml_backend_is_rpc(ggml_backend_t backend) {
+    return backend != nullptr && ggml_guid_matches(backend->guid, &g_rpc_guid);
+}
+
+ggml_backend_buffer_type_t ggml_backend_rpc_buffer_type(const char * endpoint, uint32_t device) {
+    ggml_backend_device * dev = remote_device(endpoint, device);
+    return dev != nullptr ? dev->buffer_type() : nullptr;
+}
+
+void ggml_backend_rpc_get_device_memory(const char * endpoint, uint32_t device, size_t * free, size_t * total) {
+    LOOM_REQUIRE(free != nullptr && total != nullptr, "NULL free or total");
+    ggml_backend_device * dev = remote_device(endpoint, device);
+    if (dev == nullptr) {
+        *free  = 0;
+        *total = 0;
+        return;
+    }
+    dev->memory(free, total);
+}
+
+} // extern "C"

@@ -1,0 +1,242 @@
+// loom-rpc-server's gRPC service: authentication, sessions, and the glue
+// from gRPC calls to the handlers of ServerCore.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/common.h"
+#include "ggml-cpu.h"
+#include "ggml-rpc.h"
+#include "loom_rpc.grpc.pb.h"
+#include "server_core.h"
+
+using namespace loom::rpc;
+
+namespace {
+
+bool read_file(const char * path, std::string * out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return false;
+    }
+    std::ostringstream s;
+    s << in.rdbuf();
+    *out = s.str();
+    return true;
+}
+
+// Compares without stopping at the first difference.
+bool same_secret(const std::string & a, const std::string & b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (size_t i = 0; i < a.size(); ++i) {
+        diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+    }
+    return diff == 0;
+}
+
+class Service final : public Rpc::Service {
+  public:
+    Service(ServerCore & core, std::string token) : core_(core), expected_("Bearer " + std::move(token)) {}
+
+    void stop() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+        cv_.notify_all();
+    }
+
+    grpc::Status Connect(grpc::ServerContext * ctx, const ConnectRequest * req,
+                         grpc::ServerWriter<ConnectEvent> * writer) override {
+        if (grpc::Status st = authenticate(ctx); !st.ok()) {
+            return st;
+        }
+        if (req->protocol_version() != k_protocol_version) {
+            return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                "protocol version " + std::to_string(req->protocol_version()) + " is not " +
+                                    std::to_string(k_protocol_version));
+        }
+        std::string id;
+        if (!core_.open_session(&id)) {
+            return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many sessions");
+        }
+        ConnectEvent ev;
+        ev.set_session_id(id);
+        core_.describe(&ev);
+        if (writer->Write(ev)) {
+            // The session lives until the client ends the call or the server stops.
+            std::unique_lock<std::mutex> lock(mutex_);
+            while (!stopping_ && !ctx->IsCancelled()) {
+                cv_.wait_for(lock, std::chrono::milliseconds(50));
+            }
+        }
+        core_.close_session(id);
+        return grpc::Status::OK;
+    }
+
+#define LOOM_RPC_HANDLER(Name, Req, Rep, fn) \
+    grpc::Status Name(grpc::ServerContext * ctx, const Req * req, Rep * rep) override { \
+        std::shared_ptr<Session> s; \
+        if (grpc::Status st = session(ctx, &s); !st.ok()) { \
+            return st; \
+        } \
+        return core_.fn(*s, *req, rep); \
+    }
+
+    LOOM_RPC_HANDLER(GetDeviceMemory, DeviceRequest, DeviceMemory, get_device_memory)
+    LOOM_RPC_HANDLER(SupportsOp, GraphMessage, Supported, supports_op)
+    LOOM_RPC_HANDLER(AllocBuffer, AllocBufferRequest, AllocBufferReply, alloc_buffer)
+    LOOM_RPC_HANDLER(FreeBuffer, BufferRequest, Empty, free_buffer)
+    LOOM_RPC_HANDLER(ClearBuffer, ClearBufferRequest, Empty, clear_buffer)
+    LOOM_RPC_HANDLER(SetTensor, SetTensorRequest, Empty, set_tensor)
+    LOOM_RPC_HANDLER(SetTensorHash, SetTensorHashRequest, SetTensorHashReply, set_tensor_hash)
+    LOOM_RPC_HANDLER(GetTensor, GetTensorRequest, GetTensorReply, get_tensor)
+    LOOM_RPC_HANDLER(MemsetTensor, MemsetTensorRequest, Empty, memset_tensor)
+    LOOM_RPC_HANDLER(CopyTensor, CopyTensorRequest, CopyTensorReply, copy_tensor)
+    LOOM_RPC_HANDLER(GraphCompute, GraphComputeRequest, GraphComputeReply, graph_compute)
+#undef LOOM_RPC_HANDLER
+
+  private:
+    grpc::Status authenticate(grpc::ServerContext * ctx) const {
+        const auto & md = ctx->client_metadata();
+        auto         it = md.find(k_auth_key);
+        if (it == md.end()) {
+            return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token (authorization metadata missing)");
+        }
+        if (!same_secret(std::string(it->second.data(), it->second.size()), expected_)) {
+            return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong token");
+        }
+        return grpc::Status::OK;
+    }
+
+    grpc::Status session(grpc::ServerContext * ctx, std::shared_ptr<Session> * out) {
+        if (grpc::Status st = authenticate(ctx); !st.ok()) {
+            return st;
+        }
+        const auto & md = ctx->client_metadata();
+        auto         it = md.find(k_session_key);
+        if (it != md.end()) {
+            *out = core_.find_session(std::string(it->second.data(), it->second.size()));
+        }
+        if (!*out) {
+            return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no open session with this id");
+        }
+        return grpc::Status::OK;
+    }
+
+    ServerCore &            core_;
+    const std::string       expected_;
+    std::mutex              mutex_;
+    std::condition_variable cv_;
+    bool                    stopping_ = false;
+};
+
+} // namespace
+
+struct loom_rpc_server {
+    std::unique_ptr<ServerCore>   core;
+    std::unique_ptr<Service>      service;
+    std::unique_ptr<grpc::Server> server;
+    int                           port = 0;
+};
+
+extern "C" {
+
+loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
+    LOOM_REQUIRE(p != nullptr && p->endpoint != nullptr, "NULL parameters or endpoint");
+    if (p->token == nullptr || p->token[0] == '\0') {
+        LOOM_LOG_ERROR("rpc server: a token is required (LOOM_RPC_TOKEN or loom_rpc_server_params.token)\n");
+        return nullptr;
+    }
+    if ((p->tls_cert_path == nullptr) != (p->tls_key_path == nullptr)) {
+        LOOM_LOG_ERROR("rpc server: TLS needs both a certificate and a key\n");
+        return nullptr;
+    }
+    ServerOptions opt;
+    if (p->n_devices == 0 || p->devices == nullptr) {
+        opt.devices.push_back(ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0));
+    } else {
+        opt.devices.assign(p->devices, p->devices + p->n_devices);
+    }
+    opt.cache_dir = p->cache_dir != nullptr ? p->cache_dir : "";
+    opt.n_threads = int(p->n_threads);
+
+    std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+    if (p->tls_cert_path != nullptr) {
+        grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+        if (!read_file(p->tls_key_path, &pair.private_key) || !read_file(p->tls_cert_path, &pair.cert_chain)) {
+            LOOM_LOG_ERROR("rpc server: cannot read the TLS certificate %s or key %s\n", p->tls_cert_path,
+                           p->tls_key_path);
+            return nullptr;
+        }
+        grpc::SslServerCredentialsOptions ssl;
+        ssl.pem_key_cert_pairs.push_back(pair);
+        creds = grpc::SslServerCredentials(ssl);
+    }
+
+    auto srv     = std::make_unique<loom_rpc_server>();
+    srv->core    = std::make_unique<ServerCore>(std::move(opt));
+    srv->service = std::make_unique<Service>(*srv->core, p->token);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(p->endpoint, creds, &srv->port);
+    builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));
+    builder.SetMaxSendMessageSize(int(k_max_message_bytes));
+    tune_transport([&builder](const char * name, int value) { builder.AddChannelArgument(name, value); });
+    // A client whose machine vanishes without closing its connection is
+    // found by keep-alive pings, which ends its session and frees its buffers.
+    builder.AddChannelArgument("grpc.keepalive_time_ms", 30000);
+    builder.AddChannelArgument("grpc.keepalive_timeout_ms", 10000);
+    builder.RegisterService(srv->service.get());
+    srv->server = builder.BuildAndStart();
+    if (!srv->server || srv->port == 0) {
+        LOOM_LOG_ERROR("rpc server: cannot listen on %s\n", p->endpoint);
+        return nullptr;
+    }
+    LOOM_LOG_INFO("rpc server: listening on %s (port %d)%s\n", p->endpoint, srv->port,
+                  p->tls_cert_path != nullptr ? " with TLS" : "");
+    return srv.release();
+}
+
+int loom_rpc_server_port(loom_rpc_server_t server) {
+    LOOM_REQUIRE(server != nullptr, "NULL server");
+    return server->port;
+}
+
+size_t loom_rpc_server_session_count(loom_rpc_server_t server) {
+    LOOM_REQUIRE(server != nullptr, "NULL server");
+    return server->core->session_count();
+}
+
+void loom_rpc_server_stop(loom_rpc_server_t server) {
+    if (server == nullptr) {
+        return;
+    }
+    server->service->stop();
+    server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server->server->Wait();
+    delete server;
+}
+
+void ggml_backend_rpc_start_server(const char * endpoint, const char * cache_dir, size_t n_threads, size_t n_devices,
+                                   ggml_backend_dev_t * devices) {
+    loom_rpc_server_params p{};
+    p.endpoint      = endpoint;
+    p.token         = std::getenv("LOOM_RPC_TOKEN");
+    p.cache_dir     = cache_dir;
+    p.n_threads     = n_threads;
+    p.n_devices     = n_devices;
+    p.devices       = devices;
+    p.tls_cert_path = std::getenv("LOOM_RPC_TLS_CERT");
+    p.tls_key_path  = std::getenv("LOOM_RPC_TLS_KEY");
+    loom_rpc_server_t server = loom_rpc_server_start(&p);
+    if (server != nullptr) {
+        server->server->Wait();
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,439 @@
+// The request handlers of loom-rpc-server (see server_core.h).
+
+#include "server_core.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "backend/backend_impl.h"
+#include "core/common.h"
+
+namespace loom::rpc {
+
+namespace {
+
+grpc::Status invalid(const std::string & what, const std::string & why) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + ": " + why);
+}
+
+std::string random_id() {
+    std::random_device rd;
+    std::string        id;
+    static const char  digits[] = "0123456789abcdef";
+    for (int i = 0; i < 8; ++i) {
+        const uint32_t v = rd();
+        for (int k = 0; k < 8; ++k) {
+            id.push_back(digits[(v >> (4 * k)) & 15]);
+        }
+    }
+    return id; // 256 random bits
+}
+
+} // namespace
+
+// ---- content cache ---------------------------------------------------------
+
+std::shared_ptr<const std::vector<uint8_t>> ContentCache::find(const Sha256 & key) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (auto it = entries_.find(key); it != entries_.end()) {
+            lru_.splice(lru_.begin(), lru_, it->second.lru);
+            return it->second.bytes;
+        }
+    }
+    if (dir_.empty()) {
+        return nullptr;
+    }
+    std::ifstream in(dir_ + "/" + to_hex(key), std::ios::binary);
+    if (!in) {
+        return nullptr;
+    }
+    auto bytes = std::make_shared<std::vector<uint8_t>>(std::istreambuf_iterator<char>(in),
+                                                        std::istreambuf_iterator<char>());
+    if (sha256(bytes->data(), bytes->size()) != key) {
+        LOOM_LOG_WARN("rpc server: cache file %s does not match its hash; ignored\n", to_hex(key).c_str());
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    insert_locked(key, bytes);
+    return bytes;
+}
+
+void ContentCache::put(const Sha256 & key, std::vector<uint8_t> data) {
+    auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(data));
+    if (!dir_.empty()) {
+        const std::string path = dir_ + "/" + to_hex(key);
+        const std::string tmp  = path + ".tmp" + random_id().substr(0, 8);
+        std::ofstream     out(tmp, std::ios::binary);
+        out.write(reinterpret_cast<const char *>(bytes->data()), std::streamsize(bytes->size()));
+        out.close();
+        if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+            std::remove(tmp.c_str());
+            LOOM_LOG_WARN("rpc server: cannot write cache file %s\n", path.c_str());
+        }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    insert_locked(key, std::move(bytes));
+}
+
+void ContentCache::insert_locked(const Sha256 & key, std::shared_ptr<const std::vector<uint8_t>> bytes) {
+    if (bytes->size() > max_bytes_ || entries_.count(key) != 0) {
+        return;
+    }
+    while (bytes_ + bytes->size() > max_bytes_ && !lru_.empty()) {
+        auto it = entries_.find(lru_.back());
+        bytes_ -= it->second.bytes->size();
+        entries_.erase(it);
+        lru_.pop_back();
+    }
+    lru_.push_front(key);
+    bytes_ += bytes->size();
+    entries_[key] = {std::move(bytes), lru_.begin()};
+}
+
+// ---- sessions --------------------------------------------------------------
+
+ggml_backend_buffer_t Session::find_buffer(uint64_t handle) const {
+    auto it = buffers.find(handle);
+    return it != buffers.end() ? it->second.get() : nullptr;
+}
+
+ServerCore::ServerCore(ServerOptions options)
+    : options_(std::move(options)), cache_(options_.cache_dir, options_.cache_bytes) {
+    session_quota_ = options_.max_session_bytes;
+    if (session_quota_ == 0) {
+        for (ggml_backend_dev_t dev : options_.devices) {
+            size_t free = 0, total = 0;
+            ggml_backend_dev_memory(dev, &free, &total);
+            session_quota_ = std::max(session_quota_, total);
+        }
+        if (session_quota_ == 0) {
+            session_quota_ = SIZE_MAX;
+        }
+    }
+}
+
+ServerCore::~ServerCore() {
+    std::vector<std::string> ids;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto & [id, s] : sessions_) {
+            ids.push_back(id);
+        }
+    }
+    for (const std::string & id : ids) {
+        close_session(id);
+    }
+}
+
+std::shared_ptr<Session> ServerCore::open_session(std::string * id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (sessions_.size() >= options_.max_sessions) {
+        return nullptr;
+    }
+    auto s = std::make_shared<Session>();
+    s->backends.resize(options_.devices.size());
+    s->graphs.resize(options_.devices.size());
+    *id = random_id();
+    sessions_[*id] = s;
+    return s;
+}
+
+void ServerCore::close_session(const std::string & id) {
+    std::shared_ptr<Session> s;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = sessions_.find(id);
+        if (it == sessions_.end()) {
+            return;
+        }
+        s = std::move(it->second);
+        sessions_.erase(it);
+    }
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->closed = true;
+    s->graphs.clear();
+    s->buffers.clear();
+    s->backends.clear();
+}
+
+std::shared_ptr<Session> ServerCore::find_session(const std::string & id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sessions_.find(id);
+    return it != sessions_.end() ? it->second : nullptr;
+}
+
+size_t ServerCore::session_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sessions_.size();
+}
+
+void ServerCore::describe(ConnectEvent * ev) const {
+    ev->set_protocol_version(k_protocol_version);
+    for (ggml_backend_dev_t dev : options_.devices) {
+        DeviceInfo * d = ev->add_devices();
+        d->set_name(ggml_backend_dev_name(dev));
+        d->set_description(ggml_backend_dev_description(dev));
+        d->set_type(uint32_t(ggml_backend_dev_type(dev)));
+        size_t free = 0, total = 0;
+        ggml_backend_dev_memory(dev, &free, &total);
+        d->set_memory_free(free);
+        d->set_memory_total(total);
+        ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+        d->set_alignment(ggml_backend_buft_get_alignment(buft));
+        d->set_max_size(ggml_backend_buft_get_max_size(buft));
+    }
+}
+
+// ---- handlers --------------------------------------------------------------
+
+// Every handler: the session's lock, then checks, then work.
+#define LOOM_RPC_LOCK_SESSION(s) \
+    std::lock_guard<std::mutex> session_lock((s).mutex); \
+    if ((s).closed) { \
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "session closed"); \
+    }
+
+grpc::Status ServerCore::get_device_memory(Session & s, const DeviceRequest & req, DeviceMemory * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    if (req.device() >= options_.devices.size()) {
+        return invalid("GetDeviceMemory", "no device " + std::to_string(req.device()));
+    }
+    size_t free = 0, total = 0;
+    ggml_backend_dev_memory(options_.devices[req.device()], &free, &total);
+    out->set_free(free);
+    out->set_total(total);
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::supports_op(Session & s, const GraphMessage & req, Supported * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    if (req.device() >= options_.devices.size()) {
+        return invalid("SupportsOp", "no device " + std::to_string(req.device()));
+    }
+    std::string why;
+    out->set_supported(rebuild_graph(req, nullptr, options_.devices[req.device()], &why) != nullptr);
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & req, AllocBufferReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    if (req.device() >= options_.devices.size()) {
+        return invalid("AllocBuffer", "no device " + std::to_string(req.device()));
+    }
+    ggml_backend_dev_t         dev  = options_.devices[req.device()];
+    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+    size_t                     free = 0, total = 0;
+    ggml_backend_dev_memory(dev, &free, &total);
+    // (Devices that share another's memory, like BLAS, report none of their own.)
+    if (req.size() > ggml_backend_buft_get_max_size(buft) || (total > 0 && req.size() > total)) {
+        return invalid("AllocBuffer", "size " + std::to_string(req.size()) + " above the device's maximum");
+    }
+    if (req.size() > session_quota_ - s.bytes) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "AllocBuffer: the session would hold more than " + std::to_string(session_quota_) +
+                                " bytes");
+    }
+    ggml_backend_buffer_ptr buf(ggml_backend_buft_alloc_buffer(buft, size_t(req.size())));
+    if (!buf) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "AllocBuffer: cannot allocate " + std::to_string(req.size()) + " bytes");
+    }
+    const uint64_t handle = s.next_handle++;
+    out->set_buffer(handle);
+    out->set_size(ggml_backend_buffer_get_size(buf.get()));
+    s.bytes += size_t(req.size());
+    s.buffers[handle] = std::move(buf);
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::free_buffer(Session & s, const BufferRequest & req, Empty *) {
+    LOOM_RPC_LOCK_SESSION(s);
+    auto it = s.buffers.find(req.buffer());
+    if (it == s.buffers.end()) {
+        return invalid("FreeBuffer", "unknown buffer " + std::to_string(req.buffer()));
+    }
+    // Cached graphs may point into it.
+    for (Session::CachedGraph & g : s.graphs) {
+        g = {};
+    }
+    s.bytes -= ggml_backend_buffer_get_size(it->second.get());
+    s.buffers.erase(it);
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::clear_buffer(Session & s, const ClearBufferRequest & req, Empty *) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_backend_buffer_t buf = s.find_buffer(req.buffer());
+    if (buf == nullptr) {
+        return invalid("ClearBuffer", "unknown buffer " + std::to_string(req.buffer()));
+    }
+    ggml_backend_buffer_clear(buf, uint8_t(req.value()));
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::set_tensor(Session & s, const SetTensorRequest & req, Empty *) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.tensor(), lookup, &t, &why) || !check_range(&t, req.offset(), req.data().size(), &why)) {
+        return invalid("SetTensor", why);
+    }
+    if (!req.data().empty()) {
+        t.buffer->set_tensor(&t, req.data().data(), size_t(req.offset()), req.data().size());
+    }
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest & req, SetTensorHashReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.tensor(), lookup, &t, &why) || !check_range(&t, req.offset(), req.size(), &why)) {
+        return invalid("SetTensorHash", why);
+    }
+    if (req.sha256().size() != sizeof(Sha256)) {
+        return invalid("SetTensorHash", "the hash must be a SHA-256 of 32 bytes");
+    }
+    Sha256 key;
+    std::memcpy(key.data(), req.sha256().data(), key.size());
+    if (req.store()) {
+        // The client uploaded the range; remember it if it is what the hash says.
+        std::vector<uint8_t> bytes(size_t(req.size()));
+        if (!bytes.empty()) {
+            t.buffer->get_tensor(&t, bytes.data(), size_t(req.offset()), bytes.size());
+        }
+        const bool match = sha256(bytes.data(), bytes.size()) == key;
+        if (match) {
+            cache_.put(key, std::move(bytes));
+        }
+        out->set_found(match);
+        return grpc::Status::OK;
+    }
+    auto bytes = cache_.find(key);
+    if (!bytes || bytes->size() != req.size()) {
+        out->set_found(false);
+        return grpc::Status::OK;
+    }
+    if (!bytes->empty()) {
+        t.buffer->set_tensor(&t, bytes->data(), size_t(req.offset()), bytes->size());
+    }
+    out->set_found(true);
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::get_tensor(Session & s, const GetTensorRequest & req, GetTensorReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.tensor(), lookup, &t, &why) || !check_range(&t, req.offset(), req.size(), &why)) {
+        return invalid("GetTensor", why);
+    }
+    if (req.size() > k_max_message_bytes - 4096) {
+        return invalid("GetTensor", "size " + std::to_string(req.size()) + " above the message limit");
+    }
+    std::string * data = out->mutable_data();
+    data->resize(size_t(req.size()));
+    if (!data->empty()) {
+        t.buffer->get_tensor(&t, data->data(), size_t(req.offset()), data->size());
+    }
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::memset_tensor(Session & s, const MemsetTensorRequest & req, Empty *) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.tensor(), lookup, &t, &why) || !check_range(&t, req.offset(), req.size(), &why)) {
+        return invalid("MemsetTensor", why);
+    }
+    if (req.size() > 0) {
+        t.buffer->memset_tensor(&t, uint8_t(req.value()), size_t(req.offset()), size_t(req.size()));
+    }
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::copy_tensor(Session & s, const CopyTensorRequest & req, CopyTensorReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor src{}, dst{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.src(), lookup, &src, &why)) {
+        return invalid("CopyTensor", "source: " + why);
+    }
+    if (!decode_tensor(req.dst(), lookup, &dst, &why)) {
+        return invalid("CopyTensor", "destination: " + why);
+    }
+    const size_t n = ggml_nbytes(&src);
+    if (n > ggml_nbytes(&dst)) {
+        return invalid("CopyTensor", "the source (" + std::to_string(n) + " bytes) is larger than the destination (" +
+                                         std::to_string(ggml_nbytes(&dst)) + " bytes)");
+    }
+    if (n > 0 && !dst.buffer->cpy_tensor(&src, &dst)) {
+        std::vector<uint8_t> staging(n);
+        src.buffer->get_tensor(&src, staging.data(), 0, n);
+        dst.buffer->set_tensor(&dst, staging.data(), 0, n);
+    }
+    out->set_copied(true);
+    return grpc::Status::OK;
+}
+
+ggml_backend_t ServerCore::backend_for(Session & s, uint32_t device) {
+    if (!s.backends[device]) {
+        ggml_backend_dev_t dev = options_.devices[device];
+        s.backends[device].reset(ggml_backend_dev_init(dev, nullptr));
+        if (s.backends[device] && options_.n_threads > 0) {
+            auto set_threads = reinterpret_cast<ggml_backend_set_n_threads_t>(
+                ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_set_n_threads"));
+            if (set_threads != nullptr) {
+                set_threads(s.backends[device].get(), options_.n_threads);
+            }
+        }
+    }
+    return s.backends[device].get();
+}
+
+grpc::Status ServerCore::graph_compute(Session & s, const GraphComputeRequest & req, GraphComputeReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    if (req.device() >= options_.devices.size()) {
+        return invalid("GraphCompute", "no device " + std::to_string(req.device()));
+    }
+    if (req.signature().size() > 64) {
+        return invalid("GraphCompute", "signature longer than 64 bytes");
+    }
+    Session::CachedGraph & cached = s.graphs[req.device()];
+    if (req.has_graph()) {
+        if (req.graph().device() != req.device()) {
+            return invalid("GraphCompute", "the graph names another device");
+        }
+        std::string why;
+        auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+        auto        g      = rebuild_graph(req.graph(), lookup, options_.devices[req.device()], &why);
+        if (!g) {
+            cached = {};
+            return invalid("GraphCompute", why);
+        }
+        cached = {req.signature(), std::move(g)};
+    } else if (!cached.graph || cached.signature != req.signature()) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "GraphCompute: no cached graph with this signature");
+    }
+    std::string why;
+    if (!check_indices(*cached.graph, &why)) {
+        return invalid("GraphCompute", why);
+    }
+    ggml_backend_t backend = backend_for(s, req.device());
+    if (backend == nullptr) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, "GraphCompute: cannot create a backend on the device");
+    }
+    const ggml_status st = ggml_backend_graph_compute(backend, cached.graph->graph);
+    out->set_status(int32_t(st));
+    return grpc::Status::OK;
+}
+
+} // namespace loom::rpc

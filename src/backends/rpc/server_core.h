@@ -1,0 +1,119 @@
+#pragma once
+
+// The request handlers of loom-rpc-server, apart from gRPC's transport: the
+// gRPC service (server.cpp) authenticates a call, finds its session and
+// hands the request here; the fuzzer calls these directly.
+//
+// Each session has its own table of buffers and its own cached graphs; a
+// request can only name buffers of its session (Note [RPC trust boundary]
+// in validate.h). Requests of one session run one at a time (the session's
+// mutex); sessions run in parallel.
+
+#include <grpcpp/support/status.h>
+
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "ggml-cpp.h"
+#include "loom_rpc.pb.h"
+#include "protocol.h"
+#include "validate.h"
+
+namespace loom::rpc {
+
+struct ServerOptions {
+    std::vector<ggml_backend_dev_t> devices;          // exposed, in this order
+    std::string                     cache_dir;        // empty: the content cache stays in memory
+    int                             n_threads = 0;    // of CPU backends; 0: their default
+    size_t                          cache_bytes = size_t(1) << 30; // content cache held in memory
+    size_t                          max_sessions = 64;
+    // Memory one session may hold in buffers; 0: the total memory of the
+    // largest device. A buffer larger than its device's total memory is
+    // refused whatever this says.
+    size_t                          max_session_bytes = 0;
+};
+
+// Tensor contents by SHA-256, in memory up to a byte budget (least recently
+// used first out) and, with a folder, in files named by the hash. A file's
+// content is checked against its name before use.
+class ContentCache {
+  public:
+    ContentCache(std::string dir, size_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+
+    std::shared_ptr<const std::vector<uint8_t>> find(const Sha256 & key);
+    void put(const Sha256 & key, std::vector<uint8_t> bytes);
+
+  private:
+    void insert_locked(const Sha256 & key, std::shared_ptr<const std::vector<uint8_t>> bytes);
+
+    struct Entry {
+        std::shared_ptr<const std::vector<uint8_t>> bytes;
+        std::list<Sha256>::iterator                 lru;
+    };
+    std::mutex                   mutex_;
+    std::string                  dir_;
+    size_t                       max_bytes_;
+    size_t                       bytes_ = 0;
+    std::map<Sha256, Entry>      entries_;
+    std::list<Sha256>            lru_; // most recent first
+};
+
+struct Session {
+    std::mutex                                        mutex;
+    bool                                              closed = false;
+    uint64_t                                          next_handle = 1;
+    size_t                                            bytes = 0; // held in buffers
+    std::unordered_map<uint64_t, ggml_backend_buffer_ptr> buffers;
+    std::vector<ggml_backend_ptr>                     backends; // per device, created on first compute
+    struct CachedGraph {
+        std::string                   signature;
+        std::unique_ptr<RebuiltGraph> graph;
+    };
+    std::vector<CachedGraph> graphs; // per device: the last graph computed
+
+    ggml_backend_buffer_t find_buffer(uint64_t handle) const;
+};
+
+class ServerCore {
+  public:
+    explicit ServerCore(ServerOptions options);
+    ~ServerCore();
+
+    // A new session and its id; NULL when the server holds its maximum.
+    std::shared_ptr<Session> open_session(std::string * id);
+    // Frees the session's buffers once its running request (if any) ends.
+    void                     close_session(const std::string & id);
+    std::shared_ptr<Session> find_session(const std::string & id);
+    size_t                   session_count();
+
+    void describe(ConnectEvent * ev) const;
+
+    grpc::Status get_device_memory(Session & s, const DeviceRequest & req, DeviceMemory * out);
+    grpc::Status supports_op(Session & s, const GraphMessage & req, Supported * out);
+    grpc::Status alloc_buffer(Session & s, const AllocBufferRequest & req, AllocBufferReply * out);
+    grpc::Status free_buffer(Session & s, const BufferRequest & req, Empty * out);
+    grpc::Status clear_buffer(Session & s, const ClearBufferRequest & req, Empty * out);
+    grpc::Status set_tensor(Session & s, const SetTensorRequest & req, Empty * out);
+    grpc::Status set_tensor_hash(Session & s, const SetTensorHashRequest & req, SetTensorHashReply * out);
+    grpc::Status get_tensor(Session & s, const GetTensorRequest & req, GetTensorReply * out);
+    grpc::Status memset_tensor(Session & s, const MemsetTensorRequest & req, Empty * out);
+    grpc::Status copy_tensor(Session & s, const CopyTensorRequest & req, CopyTensorReply * out);
+    grpc::Status graph_compute(Session & s, const GraphComputeRequest & req, GraphComputeReply * out);
+
+  private:
+    ggml_backend_t backend_for(Session & s, uint32_t device);
+
+    ServerOptions                                             options_;
+    size_t                                                    session_quota_ = 0;
+    ContentCache                                              cache_;
+    std::mutex                                                mutex_;
+    std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
+};
+
+} // namespace loom::rpc

@@ -1,0 +1,566 @@
+// Checks of untrusted RPC messages (Note [RPC trust boundary] in validate.h).
+
+#include "validate.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+
+#include "backend/backend_impl.h"
+#include "core/common.h"
+#include "core/types.h"
+#include "protocol.h"
+
+namespace loom::rpc {
+
+namespace {
+
+using u128 = unsigned __int128;
+
+bool fail_with(std::string * why, std::string msg) {
+    *why = std::move(msg);
+    return false;
+}
+
+std::string shape_text(const ggml_tensor * t) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "]", ggml_type_name(t->type),
+                  t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+    return buf;
+}
+
+bool same_ne(const ggml_tensor * a, const int64_t n0, const int64_t n1, const int64_t n2, const int64_t n3) {
+    return a->ne[0] == n0 && a->ne[1] == n1 && a->ne[2] == n2 && a->ne[3] == n3;
+}
+bool same_shape(const ggml_tensor * a, const ggml_tensor * b) {
+    return same_ne(a, b->ne[0], b->ne[1], b->ne[2], b->ne[3]);
+}
+// small repeats a whole number of times along every dimension of big.
+bool repeats_into(const ggml_tensor * small, const ggml_tensor * big) {
+    for (int i = 0; i < 4; ++i) {
+        if (small->ne[i] <= 0 || big->ne[i] % small->ne[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+bool divides(int64_t d, int64_t n) {
+    return d > 0 && n % d == 0;
+}
+bool is_index_type(ggml_type t) {
+    return t == GGML_TYPE_I32 || t == GGML_TYPE_I64;
+}
+
+// The rules of one op; node's sources are present as the op needs them
+// (checked by the caller from k_sources).
+bool op_rules(const ggml_tensor * n, std::string * why) {
+    const ggml_tensor * a = n->src[0];
+    const ggml_tensor * b = n->src[1];
+    auto bad = [&](const char * rule) {
+        return fail_with(why, std::string(ggml_op_desc(n)) + ": " + rule + " (node " + shape_text(n) + ", src0 " +
+                                  (a ? shape_text(a) : "none") + ", src1 " + (b ? shape_text(b) : "none") + ")");
+    };
+    // Kernels write results of the node's type: ops that keep the type of
+    // their first source must not claim a smaller one. (Binary ops convert
+    // between the types the device's supports_op accepts.)
+    switch (n->op) {
+        case GGML_OP_ADD1:
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_REPEAT:
+        case GGML_OP_CONCAT:
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_GROUP_NORM:
+        case GGML_OP_SCALE:
+        case GGML_OP_DIAG_MASK_INF:
+        case GGML_OP_SOFT_MAX:
+        case GGML_OP_ROPE:
+        case GGML_OP_UNARY:
+            if (n->type != a->type || (n->op == GGML_OP_CONCAT && b->type != a->type)) {
+                return bad("the node must have the type of its source");
+            }
+            break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_ARGMAX:
+        case GGML_OP_TOP_K:
+            if (n->type != GGML_TYPE_I32) {
+                return bad("indices are I32");
+            }
+            break;
+        case GGML_OP_MEAN:
+            if (n->type != GGML_TYPE_F32) {
+                return bad("a mean is F32");
+            }
+            break;
+        case GGML_OP_GET_ROWS:
+            if (n->type != GGML_TYPE_F32 && n->type != a->type) {
+                return bad("rows are read as F32 or the source's type");
+            }
+            break;
+        default: break;
+    }
+    switch (n->op) {
+        case GGML_OP_DUP:
+        case GGML_OP_CONT:
+            return ggml_nelements(n) == ggml_nelements(a) ? true : bad("element counts differ");
+        case GGML_OP_CPY:
+            if (ggml_nelements(a) != ggml_nelements(b) || !same_shape(n, b) || n->type != b->type) {
+                return bad("a copy has the shape and type of its destination and as many elements as its source");
+            }
+            return true;
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+            return same_shape(n, a) && repeats_into(b, a) ? true : bad("src1 must repeat into src0, the node has src0's shape");
+        case GGML_OP_ADD1:
+            return same_shape(n, a) && ggml_nelements(b) == 1 ? true : bad("src1 must be a scalar");
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_SCALE:
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_DIAG_MASK_INF:
+        case GGML_OP_ARGSORT:
+            return same_shape(n, a) ? true : bad("the node must have src0's shape");
+        case GGML_OP_GROUP_NORM:
+            return same_shape(n, a) && n->op_params[0] > 0 ? true : bad("shape or group count");
+        case GGML_OP_UNARY:
+            if (n->op_params[0] < 0 || n->op_params[0] >= GGML_UNARY_OP_COUNT) {
+                return bad("unknown unary op");
+            }
+            return same_shape(n, a) ? true : bad("the node must have src0's shape");
+        case GGML_OP_SUM:
+            return ggml_nelements(n) == 1 ? true : bad("a sum is a scalar");
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN:
+            return same_ne(n, 1, a->ne[1], a->ne[2], a->ne[3]) ? true : bad("one value per row");
+        case GGML_OP_ARGMAX:
+            return a->ne[2] == 1 && a->ne[3] == 1 && same_ne(n, a->ne[1], 1, 1, 1) && n->type == GGML_TYPE_I32
+                       ? true
+                       : bad("argmax of a matrix, one I32 per row");
+        case GGML_OP_REPEAT:
+            return repeats_into(a, n) ? true : bad("src0 must repeat into the node");
+        case GGML_OP_CONCAT: {
+            const int32_t dim = n->op_params[0];
+            if (dim < 0 || dim > 3) {
+                return bad("dimension out of range");
+            }
+            for (int i = 0; i < 4; ++i) {
+                const bool ok = i == dim ? n->ne[i] == a->ne[i] + b->ne[i] : n->ne[i] == a->ne[i] && b->ne[i] == a->ne[i];
+                if (!ok) {
+                    return bad("shapes do not concatenate");
+                }
+            }
+            return true;
+        }
+        case GGML_OP_MUL_MAT:
+            if (a->ne[0] != b->ne[0] || !divides(a->ne[2], b->ne[2]) || !divides(a->ne[3], b->ne[3]) ||
+                !same_ne(n, a->ne[1], b->ne[1], b->ne[2], b->ne[3]) || n->type != GGML_TYPE_F32) {
+                return bad("matrix product shapes");
+            }
+            return true;
+        case GGML_OP_OUT_PROD:
+            if (a->ne[1] != b->ne[1] || !divides(a->ne[2], b->ne[2]) || !divides(a->ne[3], b->ne[3]) ||
+                !same_ne(n, a->ne[0], b->ne[0], b->ne[2], b->ne[3]) || n->type != GGML_TYPE_F32) {
+                return bad("outer product shapes");
+            }
+            return true;
+        case GGML_OP_GET_ROWS:
+            if (b->type != GGML_TYPE_I32 || b->ne[3] != 1 || a->ne[2] != b->ne[1] || a->ne[3] != b->ne[2] ||
+                !same_ne(n, a->ne[0], b->ne[0], b->ne[1], b->ne[2])) {
+                return bad("get_rows shapes");
+            }
+            return true;
+        case GGML_OP_SET_ROWS:
+            if (!is_index_type(b->type) || b->ne[3] != 1 || a->ne[1] != b->ne[0] || !divides(b->ne[1], a->ne[2]) ||
+                !divides(b->ne[2], a->ne[3]) || n->ne[0] != a->ne[0] || n->ne[2] != a->ne[2] || n->ne[3] != a->ne[3]) {
+                return bad("set_rows shapes");
+            }
+            return true;
+        case GGML_OP_SOFT_MAX:
+            if (!same_shape(n, a) || n->src[2] != nullptr) {
+                return bad("the node must have src0's shape, no sinks");
+            }
+            if (b != nullptr && (b->ne[0] != a->ne[0] || b->ne[1] < a->ne[1] || !divides(b->ne[2], a->ne[2]) ||
+                                 !divides(b->ne[3], a->ne[3]))) {
+                return bad("mask shape");
+            }
+            return true;
+        case GGML_OP_ROPE: {
+            const int32_t n_dims = n->op_params[1];
+            const ggml_tensor * ff = n->src[2]; // frequency factors, one per rotated pair
+            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims <= 0 ||
+                n_dims % 2 != 0 || n_dims > a->ne[0] ||
+                (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < n_dims / 2 || !ggml_is_contiguous(ff)))) {
+                return bad("rope shapes, positions, frequency factors or n_dims");
+            }
+            return true;
+        }
+        case GGML_OP_TOP_K:
+            if (n->type != GGML_TYPE_I32 || n->ne[0] > a->ne[0] || !same_ne(n, n->ne[0], a->ne[1], a->ne[2], a->ne[3])) {
+                return bad("top_k shapes");
+            }
+            return true;
+        case GGML_OP_FLASH_ATTN_EXT: {
+            const ggml_tensor * k = b;
+            const ggml_tensor * v = n->src[2];
+            const ggml_tensor * m = n->src[3];
+            if (a->ne[0] != k->ne[0] || v->ne[1] != k->ne[1] || !divides(k->ne[2], a->ne[2]) ||
+                !divides(v->ne[2], a->ne[2]) || !divides(k->ne[3], a->ne[3]) || !divides(v->ne[3], a->ne[3]) ||
+                !same_ne(n, v->ne[0], a->ne[2], a->ne[1], a->ne[3]) || n->type != GGML_TYPE_F32 || n->src[4] != nullptr) {
+                return bad("attention shapes");
+            }
+            if (m != nullptr && (m->ne[0] < k->ne[1] || m->ne[1] < a->ne[1] || !divides(m->ne[2], a->ne[2]) ||
+                                 !divides(m->ne[3], a->ne[3]))) {
+                return bad("mask shape");
+            }
+            return true;
+        }
+        default: return bad("op not accepted by the RPC server");
+    }
+}
+
+// Sources an op needs (present), and how many it may have at most.
+struct Sources {
+    int required;
+    int allowed;
+};
+Sources sources_of(ggml_op op) {
+    switch (op) {
+        case GGML_OP_NONE: return {0, 0};
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+        case GGML_OP_ADD1:
+        case GGML_OP_CONCAT:
+        case GGML_OP_MUL_MAT:
+        case GGML_OP_OUT_PROD:
+        case GGML_OP_CPY:
+        case GGML_OP_GET_ROWS:
+        case GGML_OP_SET_ROWS:
+        case GGML_OP_ROPE: return {2, 3};
+        case GGML_OP_SOFT_MAX: return {1, 3};
+        case GGML_OP_FLASH_ATTN_EXT: return {3, 5};
+        default: return {1, 1};
+    }
+}
+
+bool checked_add(uint64_t a, uint64_t b, uint64_t * out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+} // namespace
+
+bool tensor_extent(ggml_type type, const int64_t ne[4], const uint64_t nb[4], uint64_t * extent, std::string * why) {
+    if (!type_is_valid(int(type))) {
+        return fail_with(why, "unknown tensor type " + std::to_string(int(type)));
+    }
+    const u128 ts   = ggml_type_size(type);
+    const int64_t blck = ggml_blck_size(type);
+    u128 elements = 1;
+    for (int i = 0; i < 4; ++i) {
+        if (ne[i] < 0 || ne[i] > k_max_ne) {
+            return fail_with(why, "ne[" + std::to_string(i) + "] = " + std::to_string(ne[i]) + " out of range");
+        }
+        if (nb[i] > k_max_stride) {
+            return fail_with(why, "nb[" + std::to_string(i) + "] = " + std::to_string(nb[i]) + " out of range");
+        }
+        elements *= u128(ne[i]);
+        if (elements > k_max_elements) {
+            return fail_with(why, "too many elements");
+        }
+    }
+    if (ne[0] % blck != 0) {
+        return fail_with(why, "ne[0] is not a whole number of blocks of " + std::string(ggml_type_name(type)));
+    }
+    if (blck > 1 && nb[0] != ts) {
+        return fail_with(why, "blocks of a quantized type must be contiguous (nb[0] = type size)");
+    }
+    if (elements == 0) {
+        *extent = 0;
+        return true;
+    }
+    // Strided access reaches the last element of the last row; contiguous
+    // access (rows, or the whole tensor) reaches as many bytes as the
+    // elements fill. The extent is the larger of both.
+    u128 row = blck == 1 ? std::max(u128(ne[0] - 1) * nb[0] + ts, u128(ne[0]) * ts) : u128(ne[0] / blck) * ts;
+    for (int i = 1; i < 4; ++i) {
+        row += u128(ne[i] - 1) * nb[i];
+    }
+    const u128 compact = elements / u128(blck) * ts;
+    const u128 e       = std::max(row, compact);
+    if (e > (u128(1) << 62)) {
+        return fail_with(why, "tensor too large");
+    }
+    *extent = uint64_t(e);
+    return true;
+}
+
+bool decode_tensor(const TensorDesc & d, const BufferLookup & buffers, ggml_tensor * t, std::string * why) {
+    if (d.ne_size() != 4 || d.nb_size() != 4) {
+        return fail_with(why, "a tensor needs 4 ne and 4 nb");
+    }
+    if (d.type() >= GGML_TYPE_COUNT) {
+        return fail_with(why, "unknown tensor type " + std::to_string(d.type()));
+    }
+    int64_t  ne[4];
+    uint64_t nb[4];
+    for (int i = 0; i < 4; ++i) {
+        ne[i] = d.ne(i);
+        nb[i] = d.nb(i);
+    }
+    uint64_t extent = 0;
+    if (!tensor_extent(ggml_type(d.type()), ne, nb, &extent, why)) {
+        return false;
+    }
+    // Kernels load elements (and the fields of quantized blocks) as their
+    // C types: offsets and strides keep them aligned. The largest power of
+    // two dividing the element or block size, at most 8, is that alignment.
+    const uint64_t ts    = ggml_type_size(ggml_type(d.type()));
+    const uint64_t align = std::min<uint64_t>(ts & (~ts + 1), 8);
+    for (int i = 0; i < 4; ++i) {
+        if (nb[i] % align != 0) {
+            return fail_with(why, "nb[" + std::to_string(i) + "] = " + std::to_string(nb[i]) +
+                                      " is not a multiple of the type's alignment " + std::to_string(align));
+        }
+    }
+    if (d.offset() % align != 0) {
+        return fail_with(why, "offset " + std::to_string(d.offset()) + " is not a multiple of the type's alignment " +
+                                  std::to_string(align));
+    }
+    if (!buffers) {
+        // Not placed in memory (a question about support): shape only.
+        t->type = ggml_type(d.type());
+        for (int i = 0; i < 4; ++i) {
+            t->ne[i] = ne[i];
+            t->nb[i] = size_t(nb[i]);
+        }
+        return true;
+    }
+    ggml_backend_buffer_t buf = d.buffer() != 0 ? buffers(d.buffer()) : nullptr;
+    if (buf == nullptr) {
+        return fail_with(why, "tensor in unknown buffer " + std::to_string(d.buffer()));
+    }
+    const uint64_t size = buf->size;
+    if (d.offset() > size || extent > size - d.offset()) {
+        return fail_with(why, "tensor of " + std::to_string(extent) + " bytes at offset " + std::to_string(d.offset()) +
+                                  " does not fit its buffer of " + std::to_string(size) + " bytes");
+    }
+    auto * base = static_cast<uint8_t *>(buf->base());
+    if (base == nullptr && extent > 0) {
+        return fail_with(why, "tensor in a buffer without memory");
+    }
+    t->type   = ggml_type(d.type());
+    t->buffer = buf;
+    t->data   = base != nullptr ? base + d.offset() : nullptr;
+    for (int i = 0; i < 4; ++i) {
+        t->ne[i] = ne[i];
+        t->nb[i] = size_t(nb[i]);
+    }
+    return true;
+}
+
+bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::string * why) {
+    const uint64_t n = ggml_nbytes(t);
+    if (offset > n || size > n - offset) {
+        return fail_with(why, "range [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                                  ") is outside the tensor's " + std::to_string(n) + " bytes");
+    }
+    return true;
+}
+
+bool check_node(const ggml_tensor * node, std::string * why) {
+    if (node->op <= GGML_OP_NONE || node->op >= GGML_OP_COUNT) {
+        return fail_with(why, "node without a valid op");
+    }
+    if (is_view_op(node->op)) {
+        // No computation: the view's own memory was checked against its buffer.
+        return node->src[0] != nullptr ? true : fail_with(why, "a view needs its source");
+    }
+    const Sources s = sources_of(node->op);
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        if (i < s.required && node->src[i] == nullptr) {
+            return fail_with(why, std::string(ggml_op_desc(node)) + ": source " + std::to_string(i) + " missing");
+        }
+        if (i >= s.allowed && node->src[i] != nullptr) {
+            return fail_with(why, std::string(ggml_op_desc(node)) + ": unexpected source " + std::to_string(i));
+        }
+    }
+    // Kernels write results contiguously, except into the destinations of copies.
+    if (node->op != GGML_OP_CPY && node->op != GGML_OP_SET_ROWS && !ggml_is_contiguous(node)) {
+        return fail_with(why, std::string(ggml_op_desc(node)) + ": the result must be contiguous");
+    }
+    return op_rules(node, why);
+}
+
+std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const BufferLookup & buffers,
+                                            ggml_backend_dev_t dev, std::string * why) {
+    const size_t n = size_t(msg.tensors_size());
+    if (n == 0 || n > k_max_graph_tensors || size_t(msg.nodes_size()) > n || msg.nodes_size() == 0) {
+        *why = "a graph needs 1 to " + std::to_string(k_max_graph_tensors) + " tensors and nodes among them";
+        return nullptr;
+    }
+    auto g = std::make_unique<RebuiltGraph>();
+    ggml_init_params params{};
+    params.mem_size   = n * ggml_tensor_overhead() + ggml_graph_overhead_custom(size_t(msg.nodes_size()), false) + 1024;
+    params.no_alloc   = true;
+    g->ctx.reset(ggml_init(params));
+    if (!g->ctx) {
+        *why = "out of memory";
+        return nullptr;
+    }
+    struct Placed {
+        ggml_backend_buffer_t buffer;
+        uint64_t              offset;
+        uint64_t              extent;
+    };
+    std::vector<ggml_tensor *> tensors(n);
+    std::vector<Placed>        placed(n);
+    for (size_t i = 0; i < n; ++i) {
+        const TensorDesc & d = msg.tensors(int(i));
+        ggml_tensor        tmp{};
+        if (!decode_tensor(d, buffers, &tmp, why)) {
+            *why = "tensor " + std::to_string(i + 1) + ": " + *why;
+            return nullptr;
+        }
+        if (d.op() >= GGML_OP_COUNT || d.op_params().size() > GGML_MAX_OP_PARAMS || d.src_size() > GGML_MAX_SRC ||
+            d.name().size() >= k_max_name_bytes) {
+            *why = "tensor " + std::to_string(i + 1) + ": invalid op, op params, sources or name";
+            return nullptr;
+        }
+        ggml_tensor * t = ggml_new_tensor(g->ctx.get(), tmp.type, 4, tmp.ne);
+        std::memcpy(t->nb, tmp.nb, sizeof(t->nb));
+        t->buffer = tmp.buffer;
+        t->data   = tmp.data;
+        t->op     = ggml_op(d.op());
+        std::memcpy(t->op_params, d.op_params().data(), d.op_params().size());
+        t->flags = d.flags() & (GGML_TENSOR_FLAG_INPUT | GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_PARAM |
+                                GGML_TENSOR_FLAG_LOSS | GGML_TENSOR_FLAG_COMPUTE);
+        ggml_set_name(t, d.name().c_str());
+        uint64_t extent = 0;
+        std::string unused;
+        tensor_extent(t->type, t->ne, reinterpret_cast<const uint64_t *>(t->nb), &extent, &unused);
+        tensors[i] = t;
+        placed[i]  = {tmp.buffer, d.offset(), extent};
+        if (std::find(g->buffers.begin(), g->buffers.end(), tmp.buffer) == g->buffers.end()) {
+            g->buffers.push_back(tmp.buffer);
+        }
+    }
+    // References, now that every tensor exists.
+    for (size_t i = 0; i < n; ++i) {
+        const TensorDesc & d = msg.tensors(int(i));
+        for (int s = 0; s < d.src_size(); ++s) {
+            const uint32_t ref = d.src(s);
+            // A node may name itself (ggml_cast's copy has itself as destination).
+            if (ref > n) {
+                *why = "tensor " + std::to_string(i + 1) + ": source " + std::to_string(s) + " refers to " +
+                       std::to_string(ref) + ", not another tensor of the message";
+                return nullptr;
+            }
+            tensors[i]->src[s] = ref != 0 ? tensors[ref - 1] : nullptr;
+        }
+        if (const uint32_t v = d.view_src(); v != 0) {
+            uint64_t at = 0;
+            if (v > n || v == i + 1 || placed[v - 1].buffer != placed[i].buffer ||
+                !checked_add(placed[v - 1].offset, d.view_offs(), &at) || at != placed[i].offset) {
+                *why = "tensor " + std::to_string(i + 1) + ": its view source is not a tensor of the message at its "
+                       "place in the same buffer";
+                return nullptr;
+            }
+            tensors[i]->view_src  = tensors[v - 1];
+            tensors[i]->view_offs = size_t(d.view_offs());
+        }
+    }
+    g->graph = ggml_new_graph_custom(g->ctx.get(), size_t(msg.nodes_size()), false);
+    std::vector<size_t> node_index;
+    node_index.reserve(size_t(msg.nodes_size()));
+    for (int k = 0; k < msg.nodes_size(); ++k) {
+        const uint32_t ref = msg.nodes(k);
+        if (ref == 0 || ref > n) {
+            *why = "node " + std::to_string(k) + " refers to " + std::to_string(ref) + ", not a tensor of the message";
+            return nullptr;
+        }
+        ggml_tensor * node = tensors[ref - 1];
+        if (!check_node(node, why)) {
+            *why = "node " + std::to_string(k) + ": " + *why;
+            return nullptr;
+        }
+        if (dev != nullptr && !is_view_op(node->op) && !ggml_backend_dev_supports_op(dev, node)) {
+            *why = "node " + std::to_string(k) + ": " + ggml_op_desc(node) + " (" + shape_text(node) +
+                   ") is not supported by device " + ggml_backend_dev_name(dev);
+            return nullptr;
+        }
+        ggml_graph_add_node(g->graph, node);
+        node_index.push_back(ref - 1);
+        if (node->op == GGML_OP_GET_ROWS) {
+            g->index_checks.push_back({node->src[1], node->src[0]->ne[1]});
+        } else if (node->op == GGML_OP_SET_ROWS) {
+            g->index_checks.push_back({node->src[1], node->ne[1]});
+        }
+    }
+    // Indices are checked before the computation, so no node may write them.
+    for (const IndexCheck & c : g->index_checks) {
+        if (!buffers) {
+            break;
+        }
+        const size_t    ii = size_t(std::find(tensors.begin(), tensors.end(), c.indices) - tensors.begin());
+        const Placed & p  = placed[ii];
+        for (size_t ni : node_index) {
+            const Placed & q = placed[ni];
+            if (is_view_op(tensors[ni]->op) || q.buffer != p.buffer || q.extent == 0 || p.extent == 0) {
+                continue;
+            }
+            if (q.offset < p.offset + p.extent && p.offset < q.offset + q.extent) {
+                *why = "a node of the graph writes the row indices of GET_ROWS/SET_ROWS";
+                return nullptr;
+            }
+        }
+    }
+    return g;
+}
+
+bool check_indices(const RebuiltGraph & g, std::string * why) {
+    std::vector<uint8_t> bytes;
+    for (const IndexCheck & c : g.index_checks) {
+        const ggml_tensor * t = c.indices;
+        bytes.resize(ggml_nbytes(t));
+        if (!bytes.empty()) {
+            t->buffer->get_tensor(t, bytes.data(), 0, bytes.size());
+        }
+        for (int64_t i3 = 0; i3 < t->ne[3]; ++i3) {
+            for (int64_t i2 = 0; i2 < t->ne[2]; ++i2) {
+                for (int64_t i1 = 0; i1 < t->ne[1]; ++i1) {
+                    for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) {
+                        const uint8_t * p = bytes.data() + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+                        int64_t         r;
+                        if (t->type == GGML_TYPE_I32) {
+                            int32_t v;
+                            std::memcpy(&v, p, sizeof(v));
+                            r = v;
+                        } else {
+                            std::memcpy(&r, p, sizeof(r));
+                        }
+                        if (r < 0 || r >= c.bound) {
+                            return fail_with(why, "row index " + std::to_string(r) + " outside [0, " +
+                                                      std::to_string(c.bound) + ")");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return true;
+}
+
+} // namespace loom::rpc

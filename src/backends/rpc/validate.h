@@ -1,0 +1,74 @@
+#pragma once
+
+// Checks of untrusted RPC messages, apart from the network so that the
+// fuzzer and the tests drive them directly.
+//
+// Note [RPC trust boundary]: a client may read and write only memory of its
+// own buffers. Every tensor of a message is checked to lie inside the buffer
+// it names (the buffer must belong to the session), with a conservative
+// extent that covers both strided and contiguous access (tensor_extent),
+// and at an offset and strides aligned for its element type.
+// A graph's nodes are then checked against the shape rules of their op
+// (check_node), so that a kernel iterating over a node's shape stays inside
+// its sources; ops without rules here are refused. Index tensors of
+// GET_ROWS / SET_ROWS are scanned before compute, and must not be written
+// by the same graph. Finally the server device's supports_op must accept
+// every node. Anything else is an error message, never an abort.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "ggml-cpp.h"
+#include "loom_rpc.pb.h"
+
+namespace loom::rpc {
+
+// A buffer of the session by handle; NULL when the session has none such.
+// An empty lookup checks tensors without placing them in memory (shapes
+// only, for supports_op); such a graph must never be computed.
+using BufferLookup = std::function<ggml_backend_buffer_t(uint64_t handle)>;
+
+// The bytes a tensor of this shape and these strides may touch from its
+// data pointer; false when the numbers are out of range. Also used by the
+// client for its own checks.
+bool tensor_extent(ggml_type type, const int64_t ne[4], const uint64_t nb[4], uint64_t * extent, std::string * why);
+
+// Fills t (type, ne, nb, buffer, data) from a description of a tensor in
+// one of the session's buffers. The other fields are left to the caller.
+bool decode_tensor(const TensorDesc & d, const BufferLookup & buffers, ggml_tensor * t, std::string * why);
+
+// [offset, offset + size) lies inside t's data (ggml_nbytes).
+bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::string * why);
+
+// The shape rules of node's op against its sources; false (why set) for a
+// node that breaks them or an op without rules.
+bool check_node(const ggml_tensor * node, std::string * why);
+
+// Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
+struct IndexCheck {
+    const ggml_tensor * indices;
+    int64_t             bound; // every index in [0, bound)
+};
+
+// A graph rebuilt from a message: its own context, tensors pointing into
+// the session's buffers.
+struct RebuiltGraph {
+    ggml_context_ptr                   ctx;
+    ggml_cgraph *                      graph = nullptr;
+    std::vector<ggml_backend_buffer_t> buffers; // every buffer the graph touches
+    std::vector<IndexCheck>            index_checks;
+};
+
+// Checks and rebuilds msg; NULL with why set when anything is wrong.
+// dev, when not NULL, must support every node.
+std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const BufferLookup & buffers,
+                                            ggml_backend_dev_t dev, std::string * why);
+
+// The index tensors of g hold only valid row indices (read through the buffers).
+bool check_indices(const RebuiltGraph & g, std::string * why);
+
+} // namespace loom::rpc
