@@ -75,8 +75,16 @@ double nmse(const std::vector<float> & got, const std::vector<float> & want) {
 
 // The CPU quantises activations to 8 bits against quantized weights; BLAS
 // multiplies them in F32. Elsewhere only the summation order differs.
+// The CPU quantises activations against quantized weights and rounds them
+// to F16/BF16 against F16/BF16 weights on its matrix-vector path (up to
+// eight columns), as ggml does; BLAS multiplies them in F32.
 double tolerance(ggml_type weights) {
-    return ggml_is_quantized(weights) ? 5e-4 : 1e-9;
+    switch (weights) {
+        case GGML_TYPE_F32: return 1e-9;
+        case GGML_TYPE_F16: return 1e-6;
+        case GGML_TYPE_BF16: return 2e-5;
+        default: return 5e-4;
+    }
 }
 
 bool is_view_op(ggml_op op) {
