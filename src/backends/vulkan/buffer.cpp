@@ -59,25 +59,35 @@ size_t DeviceBufferType::max_size() const {
     return static_cast<const Device *>(device)->max_buffer_size();
 }
 
-ggml_backend_buffer * DeviceBufferType::alloc_buffer(size_t size) {
-    auto * dev = static_cast<Device *>(device);
-    if (size > max_size()) {
-        LOOM_LOG_ERROR("%s: a buffer of %zu bytes exceeds the device's maximum of %zu\n", name(), size, max_size());
+namespace {
+
+// A buffer of buffer type buft on dev: device-local memory, or host-visible
+// memory for the pinned type. NULL with a log line when it cannot be made.
+template <class Buffer, class Type>
+ggml_backend_buffer * alloc_on(Type * buft, Device * dev, size_t size, size_t max_size, bool host) {
+    if (size > max_size) {
+        LOOM_LOG_ERROR("%s: a buffer of %zu bytes exceeds the device's maximum of %zu\n", buft->name(), size, max_size);
         return nullptr;
     }
     if (!dev->open()) {
         return nullptr;
     }
     Allocation a;
-    if (!dev->create_buffer(size, false, &a)) {
+    if (!dev->create_buffer(size, host, &a)) {
         return nullptr;
     }
-    auto * b = new (std::nothrow) DeviceBuffer(this, dev, a, size);
+    auto * b = new (std::nothrow) Buffer(buft, dev, a, size);
     if (b == nullptr) {
         dev->destroy_buffer(a);
-        LOOM_LOG_ERROR("%s: out of host memory\n", name());
+        LOOM_LOG_ERROR("%s: out of host memory\n", buft->name());
     }
     return b;
+}
+
+} // namespace
+
+ggml_backend_buffer * DeviceBufferType::alloc_buffer(size_t size) {
+    return alloc_on<DeviceBuffer>(this, static_cast<Device *>(device), size, max_size(), false);
 }
 
 HostBufferType::HostBufferType(Device * dev)
@@ -88,24 +98,7 @@ size_t HostBufferType::max_size() const {
 }
 
 ggml_backend_buffer * HostBufferType::alloc_buffer(size_t size) {
-    auto * dev = static_cast<Device *>(device);
-    if (size > max_size()) {
-        LOOM_LOG_ERROR("%s: a buffer of %zu bytes exceeds the device's maximum of %zu\n", name(), size, max_size());
-        return nullptr;
-    }
-    if (!dev->open()) {
-        return nullptr;
-    }
-    Allocation a;
-    if (!dev->create_buffer(size, true, &a)) {
-        return nullptr;
-    }
-    auto * b = new (std::nothrow) PinnedBuffer(this, dev, a, size);
-    if (b == nullptr) {
-        dev->destroy_buffer(a);
-        LOOM_LOG_ERROR("%s: out of host memory\n", name());
-    }
-    return b;
+    return alloc_on<PinnedBuffer>(this, static_cast<Device *>(device), size, max_size(), true);
 }
 
 // ---- device buffers ---------------------------------------------------------
