@@ -18,7 +18,8 @@
 //     FMA peak, beside the BLAS sgemm of the same shapes and thread count;
 //   - GEMV (one column) with Q4_0, Q8_0, F16 (and F32, beside BLAS sgemv)
 //     weights of 4096 x 14336 and 14336 x 4096 (K x M), in GB/s of weight
-//     bytes read and % of the triad. Several copies of the weights, together
+//     bytes read, % of the triad and % of the read-only sum (a product only
+//     reads its weights). Several copies of the weights, together
 //     well past the last-level cache, are used in turn so that every product
 //     reads its weights from memory.
 // Each case runs at least 5 times after a warm-up run; rates come from the
@@ -341,6 +342,7 @@ struct Row {
     double       limit;  // same unit
     const char * limit_name;
     Timing       ref;    // BLAS timing, {0, 0} when none
+    double       read_limit = 0; // GB/s of the read-only sum, for cases that only read
 };
 
 // Rates from the best run, the median run's rate in parentheses.
@@ -348,6 +350,9 @@ void print_row(const Row & r) {
     const double best = r.amount / r.t.best / 1e9, med = r.amount / r.t.median / 1e9;
     std::printf("%-36s %7.1f (%7.1f) %-7s %5.1f%% of %-6s", r.name.c_str(), best, med, r.unit,
                 100.0 * best / r.limit, r.limit_name);
+    if (r.read_limit > 0.0) {
+        std::printf(" %5.1f%% of read", 100.0 * best / r.read_limit);
+    }
     if (r.ref.best > 0.0) {
         const double rb = r.amount / r.ref.best / 1e9, rm = r.amount / r.ref.median / 1e9;
         std::printf("  BLAS %7.1f (%7.1f)  loom/BLAS %.2f", rb, rm, best / rb);
@@ -516,7 +521,9 @@ int main(int argc, char ** argv) {
     std::printf("memory bandwidth, triad:      %7.1f GB/s (read-only sum: %.1f GB/s)\n\n", bw.triad, bw.read);
     std::printf("%-36s %7s (%7s)\n", "case", "best", "median");
     for (Row & r : rows) {
-        r.limit = std::string(r.limit_name) == "FMA" ? peak : bw.triad;
+        const bool gemv = std::string(r.limit_name) != "FMA";
+        r.limit         = gemv ? bw.triad : peak;
+        r.read_limit    = gemv ? bw.read : 0.0; // a matrix-vector product only reads its weights
         print_row(r);
     }
     return 0;
