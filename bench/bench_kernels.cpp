@@ -19,13 +19,8 @@ using namespace loom::cpu;
 
 int main() {
     constexpr int64_t K = 4096, M = 128;
-    const Features &  f = features();
-    std::vector<const KernelTable *> tables = {&portable_kernels()};
-    const bool avx2 = avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c;
-    if (avx2) tables.push_back(avx2_kernels());
-    if (avx2 && avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) {
-        tables.push_back(avx512_kernels());
-    }
+    const Features &  f      = features();
+    const auto        tables = runnable_kernels();
     std::mt19937                    rng(1);
     std::normal_distribution<float> nd;
     std::vector<float>              w(size_t(K * M)), x(size_t(K) * 8);

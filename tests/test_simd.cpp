@@ -42,15 +42,8 @@ namespace {
 
 // The tables this processor can run besides the portable one.
 std::vector<const KernelTable *> simd_tables() {
-    std::vector<const KernelTable *> out;
-    const Features & f = features();
-    const bool avx2 = avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c;
-    if (avx2) {
-        out.push_back(avx2_kernels());
-    }
-    if (avx2 && avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) {
-        out.push_back(avx512_kernels());
-    }
+    std::vector<const KernelTable *> out = runnable_kernels();
+    out.erase(out.begin()); // the portable table, the reference
     return out;
 }
 
@@ -825,6 +818,13 @@ TEST(Simd, TableIsChosenOnce) {
         EXPECT_STREQ(t.name, "portable");
     }
     EXPECT_STREQ(kernels(true).name, "portable");
+    // The runnable tables start with the portable one and hold the chosen one.
+    const auto runnable = runnable_kernels();
+    EXPECT_EQ(runnable.front(), &portable_kernels());
+    EXPECT_NE(std::find(runnable.begin(), runnable.end(), &t), runnable.end());
+    if (override == nullptr) {
+        EXPECT_EQ(runnable.back(), &t);
+    }
 }
 
 TEST(Simd, SoftmaxAndSiluSimdAgainstPortable) {

@@ -1,7 +1,6 @@
 #include "policy.h"
 
 #include <cstdlib>
-#include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
@@ -11,7 +10,7 @@ namespace loom::blas {
 
 Policy Policy::from_environment() {
     Policy p;
-    if (std::strcmp(cpu::best_kernels().name, "avx512") == 0) {
+    if (cpu::best_kernels().int8_dot_products) {
         p.min_batch_q4_0 = never; // the CPU's VNNI products win at every batch
     }
     if (const char * v = std::getenv("LOOM_BLAS_MIN_BATCH")) {

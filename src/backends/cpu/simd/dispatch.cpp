@@ -25,21 +25,23 @@ bool avx512_runs() {
 const KernelTable & choose() {
     // LOOM_CPU_KERNELS=portable or =avx2 keeps a lesser table (to compare or
     // to test it); a table the processor cannot run is never taken.
-    const char * want = std::getenv("LOOM_CPU_KERNELS");
-    if (want != nullptr && std::strcmp(want, "portable") == 0) {
-        return portable_kernels();
+    const std::vector<const KernelTable *> tables = runnable_kernels();
+    if (const char * want = std::getenv("LOOM_CPU_KERNELS")) {
+        for (const KernelTable * t : tables) {
+            if (std::strcmp(want, t->name) == 0) return *t;
+        }
     }
-    const bool avx2_only = want != nullptr && std::strcmp(want, "avx2") == 0;
-    if (!avx2_only && avx512_runs()) {
-        return *avx512_kernels();
-    }
-    if (avx2_runs()) {
-        return *avx2_kernels();
-    }
-    return portable_kernels();
+    return *tables.back();
 }
 
 } // namespace
+
+std::vector<const KernelTable *> runnable_kernels() {
+    std::vector<const KernelTable *> out = {&portable_kernels()};
+    if (avx2_runs()) out.push_back(avx2_kernels());
+    if (avx512_runs()) out.push_back(avx512_kernels());
+    return out;
+}
 
 const KernelTable & best_kernels() {
     static const KernelTable & table = choose();

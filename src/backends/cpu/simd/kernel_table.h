@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/types.h"
 #include "ggml.h"
@@ -96,6 +97,10 @@ struct KernelTable {
     GemmMicroFn gemm_micro;
     int         mr, nr;     // register tile (mr along dst rows, nr along columns)
     int64_t     mc, kc, nc; // cache blocks: a chunk mc x kc (L2), b block kc x nc (L3)
+
+    // The quantized products use 8-bit integer dot-product instructions
+    // (VNNI), fast enough that BLAS's F32 products never beat them.
+    bool int8_dot_products;
 };
 
 // The portable table (always available).
@@ -114,5 +119,10 @@ inline const KernelTable & kernels(bool use_ref) {
 // contain them. They run only where the processor has the instructions.
 const KernelTable * avx2_kernels();
 const KernelTable * avx512_kernels();
+
+// Every table this processor and OS can run, the portable one first, then in
+// order of preference (best_kernels() picks the last unless
+// LOOM_CPU_KERNELS names another).
+std::vector<const KernelTable *> runnable_kernels();
 
 } // namespace loom::cpu

@@ -23,6 +23,7 @@ const KernelTable * avx512_kernels() {
         t.name        = "avx512";
         t.gemv_q8_0   = avx512::gemv_q8_0;
         t.gemv_q4_0   = avx512::gemv_q4_0;
+        t.int8_dot_products = true;
         return t;
     }();
     return &table;
