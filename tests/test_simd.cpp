@@ -480,6 +480,59 @@ TEST(Simd, GemvAllTypes) {
     }
 }
 
+// The many-column quantized products read prepared columns and must give
+// the bits of the same table's gemv (hence the portable tolerance above).
+TEST(Simd, PreparedColumnsGiveGemvBits) {
+    bool any = false;
+    for (const KernelTable * kt : simd_tables()) {
+        if (kt->qcols_bytes == nullptr) {
+            continue;
+        }
+        any = true;
+        std::mt19937 rng(16);
+        for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+            const QColsPrepareFn prepare = type == GGML_TYPE_Q4_0 ? kt->qcols_prepare_q4_0 : kt->qcols_prepare_q8_0;
+            const QGemmFn        qgemm   = type == GGML_TYPE_Q4_0 ? kt->qgemm_q4_0 : kt->qgemm_q8_0;
+            ASSERT_NE(prepare, nullptr);
+            ASSERT_NE(qgemm, nullptr);
+            for (int64_t K : {32, 96, 320, 4096}) {
+                for (int64_t nrows : {1, 3, 4, 5, 8, 12, 16, 19}) {
+                    for (int ncols = 1; ncols <= QGEMM_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
+                        GemvCase            c   = make_gemv_case(rng, type, K, nrows, ncols);
+                        const size_t        ldd = size_t(nrows) + 3;
+                        std::vector<float>  want(ldd * size_t(ncols), -1.0f), got(ldd * size_t(ncols), -1.0f);
+                        std::vector<char>   prep(kt->qcols_bytes(K) + 64, 'x');
+                        // Unaligned on purpose: only 4-byte alignment is promised.
+                        prepare(K, c.b.data() + kOff, c.ldb, ncols, prep.data() + 4);
+                        gemv_of(*kt, type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb, ncols,
+                                           want.data(), ldd);
+                        const int64_t nb = K / QK8_0;
+                        qgemm(K, 0, nb, c.a.data() + kOff, c.lda, nrows, prep.data() + 4, c.b.data() + kOff, c.ldb,
+                              ncols, nullptr, got.data(), ldd);
+                        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+                        // K in parts of three blocks, the partial sums carried: the same bits.
+                        std::vector<float> parts(ldd * size_t(ncols), -1.0f);
+                        std::vector<float> acc(qgemm_acc_floats(nrows) + 1, 0.0f);
+                        for (int64_t i0 = 0; i0 < nb; i0 += 3) {
+                            qgemm(K, i0, std::min(nb, i0 + 3), c.a.data() + kOff, c.lda, nrows, prep.data() + 4,
+                                  c.b.data() + kOff, c.ldb, ncols, acc.data() + 1, parts.data(), ldd);
+                        }
+                        ASSERT_EQ(std::memcmp(parts.data(), want.data(), parts.size() * sizeof(float)), 0);
+                        // The prepared group fills exactly its bytes.
+                        ASSERT_EQ(prep[0], 'x');
+                        ASSERT_EQ(prep[4 + kt->qcols_bytes(K)], 'x');
+                    }
+                }
+            }
+        }
+    }
+    if (!any) {
+        GTEST_SKIP() << "no kernel table here prepares columns";
+    }
+}
+
 // ---- GEMM ----
 
 namespace {
@@ -728,6 +781,8 @@ std::vector<MulMatShape> graph_shapes() {
         out.push_back({t, K2, 3, 70, 1, 1, 1, 1, false}); // few rows, many columns
         if (!q) {
             out.push_back({t, 20, 150, 4100, 1, 1, 1, 1, false}); // several row chunks and column blocks
+        } else {
+            out.push_back({t, 8192, 150, 19, 1, 1, 1, 1, false}); // K in parts, row tails (prepared columns)
         }
     }
     return out;
@@ -753,6 +808,32 @@ TEST(Simd, MulMatSimdAgainstPortable) {
         const Array ref = read_tensor(out);
         ASSERT_EQ(compute(ctx, out, RunMode{2, false}), GGML_STATUS_SUCCESS);
         EXPECT_TRUE(matches(read_tensor(out), ref, path_tolerance(s.type)));
+    }
+}
+
+// A column of a many-column product of quantized weights has the bits of
+// the product of that column alone (prepared columns, K in parts and row
+// tails against the plain matrix-vector path).
+TEST(Simd, QuantizedColumnsEqualTheirOwnProduct) {
+    std::mt19937 rng(17);
+    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        SCOPED_TRACE(ggml_type_name(t));
+        const int64_t K = 8192, M = 150, N = 19;
+        Context       ctx;
+        ggml_tensor * a    = ggml_new_tensor_2d(ctx, t, K, M);
+        ggml_tensor * b    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+        fill_random(a, rng);
+        fill_random(b, rng);
+        ggml_tensor * many = ggml_mul_mat(ctx, a, b);
+        ASSERT_EQ(compute(ctx, many, RunMode{2, false}), GGML_STATUS_SUCCESS);
+        for (int64_t n : {int64_t(0), int64_t(7), int64_t(8), int64_t(18)}) {
+            ggml_tensor * col = ggml_view_2d(ctx, b, K, 1, b->nb[1], size_t(n) * b->nb[1]);
+            ggml_tensor * one = ggml_mul_mat(ctx, a, col);
+            ASSERT_EQ(compute(ctx, one, RunMode{2, false}), GGML_STATUS_SUCCESS);
+            EXPECT_EQ(0, std::memcmp(one->data, static_cast<const char *>(many->data) + size_t(n) * many->nb[1],
+                                     size_t(M) * sizeof(float)))
+                << "column " << n;
+        }
     }
 }
 

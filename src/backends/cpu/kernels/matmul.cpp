@@ -10,7 +10,9 @@
 //  - matrix-vector (up to GEMV_MAX_COLS columns per matrix, and every
 //    quantized type): b converted the same way by the kernel table, then the
 //    table's gemv over blocks of rows, each weight read once for a group of
-//    columns;
+//    columns; with more columns of Q4_0/Q8_0 weights, where the table can,
+//    the columns are also prepared once for all rows and the rows blocked
+//    for the caches (Note [Prepared-column blocking]), with the same bits;
 //  - matrix-matrix (f32, f16 and bf16 weights with more columns): the
 //    blocked, packed GEMM of gemm.cpp, b read as f32 in place.
 // In every path each dst element is computed by one thread, with a sequence
@@ -219,6 +221,63 @@ GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
     }
 }
 
+// Many-column products of quantized weights where the table prepares the
+// columns once for every tile of rows (Note [Prepared columns] in the
+// AVX-512 table); the fields are null where it does not.
+struct QGemmOps {
+    size_t (*bytes)(int64_t K) = nullptr;
+    QColsPrepareFn prepare     = nullptr;
+    QGemmFn        gemm        = nullptr;
+};
+
+QGemmOps qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
+    static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
+    QGemmOps ops;
+    if (b->ne[1] <= GEMV_MAX_COLS || kt.qcols_bytes == nullptr) {
+        return ops;
+    }
+    switch (a->type) {
+        case GGML_TYPE_Q4_0: ops = {kt.qcols_bytes, kt.qcols_prepare_q4_0, kt.qgemm_q4_0}; break;
+        case GGML_TYPE_Q8_0: ops = {kt.qcols_bytes, kt.qcols_prepare_q8_0, kt.qgemm_q8_0}; break;
+        default: break;
+    }
+    if (ops.prepare == nullptr || ops.gemm == nullptr) {
+        return {};
+    }
+    return ops;
+}
+
+// Bytes of the prepared columns of b (0 where the product has none).
+size_t qgemm_prepared_bytes(const QGemmOps & ops, const ggml_tensor * b) {
+    if (ops.gemm == nullptr) {
+        return 0;
+    }
+    const int64_t n_cg = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    return align_up(ops.bytes(b->ne[0]), SCRATCH_ALIGN) * size_t(n_cg * b->ne[2] * b->ne[3]);
+}
+
+// Note [Prepared-column blocking]
+// With prepared columns an item is QGEMM_ITEM_ROWS rows, taken through K in
+// parts of qgemm_k_blocks() blocks, each part through every column group:
+// the rows' part (at most about 256 KiB) stays in L2 while a column group's
+// part streams past it once for all the rows, instead of once per 16 rows.
+// The partial sums of the item's rows wait in the thread's scratch between
+// parts. The bits are those of one gemv pass, whatever the cuts.
+constexpr int64_t QGEMM_ITEM_ROWS = 4 * GEMV_ROW_ALIGN;
+
+// Bytes of one thread's partial sums: an item's rows for every column group.
+size_t qgemm_thread_acc_bytes(const QGemmOps & ops, const ggml_tensor * b) {
+    if (ops.gemm == nullptr) {
+        return 0;
+    }
+    const int64_t n_cg = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    return align_up(qgemm_acc_floats(QGEMM_ITEM_ROWS) * sizeof(float) * size_t(n_cg), SCRATCH_ALIGN);
+}
+
+int64_t qgemm_k_blocks(const ggml_tensor * a) {
+    return std::max<int64_t>(8, (256 << 10) / (QGEMM_ITEM_ROWS * int64_t(ggml_type_size(a->type))));
+}
+
 // Work is cut into items of GEMV_ROW_ALIGN rows of one matrix; an item runs
 // all its columns, GEMV_MAX_COLS at a time, while its rows stay in cache.
 // Only when there are fewer items than threads are columns cut as well.
@@ -229,7 +288,9 @@ GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
 // element's operations depend only on where it is in the matrix), so the
 // result stays independent of the thread count and of the timing.
 //
-// Scratch: the counter in the first GEMV_HEADER bytes, then b packed.
+// Scratch: the counter in the first GEMV_HEADER bytes, then b packed, then
+// b's prepared columns and each thread's partial sums where the product has
+// them.
 constexpr size_t GEMV_HEADER = 64;
 
 void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_tensor * dst) {
@@ -257,13 +318,37 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     const BOperand bop = b_operand(b, packed ? scratch + GEMV_HEADER : nullptr, row_size);
     const size_t   ldb = packed ? row_size : b->nb[1];
 
+    const QGemmOps qg          = qgemm_for(kt, a, b);
+    const int64_t  n_cg_b      = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    const size_t   group_bytes = qg.gemm != nullptr ? align_up(qg.bytes(K), SCRATCH_ALIGN) : 0;
+    char * const   prepared    = scratch + GEMV_HEADER + align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
+    if (qg.gemm != nullptr) {
+        LOOM_ASSERT(packed);
+        LOOM_ASSERT(p.wsize >= size_t(prepared - scratch) + qgemm_prepared_bytes(qg, b));
+        const Range r = split_range(n_cg_b * b->ne[2] * b->ne[3], p.ith, p.nth);
+        for (int64_t grp = r.begin; grp < r.end; ++grp) {
+            const int64_t cg    = grp % n_cg_b;
+            const int64_t batch = grp / n_cg_b;
+            const int64_t c0    = cg * GEMV_MAX_COLS;
+            const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, b->ne[1] - c0));
+            qg.prepare(K, bop.column(c0, batch % b->ne[2], batch / b->ne[2]), ldb, ncols,
+                       prepared + size_t(grp) * group_bytes);
+        }
+        p.sync(); // every group prepared
+    }
+    const size_t acc_bytes = qgemm_thread_acc_bytes(qg, b);
+    auto * const acc       = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
+    const int64_t kc       = qg.gemm != nullptr ? qgemm_k_blocks(a) : 0;
+    const int64_t nb_k     = K / ggml_blck_size(a->type);
+
     const int64_t M        = dst->ne[0];
     const int64_t N        = dst->ne[1];
     const int64_t ne2      = dst->ne[2];
     const int64_t nbatch   = ne2 * dst->ne[3];
     const int64_t r2       = b->ne[2] / a->ne[2];
     const int64_t r3       = b->ne[3] / a->ne[3];
-    const int64_t n_ru     = (M + GEMV_ROW_ALIGN - 1) / GEMV_ROW_ALIGN;
+    const int64_t item_rows = qg.gemm != nullptr ? QGEMM_ITEM_ROWS : GEMV_ROW_ALIGN;
+    const int64_t n_ru      = (M + item_rows - 1) / item_rows;
     const int64_t n_cg     = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     const bool    cut_col  = nbatch * n_ru < p.nth && n_cg > 1;
     const int64_t per_cg   = cut_col ? 1 : n_cg; // column groups per item
@@ -282,12 +367,28 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
             const int64_t batch = it / (n_cg / per_cg) / n_ru;
             const int64_t i2    = batch % ne2;
             const int64_t i3    = batch / ne2;
-            const int64_t m0    = ru * GEMV_ROW_ALIGN;
-            const int64_t rows  = std::min<int64_t>(GEMV_ROW_ALIGN, M - m0);
+            const int64_t m0    = ru * item_rows;
+            const int64_t rows  = std::min<int64_t>(item_rows, M - m0);
 
             const char * a_rows =
                 static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + m0 * a->nb[1];
             char * d_mat = static_cast<char *>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3];
+            if (qg.gemm != nullptr) {
+                // Note [Prepared-column blocking]
+                LOOM_ASSERT(p.wsize >= size_t(reinterpret_cast<char *>(acc) - scratch) + acc_bytes);
+                for (int64_t i0 = 0; i0 < nb_k; i0 += kc) {
+                    const int64_t i1 = std::min(nb_k, i0 + kc);
+                    for (int64_t cg = cg0; cg < cg0 + per_cg; ++cg) {
+                        const int64_t c0    = cg * GEMV_MAX_COLS;
+                        const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));
+                        auto *        out   = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
+                        const char *  prep  = prepared + size_t((i3 * ne2 + i2) * n_cg_b + cg) * group_bytes;
+                        qg.gemm(K, i0, i1, a_rows, a->nb[1], rows, prep, bop.column(c0, i2, i3), ldb, ncols,
+                                acc + size_t(cg - cg0) * qgemm_acc_floats(QGEMM_ITEM_ROWS), out, ldd);
+                    }
+                }
+                continue;
+            }
             for (int64_t cg = cg0; cg < cg0 + per_cg; ++cg) {
                 const int64_t c0    = cg * GEMV_MAX_COLS;
                 const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));
@@ -494,7 +595,9 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             if (mul_mat_uses_gemm(a, b)) {
                 need = std::max(packed_b, gemm_work_size(b, n_threads));
             } else {
-                need = GEMV_HEADER + packed_b;
+                const QGemmOps qg = qgemm_for(best_kernels(), a, b);
+                need              = GEMV_HEADER + packed_b + qgemm_prepared_bytes(qg, b) +
+                       qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1));
             }
             return need;
         }

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types.h"
@@ -100,22 +101,93 @@ inline void store_rows(__m512 acc, float * dst) {
     }
 }
 
-// 4G rows (G registers of four rows) x C columns: each activation block is
-// prepared once for all of them.
-template <class Q, int G, int C>
-void tile(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, float * dst, size_t ldd) {
-    using W = typename Q::W;
-    constexpr int      R = 4 * G;
-    const W *          ar[R];
+// Activation columns as the tile reads them: Q8_0 blocks, prepared per
+// tile (Raw), or prepared once for every tile (Prepared, Note [Prepared
+// columns]). Both give the tile the same values.
+template <int C> struct RawCols {
     const block_q8_0 * bc[C];
+    RawCols(const char * b, size_t ldb) {
+        for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
+    }
+    template <int Offset> void get(int64_t i, int c, Col & col, __m512 & dy) const {
+        col = prepare<Offset>(bc[c][i]);
+        dy  = _mm512_set1_ps(_cvtsh_ss(bc[c][i].d));
+    }
+};
+
+// Note [Prepared columns]
+// Products with many columns meet every activation block once per tile of
+// rows. Preparing the blocks once per product saves that work: for a group
+// of QGEMM_COLS columns, block i is stored as the columns' low halves (16
+// bytes each), high halves, starting values (four int32 each, minus the
+// weights' offset times the sums of four) and scales as floats, in
+// PREP_BLOCK bytes. The starting values depend on the offset, so a group is
+// prepared for one weight type.
+constexpr size_t PREP_LO    = 0;
+constexpr size_t PREP_HI    = 16 * QGEMM_COLS;
+constexpr size_t PREP_START = 32 * QGEMM_COLS;
+constexpr size_t PREP_D     = 48 * QGEMM_COLS;
+constexpr size_t PREP_BLOCK = 52 * QGEMM_COLS;
+
+struct PreparedCols {
+    const char * base;
+    template <int Offset> void get(int64_t i, int c, Col & col, __m512 & dy) const {
+        const char * pb = base + size_t(i) * PREP_BLOCK;
+        col.lo          = _mm512_maskz_broadcast_i32x4(k_all, load128(pb + PREP_LO + 16 * c));
+        col.hi          = _mm512_maskz_broadcast_i32x4(k_all, load128(pb + PREP_HI + 16 * c));
+        col.start       = _mm512_maskz_broadcast_i32x4(k_all, load128(pb + PREP_START + 16 * c));
+        dy              = _mm512_set1_ps(reinterpret_cast<const float *>(pb + PREP_D)[c]);
+    }
+};
+
+template <int Offset>
+void prepare_cols(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    const int64_t nb = K / QK8_0;
+    auto *        o  = static_cast<char *>(out);
+    std::memset(o, 0, size_t(nb) * PREP_BLOCK);
+    for (int c = 0; c < ncols; ++c) {
+        const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
+        for (int64_t i = 0; i < nb; ++i) {
+            char *    pb  = o + size_t(i) * PREP_BLOCK;
+            // The start lanes of prepare(), for one quarter.
+            const __m128i off   = _mm_set1_epi8(char(Offset));
+            const __m128i sum   = _mm_dpbusd_epi32(_mm_dpbusd_epi32(_mm_setzero_si128(), off, load128(bc[i].qs)), off,
+                                                   load128(bc[i].qs + 16));
+            const __m128i start = _mm_sub_epi32(_mm_setzero_si128(), sum);
+            std::memcpy(pb + PREP_LO + 16 * c, bc[i].qs, 16);
+            std::memcpy(pb + PREP_HI + 16 * c, bc[i].qs + 16, 16);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(pb + PREP_START + 16 * c), start);
+            const float d = _cvtsh_ss(bc[i].d);
+            std::memcpy(pb + PREP_D + 4 * size_t(c), &d, sizeof d);
+        }
+    }
+}
+
+// Where a tile's partial sums live between calls that cover parts of K:
+// nowhere (the tile covers all of K), or G x C registers in memory.
+struct Carry {
+    float * acc   = nullptr; // 16 floats per register
+    bool    first = true;    // start from zero (else from acc)
+    bool    last  = true;    // write dst (else store to acc)
+};
+
+// 4G rows (G registers of four rows) x C columns over blocks [i0, i1): each
+// activation block is prepared once for all of them.
+template <class Q, int G, int C, class Cols>
+void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols, float * dst, size_t ldd,
+          const Carry & carry) {
+    using W = typename Q::W;
+    constexpr int R = 4 * G;
+    const W *     ar[R];
     for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
-    for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512        acc[G][C];
     for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+        for (int c = 0; c < C; ++c) {
+            acc[g][c] = carry.first ? _mm512_setzero_ps() : _mm512_loadu_ps(carry.acc + 16 * (g * C + c));
+        }
     }
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
         // The rows of the next tile follow in memory: fetch them early (the
         // streams are too short for the hardware prefetcher to ramp up).
         for (int r = 0; r < R; ++r) {
@@ -132,8 +204,9 @@ void tile(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, fl
             dx[g]     = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_cvtph_ps(h)));
         }
         for (int c = 0; c < C; ++c) {
-            const Col    col = prepare<Q::offset>(bc[c][i]);
-            const __m512 dy  = _mm512_set1_ps(_cvtsh_ss(bc[c][i].d));
+            Col    col;
+            __m512 dy;
+            cols.template get<Q::offset>(i, c, col, dy);
             for (int g = 0; g < G; ++g) {
                 const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(col.start, lo[g], col.lo), hi[g], col.hi);
                 acc[g][c]       = _mm512_fmadd_ps(_mm512_mul_ps(dx[g], dy), _mm512_maskz_cvtepi32_ps(k_all, p), acc[g][c]);
@@ -141,25 +214,38 @@ void tile(int64_t nb, const char * a, size_t lda, const char * b, size_t ldb, fl
         }
     }
     for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < C; ++c) store_rows(acc[g][c], dst + size_t(c) * ldd + 4 * g);
+        for (int c = 0; c < C; ++c) {
+            if (carry.last) {
+                store_rows(acc[g][c], dst + size_t(c) * ldd + 4 * g);
+            } else {
+                _mm512_storeu_ps(carry.acc + 16 * (g * C + c), acc[g][c]);
+            }
+        }
     }
 }
 
-template <class Q, int C>
-void rows(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
-          size_t ldd, GemvFn tail) {
+// Rows in tiles of eight, then four, then the tail function for the last
+// fewer than four rows of a matrix. With a carry, tile t's registers are at
+// acc + 16 * QGEMM_COLS * 2 * t (eight rows per tile).
+template <class Q, int C, class Cols>
+void rows(int64_t i0, int64_t i1, const char * a, size_t lda, int64_t nrows, const Cols & cols, const char * b,
+          size_t ldb, float * dst, size_t ldd, GemvFn tail, Carry carry) {
     static_assert(GEMV_ROW_ALIGN % 8 == 0);
-    int64_t r = 0;
+    constexpr size_t tile_floats = 16 * QGEMM_COLS * 2;
+    float * const    acc0        = carry.acc;
+    int64_t          r           = 0;
     for (; r + 8 <= nrows; r += 8) {
-        tile<Q, 2, C>(nb, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+        carry.acc = acc0 != nullptr ? acc0 + size_t(r / 8) * tile_floats : nullptr;
+        tile<Q, 2, C>(i0, i1, a + size_t(r) * lda, lda, cols, dst + r, ldd, carry);
     }
     for (; r + 4 <= nrows; r += 4) {
-        tile<Q, 1, C>(nb, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+        carry.acc = acc0 != nullptr ? acc0 + size_t(r / 8) * tile_floats : nullptr;
+        tile<Q, 1, C>(i0, i1, a + size_t(r) * lda, lda, cols, dst + r, ldd, carry);
     }
-    if (r < nrows) {
+    if (r < nrows && carry.last) {
         // Fewer than four rows, at the end of a matrix only (callers start
-        // row ranges at multiples of GEMV_ROW_ALIGN).
-        tail(nb * QK8_0, a + size_t(r) * lda, lda, nrows - r, b, ldb, C, dst + r, ldd);
+        // row ranges at multiples of GEMV_ROW_ALIGN): over all of K, once.
+        tail(i1 * QK8_0, a + size_t(r) * lda, lda, nrows - r, b, ldb, C, dst + r, ldd);
     }
 }
 
@@ -169,15 +255,38 @@ void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, 
     const int64_t nb = K / QK8_0;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
+    auto          go = [&]<int C>() { rows<Q, C>(0, nb, ac, lda, nrows, RawCols<C>(bc, ldb), bc, ldb, dst, ldd, tail, {}); };
     switch (ncols) {
-        case 1: rows<Q, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        case 2: rows<Q, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        case 3: rows<Q, 3>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        case 4: rows<Q, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        case 5: rows<Q, 5>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        case 6: rows<Q, 6>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        case 7: rows<Q, 7>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
-        default: rows<Q, 8>(nb, ac, lda, nrows, bc, ldb, dst, ldd, tail); break;
+        case 1: go.template operator()<1>(); break;
+        case 2: go.template operator()<2>(); break;
+        case 3: go.template operator()<3>(); break;
+        case 4: go.template operator()<4>(); break;
+        case 5: go.template operator()<5>(); break;
+        case 6: go.template operator()<6>(); break;
+        case 7: go.template operator()<7>(); break;
+        default: go.template operator()<8>(); break;
+    }
+}
+
+template <class Q>
+void qgemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+           const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd, GemvFn tail) {
+    static_assert(QGEMM_COLS == 8);
+    const auto * ac = static_cast<const char *>(a);
+    const auto * bc = static_cast<const char *>(b);
+    const Carry  carry{acc, i0 == 0, i1 == K / QK8_0};
+    auto         go = [&]<int C>() {
+        rows<Q, C>(i0, i1, ac, lda, nrows, PreparedCols{static_cast<const char *>(prep)}, bc, ldb, dst, ldd, tail, carry);
+    };
+    switch (ncols) {
+        case 1: go.template operator()<1>(); break;
+        case 2: go.template operator()<2>(); break;
+        case 3: go.template operator()<3>(); break;
+        case 4: go.template operator()<4>(); break;
+        case 5: go.template operator()<5>(); break;
+        case 6: go.template operator()<6>(); break;
+        case 7: go.template operator()<7>(); break;
+        default: go.template operator()<8>(); break;
     }
 }
 
@@ -191,6 +300,28 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
     gemv<Q8>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv_q8_0);
+}
+
+size_t qcols_bytes(int64_t K) {
+    return size_t(K / QK8_0) * PREP_BLOCK;
+}
+
+void qcols_prepare_q4_0(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    prepare_cols<Q4::offset>(K, b, ldb, ncols, out);
+}
+
+void qcols_prepare_q8_0(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    prepare_cols<Q8::offset>(K, b, ldb, ncols, out);
+}
+
+void qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    qgemm<Q4>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, avx2::gemv_q4_0);
+}
+
+void qgemm_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    qgemm<Q8>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, avx2::gemv_q8_0);
 }
 
 } // namespace loom::cpu::avx512

@@ -24,6 +24,11 @@ const KernelTable * avx512_kernels() {
         t.gemv_q8_0   = avx512::gemv_q8_0;
         t.gemv_q4_0   = avx512::gemv_q4_0;
         t.int8_dot_products = true;
+        t.qcols_bytes        = avx512::qcols_bytes;
+        t.qcols_prepare_q4_0 = avx512::qcols_prepare_q4_0;
+        t.qcols_prepare_q8_0 = avx512::qcols_prepare_q8_0;
+        t.qgemm_q4_0         = avx512::qgemm_q4_0;
+        t.qgemm_q8_0         = avx512::qgemm_q8_0;
         return t;
     }();
     return &table;
