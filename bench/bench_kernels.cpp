@@ -45,12 +45,12 @@ int main() {
                 }
                 std::printf("%-9s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols,
                             double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
-                // The many-column products: the same columns prepared once.
-                const QGemmFn        qg = t == GGML_TYPE_Q4_0 ? kt->qgemm_q4_0 : t == GGML_TYPE_Q8_0 ? kt->qgemm_q8_0 : nullptr;
-                const QColsPrepareFn qp =
-                    t == GGML_TYPE_Q4_0 ? kt->qcols_prepare_q4_0 : t == GGML_TYPE_Q8_0 ? kt->qcols_prepare_q8_0 : nullptr;
-                if (cols == QGEMM_COLS && qg != nullptr && qp != nullptr) {
-                    std::vector<char> prep(kt->qcols_bytes(K));
+                // The same columns prepared once (the path of mul_mat).
+                const QGemmKernels qk = t == GGML_TYPE_Q4_0 ? kt->qgemm_q4_0 : t == GGML_TYPE_Q8_0 ? kt->qgemm_q8_0 : QGemmKernels{};
+                const QGemmFn        qg = qk.gemm;
+                const QColsPrepareFn qp = qk.prepare;
+                if (qg != nullptr && qp != nullptr) {
+                    std::vector<char> prep(qk.cols_bytes(K));
                     qp(K, b.data(), ggml_row_size(bt, K), cols, prep.data());
                     best = 1e9;
                     for (int rep = 0; rep < 500; ++rep) {

@@ -29,6 +29,7 @@
 
 #include "backends/cpu/features.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/simd/avx512/avx512.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "core/types.h"
@@ -480,56 +481,82 @@ TEST(Simd, GemvAllTypes) {
     }
 }
 
-// The many-column quantized products read prepared columns and must give
-// the bits of the same table's gemv (hence the portable tolerance above).
-TEST(Simd, PreparedColumnsGiveGemvBits) {
-    bool any = false;
+// Every product on prepared columns a table offers (and the AVX-512
+// four-rows kernel for Q4_0, which processors without VBMI use).
+struct QGemmCase {
+    std::string  name;
+    ggml_type    type;
+    QGemmKernels k;
+};
+
+std::vector<QGemmCase> qgemm_cases() {
+    std::vector<QGemmCase> out;
     for (const KernelTable * kt : simd_tables()) {
-        if (kt->qcols_bytes == nullptr) {
-            continue;
+        if (kt->qgemm_q4_0.gemm != nullptr) out.push_back({std::string(kt->name) + " q4_0", GGML_TYPE_Q4_0, kt->qgemm_q4_0});
+        if (kt->qgemm_q8_0.gemm != nullptr) out.push_back({std::string(kt->name) + " q8_0", GGML_TYPE_Q8_0, kt->qgemm_q8_0});
+#if defined(__x86_64__) || defined(__i386__)
+        if (kt == avx512_kernels() && kt->qgemm_q4_0.gemm != avx512::qgemm_q4_0) {
+            out.push_back({"avx512 q4_0, four rows per register", GGML_TYPE_Q4_0,
+                           {avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0}});
         }
-        any = true;
-        std::mt19937 rng(16);
-        for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
-            const QColsPrepareFn prepare = type == GGML_TYPE_Q4_0 ? kt->qcols_prepare_q4_0 : kt->qcols_prepare_q8_0;
-            const QGemmFn        qgemm   = type == GGML_TYPE_Q4_0 ? kt->qgemm_q4_0 : kt->qgemm_q8_0;
-            ASSERT_NE(prepare, nullptr);
-            ASSERT_NE(qgemm, nullptr);
-            for (int64_t K : {32, 96, 320, 4096}) {
-                for (int64_t nrows : {1, 3, 4, 5, 8, 12, 16, 19}) {
-                    for (int ncols = 1; ncols <= QGEMM_COLS; ++ncols) {
-                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " K " + std::to_string(K) +
-                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
-                        GemvCase            c   = make_gemv_case(rng, type, K, nrows, ncols);
-                        const size_t        ldd = size_t(nrows) + 3;
-                        std::vector<float>  want(ldd * size_t(ncols), -1.0f), got(ldd * size_t(ncols), -1.0f);
-                        std::vector<char>   prep(kt->qcols_bytes(K) + 64, 'x');
-                        // Unaligned on purpose: only 4-byte alignment is promised.
-                        prepare(K, c.b.data() + kOff, c.ldb, ncols, prep.data() + 4);
-                        gemv_of(*kt, type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb, ncols,
-                                           want.data(), ldd);
-                        const int64_t nb = K / QK8_0;
-                        qgemm(K, 0, nb, c.a.data() + kOff, c.lda, nrows, prep.data() + 4, c.b.data() + kOff, c.ldb,
+#endif
+    }
+    return out;
+}
+
+// Products on prepared columns: within the gemv tolerance of the portable
+// table; K cut into parts gives the same bits; the preparation writes
+// exactly its bytes.
+TEST(Simd, PreparedColumnProducts) {
+    const auto cases = qgemm_cases();
+    if (cases.empty()) {
+        GTEST_SKIP() << "no kernel table here prepares columns";
+    }
+    std::mt19937 rng(16);
+    for (const QGemmCase & qc : cases) {
+        for (int64_t K : {32, 64, 96, 160, 320, 4096}) {
+            for (int64_t nrows : {1, 2, 3, 4, 5, 8, 12, 16, 19}) {
+                for (int ncols = 1; ncols <= QGEMM_COLS; ++ncols) {
+                    SCOPED_TRACE(qc.name + " K " + std::to_string(K) + " rows " + std::to_string(nrows) + " cols " +
+                                 std::to_string(ncols));
+                    GemvCase           c   = make_gemv_case(rng, qc.type, K, nrows, ncols);
+                    const int64_t      nb  = K / QK8_0;
+                    const size_t       ldd = size_t(nrows) + 3;
+                    const size_t       pb  = qc.k.cols_bytes(K);
+                    std::vector<float> want(ldd * size_t(ncols), -1.0f), got(ldd * size_t(ncols), -1.0f);
+                    std::vector<char>  prep(pb + 8, 'x');
+                    // Only 4-byte alignment is promised.
+                    qc.k.prepare(K, c.b.data() + kOff, c.ldb, ncols, prep.data() + 4);
+                    ASSERT_EQ(prep[3], 'x');
+                    ASSERT_EQ(prep[4 + pb], 'x');
+                    gemv_of(portable_kernels(), qc.type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff,
+                                                         c.ldb, ncols, want.data(), ldd);
+                    qc.k.gemm(K, 0, nb, c.a.data() + kOff, c.lda, nrows, prep.data() + 4, c.b.data() + kOff, c.ldb,
                               ncols, nullptr, got.data(), ldd);
-                        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
-                        // K in parts of three blocks, the partial sums carried: the same bits.
+                    for (int col = 0; col < ncols; ++col) {
+                        const auto bf = to_floats(GGML_TYPE_Q8_0, c.b.data() + kOff + size_t(col) * c.ldb, K);
+                        for (int64_t r = 0; r < nrows; ++r) {
+                            const auto   af = to_floats(qc.type, c.a.data() + kOff + size_t(r) * c.lda, K);
+                            const size_t i  = size_t(col) * ldd + size_t(r);
+                            ASSERT_NEAR(got[i], want[i], kDotTol * abs_dot(af, bf) + 1e-30) << "row " << r << " col " << col;
+                        }
+                        for (size_t i = size_t(col) * ldd + size_t(nrows); i < size_t(col + 1) * ldd; ++i) {
+                            ASSERT_EQ(got[i], -1.0f); // padding between columns is left alone
+                        }
+                    }
+                    // K in parts, the partial sums carried: the same bits.
+                    for (int64_t part : {QGEMM_K_ALIGN, 2 * QGEMM_K_ALIGN}) {
                         std::vector<float> parts(ldd * size_t(ncols), -1.0f);
                         std::vector<float> acc(qgemm_acc_floats(nrows) + 1, 0.0f);
-                        for (int64_t i0 = 0; i0 < nb; i0 += 3) {
-                            qgemm(K, i0, std::min(nb, i0 + 3), c.a.data() + kOff, c.lda, nrows, prep.data() + 4,
-                                  c.b.data() + kOff, c.ldb, ncols, acc.data() + 1, parts.data(), ldd);
+                        for (int64_t i0 = 0; i0 < nb; i0 += part) {
+                            qc.k.gemm(K, i0, std::min(nb, i0 + part), c.a.data() + kOff, c.lda, nrows, prep.data() + 4,
+                                      c.b.data() + kOff, c.ldb, ncols, acc.data() + 1, parts.data(), ldd);
                         }
-                        ASSERT_EQ(std::memcmp(parts.data(), want.data(), parts.size() * sizeof(float)), 0);
-                        // The prepared group fills exactly its bytes.
-                        ASSERT_EQ(prep[0], 'x');
-                        ASSERT_EQ(prep[4 + kt->qcols_bytes(K)], 'x');
+                        ASSERT_EQ(std::memcmp(parts.data(), got.data(), got.size() * sizeof(float)), 0) << "parts of " << part;
                     }
                 }
             }
         }
-    }
-    if (!any) {
-        GTEST_SKIP() << "no kernel table here prepares columns";
     }
 }
 
@@ -808,32 +835,6 @@ TEST(Simd, MulMatSimdAgainstPortable) {
         const Array ref = read_tensor(out);
         ASSERT_EQ(compute(ctx, out, RunMode{2, false}), GGML_STATUS_SUCCESS);
         EXPECT_TRUE(matches(read_tensor(out), ref, path_tolerance(s.type)));
-    }
-}
-
-// A column of a many-column product of quantized weights has the bits of
-// the product of that column alone (prepared columns, K in parts and row
-// tails against the plain matrix-vector path).
-TEST(Simd, QuantizedColumnsEqualTheirOwnProduct) {
-    std::mt19937 rng(17);
-    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
-        SCOPED_TRACE(ggml_type_name(t));
-        const int64_t K = 8192, M = 150, N = 19;
-        Context       ctx;
-        ggml_tensor * a    = ggml_new_tensor_2d(ctx, t, K, M);
-        ggml_tensor * b    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
-        fill_random(a, rng);
-        fill_random(b, rng);
-        ggml_tensor * many = ggml_mul_mat(ctx, a, b);
-        ASSERT_EQ(compute(ctx, many, RunMode{2, false}), GGML_STATUS_SUCCESS);
-        for (int64_t n : {int64_t(0), int64_t(7), int64_t(8), int64_t(18)}) {
-            ggml_tensor * col = ggml_view_2d(ctx, b, K, 1, b->nb[1], size_t(n) * b->nb[1]);
-            ggml_tensor * one = ggml_mul_mat(ctx, a, col);
-            ASSERT_EQ(compute(ctx, one, RunMode{2, false}), GGML_STATUS_SUCCESS);
-            EXPECT_EQ(0, std::memcmp(one->data, static_cast<const char *>(many->data) + size_t(n) * many->nb[1],
-                                     size_t(M) * sizeof(float)))
-                << "column " << n;
-        }
     }
 }
 

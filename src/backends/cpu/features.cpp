@@ -41,6 +41,7 @@ Features detect() {
             f.avx512bw   = (b & bit_AVX512BW) && zmm_ok;
             f.avx512vl   = (b & bit_AVX512VL) && zmm_ok;
             f.avx512vnni = (c & bit_AVX512VNNI) && zmm_ok;
+            f.avx512vbmi = (c & bit_AVX512VBMI) && zmm_ok;
         }
     }
     unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
@@ -125,5 +126,8 @@ int ggml_cpu_has_avx512(void) {
 }
 int ggml_cpu_has_avx512_vnni(void) {
     return loom::cpu::features().avx512vnni;
+}
+int ggml_cpu_has_avx512_vbmi(void) {
+    return loom::cpu::features().avx512vbmi;
 }
 }

@@ -221,43 +221,35 @@ GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
     }
 }
 
-// Many-column products of quantized weights where the table prepares the
-// columns once for every tile of rows (Note [Prepared columns] in the
-// AVX-512 table); the fields are null where it does not.
-struct QGemmOps {
-    size_t (*bytes)(int64_t K) = nullptr;
-    QColsPrepareFn prepare     = nullptr;
-    QGemmFn        gemm        = nullptr;
-};
-
-QGemmOps qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
+// Products of quantized weights where the table prepares the columns once
+// for every row (Note [Prepared columns] in the AVX-512 table); the fields
+// are null where it does not.
+QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
     static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
-    QGemmOps ops;
-    if (b->ne[1] <= GEMV_MAX_COLS || kt.qcols_bytes == nullptr) {
-        return ops;
-    }
+    QGemmKernels ops;
     switch (a->type) {
-        case GGML_TYPE_Q4_0: ops = {kt.qcols_bytes, kt.qcols_prepare_q4_0, kt.qgemm_q4_0}; break;
-        case GGML_TYPE_Q8_0: ops = {kt.qcols_bytes, kt.qcols_prepare_q8_0, kt.qgemm_q8_0}; break;
+        case GGML_TYPE_Q4_0: ops = kt.qgemm_q4_0; break;
+        case GGML_TYPE_Q8_0: ops = kt.qgemm_q8_0; break;
         default: break;
     }
-    if (ops.prepare == nullptr || ops.gemm == nullptr) {
+    if (ops.cols_bytes == nullptr || ops.prepare == nullptr || ops.gemm == nullptr || b->ne[1] < ops.min_cols) {
         return {};
     }
     return ops;
 }
 
 // Bytes of the prepared columns of b (0 where the product has none).
-size_t qgemm_prepared_bytes(const QGemmOps & ops, const ggml_tensor * b) {
+size_t qgemm_prepared_bytes(const QGemmKernels & ops, const ggml_tensor * b) {
     if (ops.gemm == nullptr) {
         return 0;
     }
     const int64_t n_cg = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
-    return align_up(ops.bytes(b->ne[0]), SCRATCH_ALIGN) * size_t(n_cg * b->ne[2] * b->ne[3]);
+    return align_up(ops.cols_bytes(b->ne[0]), SCRATCH_ALIGN) * size_t(n_cg * b->ne[2] * b->ne[3]);
 }
 
 // Note [Prepared-column blocking]
-// With prepared columns an item is QGEMM_ITEM_ROWS rows, taken through K in
+// With prepared columns and more columns than a gemv call takes, an item is
+// QGEMM_ITEM_ROWS rows, taken through K in
 // parts of qgemm_k_blocks() blocks, each part through every column group:
 // the rows' part (at most about 256 KiB) stays in L2 while a column group's
 // part streams past it once for all the rows, instead of once per 16 rows.
@@ -266,7 +258,7 @@ size_t qgemm_prepared_bytes(const QGemmOps & ops, const ggml_tensor * b) {
 constexpr int64_t QGEMM_ITEM_ROWS = 4 * GEMV_ROW_ALIGN;
 
 // Bytes of one thread's partial sums: an item's rows for every column group.
-size_t qgemm_thread_acc_bytes(const QGemmOps & ops, const ggml_tensor * b) {
+size_t qgemm_thread_acc_bytes(const QGemmKernels & ops, const ggml_tensor * b) {
     if (ops.gemm == nullptr) {
         return 0;
     }
@@ -275,7 +267,8 @@ size_t qgemm_thread_acc_bytes(const QGemmOps & ops, const ggml_tensor * b) {
 }
 
 int64_t qgemm_k_blocks(const ggml_tensor * a) {
-    return std::max<int64_t>(8, (256 << 10) / (QGEMM_ITEM_ROWS * int64_t(ggml_type_size(a->type))));
+    const int64_t kb = (256 << 10) / (QGEMM_ITEM_ROWS * int64_t(ggml_type_size(a->type)));
+    return std::max<int64_t>(2 * QGEMM_K_ALIGN, kb / QGEMM_K_ALIGN * QGEMM_K_ALIGN);
 }
 
 // Work is cut into items of GEMV_ROW_ALIGN rows of one matrix; an item runs
@@ -309,37 +302,41 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     if (p.ith == 0) {
         next_chunk.store(p.nth, std::memory_order_relaxed);
     }
-    if (packed) {
-        ComputeParams pp = p;
-        pp.wdata         = scratch + GEMV_HEADER;
-        pack_b(pp, kt, b, info.operand, row_size);
-    }
-    p.sync(); // b packed and the counter set before anyone takes a chunk
-    const BOperand bop = b_operand(b, packed ? scratch + GEMV_HEADER : nullptr, row_size);
-    const size_t   ldb = packed ? row_size : b->nb[1];
-
-    const QGemmOps qg          = qgemm_for(kt, a, b);
-    const int64_t  n_cg_b      = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
-    const size_t   group_bytes = qg.gemm != nullptr ? align_up(qg.bytes(K), SCRATCH_ALIGN) : 0;
-    char * const   prepared    = scratch + GEMV_HEADER + align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
+    const BOperand     bop         = b_operand(b, packed ? scratch + GEMV_HEADER : nullptr, row_size);
+    const size_t       ldb         = packed ? row_size : b->nb[1];
+    const QGemmKernels qg          = qgemm_for(kt, a, b);
+    const int64_t      n_cg_b      = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    const size_t       group_bytes = qg.gemm != nullptr ? align_up(qg.cols_bytes(K), SCRATCH_ALIGN) : 0;
+    char * const prepared = scratch + GEMV_HEADER + align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
     if (qg.gemm != nullptr) {
+        // Each thread takes whole groups of columns: packs them, then
+        // prepares them, so one barrier covers both.
         LOOM_ASSERT(packed);
         LOOM_ASSERT(p.wsize >= size_t(prepared - scratch) + qgemm_prepared_bytes(qg, b));
         const Range r = split_range(n_cg_b * b->ne[2] * b->ne[3], p.ith, p.nth);
         for (int64_t grp = r.begin; grp < r.end; ++grp) {
             const int64_t cg    = grp % n_cg_b;
             const int64_t batch = grp / n_cg_b;
+            const int64_t i2 = batch % b->ne[2], i3 = batch / b->ne[2];
             const int64_t c0    = cg * GEMV_MAX_COLS;
             const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, b->ne[1] - c0));
-            qg.prepare(K, bop.column(c0, batch % b->ne[2], batch / b->ne[2]), ldb, ncols,
-                       prepared + size_t(grp) * group_bytes);
+            for (int64_t c = c0; c < c0 + ncols; ++c) {
+                const char * src = static_cast<const char *>(b->data) + c * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+                convert_operand(kt, info.operand, src, b->nb[0], const_cast<char *>(bop.column(c, i2, i3)), K);
+            }
+            qg.prepare(K, bop.column(c0, i2, i3), ldb, ncols, prepared + size_t(grp) * group_bytes);
         }
-        p.sync(); // every group prepared
+    } else if (packed) {
+        ComputeParams pp = p;
+        pp.wdata         = scratch + GEMV_HEADER;
+        pack_b(pp, kt, b, info.operand, row_size);
     }
+    p.sync(); // b packed (and prepared) and the counter set before anyone takes a chunk
     const size_t acc_bytes = qgemm_thread_acc_bytes(qg, b);
     auto * const acc       = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
-    const int64_t kc       = qg.gemm != nullptr ? qgemm_k_blocks(a) : 0;
     const int64_t nb_k     = K / ggml_blck_size(a->type);
+    // K is cut only where many columns meet the same rows.
+    const int64_t kc = qg.gemm == nullptr ? 0 : b->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a) : nb_k;
 
     const int64_t M        = dst->ne[0];
     const int64_t N        = dst->ne[1];
@@ -347,7 +344,7 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     const int64_t nbatch   = ne2 * dst->ne[3];
     const int64_t r2       = b->ne[2] / a->ne[2];
     const int64_t r3       = b->ne[3] / a->ne[3];
-    const int64_t item_rows = qg.gemm != nullptr ? QGEMM_ITEM_ROWS : GEMV_ROW_ALIGN;
+    const int64_t item_rows = qg.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : GEMV_ROW_ALIGN;
     const int64_t n_ru      = (M + item_rows - 1) / item_rows;
     const int64_t n_cg     = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     const bool    cut_col  = nbatch * n_ru < p.nth && n_cg > 1;
@@ -595,7 +592,7 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             if (mul_mat_uses_gemm(a, b)) {
                 need = std::max(packed_b, gemm_work_size(b, n_threads));
             } else {
-                const QGemmOps qg = qgemm_for(best_kernels(), a, b);
+                const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
                 need              = GEMV_HEADER + packed_b + qgemm_prepared_bytes(qg, b) +
                        qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1));
             }

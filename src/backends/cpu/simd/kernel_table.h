@@ -37,23 +37,33 @@ constexpr int GEMV_MAX_COLS = 8;
 using GemvFn = void (*)(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                         float * dst, size_t ldd);
 
-// Columns prepared for the many-column quantized products: ncols <=
-// QGEMM_COLS Q8_0 columns (ldb bytes apart, K values each) into the table's
-// layout in out (qcols_bytes(K) bytes).
+// Quantized products on prepared columns: up to QGEMM_COLS Q8_0 columns
+// (ldb bytes apart, K values each) are first prepared into a layout of the
+// kernel's own (cols_bytes(K) bytes, 4-byte aligned), once for every row of
+// the weights.
 constexpr int QGEMM_COLS = 8;
 using QColsPrepareFn = void (*)(int64_t K, const void * b, size_t ldb, int ncols, void * out);
-// The gemv product of the same weights and columns (b, ldb), with the
-// columns also given prepared (prep), over blocks [i0, i1) of K: partial
-// sums continue from acc unless i0 == 0 and stay in acc unless i1 is the
-// last block, when dst is written. Cutting K this way, or not, gives the
-// bits of the table's gemv. acc: qgemm_acc_floats(nrows) floats (unused,
-// may be null, when one call covers all of K).
+// dst[c * ldd + r] = dot(row r of a, column c) as for GemvFn, over blocks
+// [i0, i1) of K (i0 a multiple of QGEMM_K_ALIGN): partial sums continue from
+// acc unless i0 == 0 and stay in acc unless i1 is the last block, when dst
+// is written. Cutting K this way, or not, gives the same bits, and so does
+// cutting the rows at multiples of GEMV_ROW_ALIGN. acc: qgemm_acc_floats(nrows) floats (unused, may be null, when one
+// call covers all of K). b, ldb: the columns as Q8_0, for kernels that need
+// them besides the prepared ones.
 using QGemmFn = void (*)(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,
                          const void * prep, const void * b, size_t ldb, int ncols, float * acc, float * dst,
                          size_t ldd);
-constexpr size_t qgemm_acc_floats(int64_t nrows) {
-    return size_t((nrows + 7) / 8) * 16 * QGEMM_COLS * 2;
+constexpr int64_t QGEMM_K_ALIGN = 4;
+constexpr size_t  qgemm_acc_floats(int64_t nrows) {
+    return size_t(nrows < 8 ? 8 : nrows) * 16 * QGEMM_COLS;
 }
+struct QGemmKernels {
+    size_t (*cols_bytes)(int64_t K) = nullptr;
+    QColsPrepareFn prepare          = nullptr;
+    QGemmFn        gemm             = nullptr;
+    // Products with fewer columns than this call the table's gemv instead.
+    int64_t min_cols = 1;
+};
 
 // Packs rows of f32 values into a panel of the GEMM: panel[k * width + i] =
 // rows[i][k] for i < nrows, 0 for nrows <= i < width, k < kb.
@@ -120,14 +130,10 @@ struct KernelTable {
     // (VNNI), fast enough that BLAS's F32 products never beat them.
     bool int8_dot_products;
 
-    // Quantized products of many columns (nullptr where the table has none):
-    // the columns, prepared once per product for the weight type, serve
-    // every tile of rows.
-    size_t (*qcols_bytes)(int64_t K) = nullptr;
-    QColsPrepareFn qcols_prepare_q4_0 = nullptr;
-    QColsPrepareFn qcols_prepare_q8_0 = nullptr;
-    QGemmFn        qgemm_q4_0         = nullptr;
-    QGemmFn        qgemm_q8_0         = nullptr;
+    // Quantized products on prepared columns (null where the table has
+    // none; mul_mat then calls the gemv functions).
+    QGemmKernels qgemm_q4_0;
+    QGemmKernels qgemm_q8_0;
 };
 
 // The portable table (always available).

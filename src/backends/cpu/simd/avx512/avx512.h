@@ -14,6 +14,9 @@ void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd);
 
+// Many-column products on prepared columns (kernel_table.h): Q4_0 and Q8_0
+// with four rows per register (gemv.cpp), Q4_0 one row at a time (quad.cpp,
+// also AVX-512 VBMI).
 size_t qcols_bytes(int64_t K);
 void   qcols_prepare_q4_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void   qcols_prepare_q8_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
@@ -21,5 +24,9 @@ void   qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda,
                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 void   qgemm_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+size_t qcols_bytes_q4_0_quads(int64_t K);
+void   qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols, void * out);
+void   qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,
+                        const void * prep, const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
 } // namespace loom::cpu::avx512

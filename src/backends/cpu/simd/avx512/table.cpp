@@ -1,5 +1,6 @@
 // The AVX-512 kernel table: the AVX2 table with the quantized
-// matrix-vector products replaced by their AVX-512 VNNI versions. Built
+// matrix-vector products replaced by their AVX-512 VNNI versions and the
+// products on prepared columns added. Built
 // without AVX-512 (it only copies addresses), so avx512_kernels() is safe to
 // call on any x86 processor; the dispatcher calls into the table only when
 // the processor and the OS support AVX-512 F, BW, VL and VNNI (and AVX2,
@@ -9,6 +10,7 @@
 
 #include <immintrin.h>
 
+#include "backends/cpu/features.h"
 #include "backends/cpu/simd/kernel_table.h"
 
 #include "target_begin.h"
@@ -24,11 +26,16 @@ const KernelTable * avx512_kernels() {
         t.gemv_q8_0   = avx512::gemv_q8_0;
         t.gemv_q4_0   = avx512::gemv_q4_0;
         t.int8_dot_products = true;
-        t.qcols_bytes        = avx512::qcols_bytes;
-        t.qcols_prepare_q4_0 = avx512::qcols_prepare_q4_0;
-        t.qcols_prepare_q8_0 = avx512::qcols_prepare_q8_0;
-        t.qgemm_q4_0         = avx512::qgemm_q4_0;
-        t.qgemm_q8_0         = avx512::qgemm_q8_0;
+        // Four rows per register: prepared columns pay where many columns
+        // meet the same rows (with few, gemv reads the Q8_0 blocks faster).
+        t.qgemm_q8_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0, GEMV_MAX_COLS + 1};
+        // Q4_0 a row at a time (every column count) needs VBMI's byte
+        // permutations as well.
+        t.qgemm_q4_0 = features().avx512vbmi
+                           ? QGemmKernels{avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
+                                          avx512::qgemm_q4_0_quads, 1}
+                           : QGemmKernels{avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0,
+                                          GEMV_MAX_COLS + 1};
         return t;
     }();
     return &table;
