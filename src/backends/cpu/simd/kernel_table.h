@@ -2,8 +2,9 @@
 
 // The row and tile primitives that have instruction-set specific versions,
 // gathered in one table of function pointers. One table per instruction set
-// (portable C++, x86 AVX2+FMA+F16C, later AVX-512 and NEON); the best one the
-// processor supports is chosen once, on first use, and never changes.
+// (portable C++, x86 AVX2+FMA+F16C, AVX-512, AVX-512 with BF16, later NEON);
+// the best one the processor supports is chosen once, on first use, and
+// never changes.
 //
 // Contract shared by every table:
 //  - each function is a pure function of its arguments: the same inputs give
@@ -13,6 +14,10 @@
 //    only by the order of floating-point additions and, for exponentials, by
 //    a few ulp (integer block products and conversions are exact and give
 //    the same bits);
+//  - BF16 products made with a BF16 dot-product instruction (vdpbf16ps: the
+//    AVX-512 BF16 table's gemv_bf16) may differ in two more ways: they take
+//    bf16 subnormal inputs and subnormal results as zero, and round to
+//    nearest even whatever the rounding mode;
 //  - no function allocates, locks or calls through another table.
 
 #include <cstddef>
@@ -107,7 +112,7 @@ struct KernelTable {
 const KernelTable & portable_kernels();
 // The best table this processor runs, chosen on the first call; the
 // environment variable LOOM_CPU_KERNELS, read then, may name a lesser table
-// ("portable", "avx2") to use instead.
+// ("portable", "avx2", "avx512") to use instead.
 const KernelTable & best_kernels();
 // best_kernels(), or portable_kernels() when use_ref asks for the portable
 // code paths.
@@ -119,6 +124,7 @@ inline const KernelTable & kernels(bool use_ref) {
 // contain them. They run only where the processor has the instructions.
 const KernelTable * avx2_kernels();
 const KernelTable * avx512_kernels();
+const KernelTable * avx512bf16_kernels(); // "avx512_bf16"
 
 // Every table this processor and OS can run, the portable one first, then in
 // order of preference (best_kernels() picks the last unless
