@@ -15,9 +15,9 @@
 //    a few ulp (integer block products and conversions are exact and give
 //    the same bits);
 //  - BF16 products made with a BF16 dot-product instruction (vdpbf16ps: the
-//    AVX-512 BF16 table's gemv_bf16) may differ in two more ways: they take
-//    bf16 subnormal inputs and subnormal results as zero, and round to
-//    nearest even whatever the rounding mode;
+//    AVX-512 BF16 table's gemv_bf16 and gemm_bf16) may differ in two more
+//    ways: they take bf16 subnormal inputs and subnormal results as zero,
+//    and round to nearest even whatever the rounding mode;
 //  - no function allocates, locks or calls through another table.
 
 #include <cstddef>
@@ -56,6 +56,28 @@ using BinaryFn = void (*)(int64_t n, const float * a, const float * b, float * d
 
 using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                              bool accumulate);
+
+// The BF16 GEMM on a BF16 dot-product instruction (see Note [BF16 GEMM
+// panels] in kernels/gemm.cpp). Its panels hold k in pairs: one 32-bit word
+// per row or column and pair p, with the bf16 value of k = 2p in the low half
+// and that of k = 2p + 1 in the high half; an odd kb ends with a zero
+// partner, and rows or columns past the matrix are packed as zeros.
+struct GemmBf16 {
+    // bf16 weight rows into an mr-wide panel: panel[p * mr + i] = the pair p
+    // of rows[i] (i < nrows <= mr), for the (kb + 1) / 2 pairs of kb values.
+    void (*pack_a)(const uint16_t * const * rows, int nrows, int64_t kb, uint32_t * panel);
+    // f32 activation columns, values step bytes apart, rounded to bf16 as the
+    // core's fp32_to_bf16 rounds (same bits), into an nr-wide panel the same
+    // way (ncols <= nr).
+    void (*pack_b)(const char * const * cols, size_t step, int ncols, int64_t kb, uint32_t * panel);
+    // C[i + j * ldc] (+)= sum over the pairs of ap[p * mr + i] . bp[p * nr + j]
+    // for i < m <= mr, j < n <= nr; accumulate continues from C's value, as
+    // the f32 micro-kernel does.
+    void (*micro)(int64_t kb, const uint32_t * ap, const uint32_t * bp, float * c, size_t ldc, int m, int n,
+                  bool accumulate);
+    int     mr, nr;     // register tile
+    int64_t mc, kc, nc; // cache blocks, as the f32 GEMM's; kc even
+};
 
 struct KernelTable {
     const char * name; // "portable", "avx2", ...
@@ -102,6 +124,11 @@ struct KernelTable {
     GemmMicroFn gemm_micro;
     int         mr, nr;     // register tile (mr along dst rows, nr along columns)
     int64_t     mc, kc, nc; // cache blocks: a chunk mc x kc (L2), b block kc x nc (L3)
+
+    // The BF16 GEMM for bf16 weights, activations rounded to bf16 as the
+    // matrix-vector path rounds them; nullptr in tables without a BF16
+    // dot-product instruction, where bf16 weights take the f32 GEMM.
+    const GemmBf16 * gemm_bf16;
 
     // The quantized products use 8-bit integer dot-product instructions
     // (VNNI), fast enough that BLAS's F32 products never beat them.
