@@ -27,15 +27,18 @@ int main() {
     for (float & v : w) v = nd(rng);
     for (float & v : x) v = nd(rng);
     std::printf("%s, one thread, weights %lld x %lld in cache\n", f.brand.c_str(), (long long) M, (long long) K);
-    std::printf("%-9s %-5s %4s %12s %12s\n", "table", "type", "cols", "GB/s", "GMAC/s");
-    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16}) {
+    std::printf("%-12s %-5s %4s %12s %12s\n", "table", "type", "cols", "GB/s", "GMAC/s");
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_BF16}) {
         const ggml_type   bt = ggml_is_quantized(t) ? GGML_TYPE_Q8_0 : t;
         std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
-        ggml_quantize_chunk(t == GGML_TYPE_F16 ? GGML_TYPE_F16 : t, w.data(), a.data(), 0, M, K, nullptr);
+        ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
         ggml_quantize_chunk(bt, x.data(), b.data(), 0, 8, K, nullptr);
         for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
-                const GemvFn fn = t == GGML_TYPE_Q4_0 ? kt->gemv_q4_0 : t == GGML_TYPE_Q8_0 ? kt->gemv_q8_0 : kt->gemv_f16;
+                const GemvFn fn = t == GGML_TYPE_Q4_0   ? kt->gemv_q4_0
+                                  : t == GGML_TYPE_Q8_0 ? kt->gemv_q8_0
+                                  : t == GGML_TYPE_F16  ? kt->gemv_f16
+                                                        : kt->gemv_bf16;
                 std::vector<float> dst(size_t(M) * 8);
                 double             best = 1e9;
                 for (int rep = 0; rep < 500; ++rep) {
@@ -43,7 +46,7 @@ int main() {
                     fn(K, a.data(), ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols, dst.data(), M);
                     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
                 }
-                std::printf("%-9s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols,
+                std::printf("%-12s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols,
                             double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
                 // The same columns prepared once (the path of mul_mat).
                 const QGemmKernels qk = t == GGML_TYPE_Q4_0 ? kt->qgemm_q4_0 : t == GGML_TYPE_Q8_0 ? kt->qgemm_q8_0 : QGemmKernels{};

@@ -73,6 +73,7 @@ GGML_BACKEND_API int ggml_cpu_has_fma(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512_vnni(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512_vbmi(void);
+GGML_BACKEND_API int ggml_cpu_has_avx512_bf16(void);
 
 // The CPU backend.
 GGML_BACKEND_API ggml_backend_t ggml_backend_cpu_init(void);

@@ -319,13 +319,24 @@ void matmul_cases(Cases & cases) {
                       return ggml_mul_mat(g.ctx(), g.input(type, {K, 21, 1, 1}), g.input(GGML_TYPE_F32, {K, 1, 1, 1}));
                   },
                   kProduct);
-        if (type != GGML_TYPE_BF16) {
-            cases.add("MUL_MAT_" + tn(type) + "_f32_256x33_256x17",
-                      [type](Builder & g) {
-                          return ggml_mul_mat(g.ctx(), g.input(type, {256, 33, 1, 1}),
-                                              g.input(GGML_TYPE_F32, {256, 17, 1, 1}));
-                      },
-                      kProduct);
+        cases.add("MUL_MAT_" + tn(type) + "_f32_256x33_256x17",
+                  [type](Builder & g) {
+                      return ggml_mul_mat(g.ctx(), g.input(type, {256, 33, 1, 1}),
+                                          g.input(GGML_TYPE_F32, {256, 17, 1, 1}));
+                  },
+                  kProduct);
+        if (!ggml_is_quantized(type)) {
+            // More columns than a matrix-vector call takes, with an odd K
+            // (and with broadcast batches): the CPU's many-column path.
+            const std::pair<Shape, Shape> wide[] = {{{77, 37, 1, 1}, {77, 19, 1, 1}},
+                                                    {{301, 45, 2, 1}, {301, 13, 4, 2}}};
+            for (const auto & [sa, sb] : wide) {
+                cases.add("MUL_MAT_" + tn(type) + "_f32_" + dims(sa) + "_" + dims(sb),
+                          [type, sa, sb](Builder & g) {
+                              return ggml_mul_mat(g.ctx(), g.input(type, sa), g.input(GGML_TYPE_F32, sb));
+                          },
+                          kProduct);
+            }
         }
     }
     cases.add("MUL_MAT_f32_transposed_b",

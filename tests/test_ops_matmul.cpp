@@ -97,6 +97,28 @@ TEST(OpsMulMat, VectorAndLarger) {
     }
 }
 
+// Float weights with more columns than a matrix-vector call takes and a K
+// that is odd (BF16 products work on pairs of k).
+TEST(OpsMulMat, ManyColumnsOddK) {
+    struct Case {
+        int64_t K, M, N;
+    };
+    const Case cases[] = {{77, 45, 19}, {301, 70, 40}, {1, 33, 13}};
+    std::mt19937 rng(137);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (const Case & c : cases) {
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " K " + std::to_string(c.K) + " M " +
+                         std::to_string(c.M) + " N " + std::to_string(c.N));
+            Context       ctx;
+            ggml_tensor * a = ggml_new_tensor_2d(ctx, type, c.K, c.M);
+            ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, c.K, c.N);
+            const Array   A = fill_random(a, rng);
+            const Array   B = fill_random(b, rng);
+            check_modes(ctx, ggml_mul_mat(ctx, a, b), ref::mul_mat(A, B), mul_mat_threshold(type));
+        }
+    }
+}
+
 TEST(OpsMulMat, TransposedSrc1) {
     std::mt19937 rng(137);
     for (ggml_type type : kWeightTypes) {

@@ -244,6 +244,8 @@ class CpuReg final : public ggml_backend_reg {
             if (f.f16c) v.push_back({"F16C", "1"});
             if (f.avx512f) v.push_back({"AVX512", "1"});
             if (f.avx512vnni) v.push_back({"AVX512_VNNI", "1"});
+            if (f.avx512vbmi) v.push_back({"AVX512_VBMI", "1"});
+            if (f.avx512bf16) v.push_back({"AVX512_BF16", "1"});
             v.push_back({nullptr, nullptr});
             return v;
         }();

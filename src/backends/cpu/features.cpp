@@ -36,12 +36,17 @@ Features detect() {
         f.fma = f.fma && ymm_ok;
         f.f16c = f.f16c && ymm_ok;
         if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-            f.avx2    = (b & bit_AVX2) && ymm_ok;
+            const unsigned max_subleaf = a;
+            f.avx2       = (b & bit_AVX2) && ymm_ok;
             f.avx512f    = (b & bit_AVX512F) && zmm_ok;
             f.avx512bw   = (b & bit_AVX512BW) && zmm_ok;
             f.avx512vl   = (b & bit_AVX512VL) && zmm_ok;
             f.avx512vnni = (c & bit_AVX512VNNI) && zmm_ok;
             f.avx512vbmi = (c & bit_AVX512VBMI) && zmm_ok;
+            // Leaf 7 subleaf 1, EAX bit 5: AVX512_BF16.
+            if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+                f.avx512bf16 = (a & (1u << 5)) && zmm_ok;
+            }
         }
     }
     unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
@@ -129,5 +134,8 @@ int ggml_cpu_has_avx512_vnni(void) {
 }
 int ggml_cpu_has_avx512_vbmi(void) {
     return loom::cpu::features().avx512vbmi;
+}
+int ggml_cpu_has_avx512_bf16(void) {
+    return loom::cpu::features().avx512bf16;
 }
 }

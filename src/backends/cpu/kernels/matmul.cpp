@@ -14,7 +14,9 @@
 //    the columns are also prepared once for all rows and the rows blocked
 //    for the caches (Note [Prepared-column blocking]), with the same bits;
 //  - matrix-matrix (f32, f16 and bf16 weights with more columns): the
-//    blocked, packed GEMM of gemm.cpp, b read as f32 in place.
+//    blocked, packed GEMM of gemm.cpp, b read as f32 in place (and, with
+//    bf16 weights on a table with a BF16 GEMM, rounded to bf16 while packed,
+//    as the other two paths round it).
 // In every path each dst element is computed by one thread, with a sequence
 // of operations fixed by the shapes.
 
@@ -402,10 +404,10 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
 // thread computes whole matrices alone: per thread a b block and a private
 // part. Otherwise all threads compute each matrix as a team: the team's
 // counters and one shared b block, then a private part per thread.
-size_t gemm_work_size(const ggml_tensor * b, int n_threads) {
+size_t gemm_work_size(const ggml_tensor * a, const ggml_tensor * b, int n_threads) {
     const KernelTable & kt    = best_kernels();
-    const size_t        bb    = gemm_b_block_bytes(kt, b->ne[1]);
-    const size_t        pv    = gemm_private_bytes(kt);
+    const size_t        bb    = gemm_b_block_bytes(kt, a->type, b->ne[1]);
+    const size_t        pv    = gemm_private_bytes(kt, a->type);
     const size_t        nth   = size_t(std::max(n_threads, 1));
     const size_t        alone = (bb + pv) * nth;
     const size_t        team  = GEMM_TEAM_HEADER + bb + pv * nth;
@@ -422,8 +424,8 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
     const int64_t nbatch = ne2 * dst->ne[3];
     const int64_t r2     = b->ne[2] / a->ne[2];
     const int64_t r3     = b->ne[3] / a->ne[3];
-    const size_t  bb     = gemm_b_block_bytes(kt, N);
-    const size_t  pv     = gemm_private_bytes(kt);
+    const size_t  bb     = gemm_b_block_bytes(kt, a->type, N);
+    const size_t  pv     = gemm_private_bytes(kt, a->type);
     char *        w      = static_cast<char *>(p.wdata);
 
     auto problem = [&](int64_t batch) {
@@ -447,16 +449,16 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
         char *      mine = w + (bb + pv) * size_t(p.ith);
         const Range r    = split_range(nbatch, p.ith, p.nth);
         for (int64_t batch = r.begin; batch < r.end; ++batch) {
-            gemm_f32(kt, problem(batch), 0, M, 0, N, reinterpret_cast<float *>(mine), mine + bb, nullptr);
+            gemm(kt, problem(batch), 0, M, 0, N, mine, mine + bb, nullptr);
         }
         return;
     }
     LOOM_ASSERT(p.wsize >= GEMM_TEAM_HEADER + bb + pv * size_t(p.nth));
     const GemmTeam team{&p, w};
-    auto *         shared_b = reinterpret_cast<float *>(w + GEMM_TEAM_HEADER);
+    char *         shared_b = w + GEMM_TEAM_HEADER;
     char *         mine     = w + GEMM_TEAM_HEADER + bb + pv * size_t(p.ith);
     for (int64_t batch = 0; batch < nbatch; ++batch) {
-        gemm_f32(kt, problem(batch), 0, M, 0, N, shared_b, mine, &team);
+        gemm(kt, problem(batch), 0, M, 0, N, shared_b, mine, &team);
     }
 }
 
@@ -590,7 +592,7 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             }
             size_t need = 0;
             if (mul_mat_uses_gemm(a, b)) {
-                need = std::max(packed_b, gemm_work_size(b, n_threads));
+                need = std::max(packed_b, gemm_work_size(a, b, n_threads));
             } else {
                 const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
                 need              = GEMV_HEADER + packed_b + qgemm_prepared_bytes(qg, b) +

@@ -22,9 +22,14 @@ bool avx512_runs() {
     return avx2_runs() && avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
 }
 
+bool avx512bf16_runs() {
+    return avx512_runs() && avx512bf16_kernels() != nullptr && features().avx512bf16;
+}
+
 const KernelTable & choose() {
-    // LOOM_CPU_KERNELS=portable or =avx2 keeps a lesser table (to compare or
-    // to test it); a table the processor cannot run is never taken.
+    // LOOM_CPU_KERNELS=portable, =avx2 or =avx512 keeps a lesser table (to
+    // compare or to test it); a table the processor cannot run is never
+    // taken.
     const std::vector<const KernelTable *> tables = runnable_kernels();
     if (const char * want = std::getenv("LOOM_CPU_KERNELS")) {
         for (const KernelTable * t : tables) {
@@ -40,6 +45,7 @@ std::vector<const KernelTable *> runnable_kernels() {
     std::vector<const KernelTable *> out = {&portable_kernels()};
     if (avx2_runs()) out.push_back(avx2_kernels());
     if (avx512_runs()) out.push_back(avx512_kernels());
+    if (avx512bf16_runs()) out.push_back(avx512bf16_kernels());
     return out;
 }
 
@@ -53,6 +59,9 @@ const KernelTable * avx2_kernels() {
     return nullptr;
 }
 const KernelTable * avx512_kernels() {
+    return nullptr;
+}
+const KernelTable * avx512bf16_kernels() {
     return nullptr;
 }
 #endif

@@ -2,8 +2,9 @@
 
 // The row and tile primitives that have instruction-set specific versions,
 // gathered in one table of function pointers. One table per instruction set
-// (portable C++, x86 AVX2+FMA+F16C, later AVX-512 and NEON); the best one the
-// processor supports is chosen once, on first use, and never changes.
+// (portable C++, x86 AVX2+FMA+F16C, AVX-512, AVX-512 with BF16, later NEON);
+// the best one the processor supports is chosen once, on first use, and
+// never changes.
 //
 // Contract shared by every table:
 //  - each function is a pure function of its arguments: the same inputs give
@@ -13,6 +14,10 @@
 //    only by the order of floating-point additions and, for exponentials, by
 //    a few ulp (integer block products and conversions are exact and give
 //    the same bits);
+//  - BF16 products made with a BF16 dot-product instruction (vdpbf16ps: the
+//    AVX-512 BF16 table's gemv_bf16 and gemm_bf16) may differ in two more
+//    ways: they take bf16 subnormal inputs and subnormal results as zero,
+//    and round to nearest even whatever the rounding mode;
 //  - no function allocates, locks or calls through another table.
 
 #include <cstddef>
@@ -80,6 +85,28 @@ using BinaryFn = void (*)(int64_t n, const float * a, const float * b, float * d
 using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                              bool accumulate);
 
+// The BF16 GEMM on a BF16 dot-product instruction (see Note [BF16 GEMM
+// panels] in kernels/gemm.cpp). Its panels hold k in pairs: one 32-bit word
+// per row or column and pair p, with the bf16 value of k = 2p in the low half
+// and that of k = 2p + 1 in the high half; an odd kb ends with a zero
+// partner, and rows or columns past the matrix are packed as zeros.
+struct GemmBf16 {
+    // bf16 weight rows into an mr-wide panel: panel[p * mr + i] = the pair p
+    // of rows[i] (i < nrows <= mr), for the (kb + 1) / 2 pairs of kb values.
+    void (*pack_a)(const uint16_t * const * rows, int nrows, int64_t kb, uint32_t * panel);
+    // f32 activation columns, values step bytes apart, rounded to bf16 as the
+    // core's fp32_to_bf16 rounds (same bits), into an nr-wide panel the same
+    // way (ncols <= nr).
+    void (*pack_b)(const char * const * cols, size_t step, int ncols, int64_t kb, uint32_t * panel);
+    // C[i + j * ldc] (+)= sum over the pairs of ap[p * mr + i] . bp[p * nr + j]
+    // for i < m <= mr, j < n <= nr; accumulate continues from C's value, as
+    // the f32 micro-kernel does.
+    void (*micro)(int64_t kb, const uint32_t * ap, const uint32_t * bp, float * c, size_t ldc, int m, int n,
+                  bool accumulate);
+    int     mr, nr;     // register tile
+    int64_t mc, kc, nc; // cache blocks, as the f32 GEMM's; kc even
+};
+
 struct KernelTable {
     const char * name; // "portable", "avx2", ...
 
@@ -126,6 +153,11 @@ struct KernelTable {
     int         mr, nr;     // register tile (mr along dst rows, nr along columns)
     int64_t     mc, kc, nc; // cache blocks: a chunk mc x kc (L2), b block kc x nc (L3)
 
+    // The BF16 GEMM for bf16 weights, activations rounded to bf16 as the
+    // matrix-vector path rounds them; nullptr in tables without a BF16
+    // dot-product instruction, where bf16 weights take the f32 GEMM.
+    const GemmBf16 * gemm_bf16;
+
     // The quantized products use 8-bit integer dot-product instructions
     // (VNNI), fast enough that BLAS's F32 products never beat them.
     bool int8_dot_products;
@@ -140,7 +172,7 @@ struct KernelTable {
 const KernelTable & portable_kernels();
 // The best table this processor runs, chosen on the first call; the
 // environment variable LOOM_CPU_KERNELS, read then, may name a lesser table
-// ("portable", "avx2") to use instead.
+// ("portable", "avx2", "avx512") to use instead.
 const KernelTable & best_kernels();
 // best_kernels(), or portable_kernels() when use_ref asks for the portable
 // code paths.
@@ -152,6 +184,7 @@ inline const KernelTable & kernels(bool use_ref) {
 // contain them. They run only where the processor has the instructions.
 const KernelTable * avx2_kernels();
 const KernelTable * avx512_kernels();
+const KernelTable * avx512bf16_kernels(); // "avx512_bf16"
 
 // Every table this processor and OS can run, the portable one first, then in
 // order of preference (best_kernels() picks the last unless

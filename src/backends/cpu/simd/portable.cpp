@@ -146,6 +146,7 @@ const KernelTable k_portable = {
     64,
     256,
     4092,
+    nullptr,
     false,
 };
 

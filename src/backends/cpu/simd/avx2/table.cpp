@@ -47,6 +47,7 @@ const KernelTable k_avx2 = {
     64,
     256,
     4092,
+    nullptr,
     false,
 };
 
