@@ -1021,6 +1021,57 @@ TEST(Simd, MulMatSameBitsFor1To4Threads) {
     }
 }
 
+// Weighted sums of rows (attention's values): each table against the
+// portable one within the dot tolerance; rows of weight 0 are skipped even
+// when they hold NaN.
+TEST(Simd, MadRowsAgainstPortable) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(18);
+        for (bool f16 : {false, true}) {
+            for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 100}) {
+                for (int64_t nrows : {1, 5, 64}) {
+                    SCOPED_TRACE(std::string(kt->name) + (f16 ? " f16" : " f32") + " n " + std::to_string(n) +
+                                 " rows " + std::to_string(nrows));
+                    const size_t ld   = size_t(n + 3) * (f16 ? 2 : 4);
+                    std::vector<char> x(ld * size_t(nrows));
+                    auto              w = random_floats(rng, size_t(nrows));
+                    for (int64_t i = 0; i < nrows; ++i) {
+                        char * row = x.data() + size_t(i) * ld;
+                        if (f16) {
+                            const auto v = random_halves(rng, size_t(n));
+                            std::memcpy(row, v.data(), v.size() * 2);
+                        } else {
+                            const auto v = random_floats(rng, size_t(n));
+                            std::memcpy(row, v.data(), v.size() * 4);
+                        }
+                        if (i % 3 == 1) {
+                            w[size_t(i)] = 0.0f;
+                            std::memset(row, 0xff, ld); // NaN in either type
+                        }
+                    }
+                    const auto         y0 = random_floats(rng, size_t(n));
+                    std::vector<float> want(y0), got(y0);
+                    (f16 ? portable_kernels().mad_rows_f16 : portable_kernels().mad_rows_f32)(n, want.data(), x.data(),
+                                                                                              ld, nrows, w.data());
+                    (f16 ? kt->mad_rows_f16 : kt->mad_rows_f32)(n, got.data(), x.data(), ld, nrows, w.data());
+                    for (int64_t d = 0; d < n; ++d) {
+                        double mag = std::fabs(y0[size_t(d)]);
+                        for (int64_t i = 0; i < nrows; ++i) {
+                            if (w[size_t(i)] == 0.0f) continue;
+                            const char * row = x.data() + size_t(i) * ld;
+                            const double v   = f16 ? double(fp16_to_fp32(reinterpret_cast<const ggml_fp16_t *>(row)[d]))
+                                                   : double(reinterpret_cast<const float *>(row)[d]);
+                            mag += std::fabs(v * w[size_t(i)]);
+                        }
+                        ASSERT_FALSE(std::isnan(got[size_t(d)])) << "d " << d;
+                        ASSERT_NEAR(got[size_t(d)], want[size_t(d)], kDotTol * mag) << "d " << d;
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(Simd, BinaryOpsSameBits) {
     FOR_EACH_SIMD_TABLE(kt) {
         std::mt19937 rng(12);

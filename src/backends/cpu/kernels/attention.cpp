@@ -3,23 +3,28 @@
 //
 // Each work item is one (query, head, dim-3) row; threads take contiguous
 // runs of items, queries varying fastest so that consecutive items read
-// the same k and v head. Per row, the scores are folded into the output
-// with an online softmax: a running maximum M, a running sum S of
-// exp(s - M) and an accumulator of exp(s - M) * v, all rescaled by
-// exp(M_old - M_new) whenever the maximum grows. Positions whose mask is
-// -inf are skipped; a row with every position masked has S == 0 and is
-// written as zeros.
+// the same k and v head. Per row, positions go in blocks of KV_BLOCK: their
+// scores come from the kernel table's matrix-vector product (k rows against
+// the query), then are folded into the output with an online softmax: a
+// running maximum M, a running sum S of exp(s - M) and an accumulator of
+// exp(s - M) * v, all rescaled by exp(M_old - M_new) when a block raises the
+// maximum (once per block, the exponentials of a block in one vector pass).
+// Positions whose mask is -inf weigh nothing, and blocks where every
+// position is masked are skipped; a row with every position masked has
+// S == 0 and is written as zeros.
 //
 // As in mul_mat, q is first converted to the operand type of k's dot
 // product (f16 for f16 k), so k rows are dotted in their own type.
 // v is accumulated in f32 whatever its type.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 
 #include "core/common.h"
 #include "core/fp16.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "kernels.h"
 #include "vec.h"
 
@@ -29,16 +34,21 @@ namespace {
 
 constexpr size_t SCRATCH_ALIGN = 64;
 
+// Positions per block (a multiple of GEMV_ROW_ALIGN).
+constexpr int64_t KV_BLOCK = 64;
+
 struct Slices {
-    size_t acc; // DV floats
-    size_t q;   // q row as k's operand type (at most DK floats)
-    size_t per_thread() const { return acc + q; }
+    size_t acc;    // DV floats
+    size_t q;      // q row as k's operand type (at most DK floats)
+    size_t scores; // KV_BLOCK floats, then the block's mask terms
+    size_t per_thread() const { return acc + q + scores; }
 };
 
 Slices slices(const ggml_tensor * op) {
     const int64_t dk = op->src[1]->ne[0];
     const int64_t dv = op->src[2]->ne[0];
-    return {align_up(size_t(dv) * sizeof(float), SCRATCH_ALIGN), align_up(size_t(dk) * sizeof(float), SCRATCH_ALIGN)};
+    return {align_up(size_t(dv) * sizeof(float), SCRATCH_ALIGN), align_up(size_t(dk) * sizeof(float), SCRATCH_ALIGN),
+            2 * KV_BLOCK * sizeof(float)};
 }
 
 bool is_kv_type(ggml_type t) {
@@ -80,19 +90,23 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
         scale /= softcap;
     }
 
-    const VecDotInfo kdot     = vec_dot_info(k->type, p.use_ref);
-    const int64_t    rk2      = n_head / k->ne[2];
-    const int64_t    rk3      = q->ne[3] / k->ne[3];
-    const int64_t    rv2      = n_head / v->ne[2];
-    const int64_t    rv3      = q->ne[3] / v->ne[3];
-    const bool       mask_f16 = mask != nullptr && mask->type == GGML_TYPE_F16;
-    const bool       v_f16    = v->type == GGML_TYPE_F16;
+    const KernelTable & kt       = kernels(p.use_ref);
+    const VecDotInfo    kdot     = vec_dot_info(k->type, p.use_ref);
+    const GemvFn        kgemv    = k->type == GGML_TYPE_F16 ? kt.gemv_f16 : kt.gemv_f32;
+    const int64_t       rk2      = n_head / k->ne[2];
+    const int64_t       rk3      = q->ne[3] / k->ne[3];
+    const int64_t       rv2      = n_head / v->ne[2];
+    const int64_t       rv3      = q->ne[3] / v->ne[3];
+    const bool          mask_f16 = mask != nullptr && mask->type == GGML_TYPE_F16;
+    const MadRowsFn     vmad     = v->type == GGML_TYPE_F16 ? kt.mad_rows_f16 : kt.mad_rows_f32;
 
     const Slices sl = slices(dst);
     LOOM_ASSERT(p.wsize >= sl.per_thread() * size_t(p.nth));
     char *  scratch = static_cast<char *>(p.wdata) + sl.per_thread() * size_t(p.ith);
     float * acc     = reinterpret_cast<float *>(scratch);
     void *  q_op    = scratch + sl.acc;
+    float * scores  = reinterpret_cast<float *>(scratch + sl.acc + sl.q);
+    float * mterm   = scores + KV_BLOCK;
 
     const Range r = split_range(n_q * n_head * q->ne[3], p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
@@ -110,44 +124,45 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
 
         float M = -INFINITY; // largest score so far
         float S = 0.0f;      // sum of exp(score - M)
-        for (int64_t ic = 0; ic < n_kv; ++ic) {
-            float mv = 0.0f;
+        for (int64_t ic0 = 0; ic0 < n_kv; ic0 += KV_BLOCK) {
+            const int64_t n = std::min(KV_BLOCK, n_kv - ic0);
             if (mrow != nullptr) {
-                float m;
-                if (mask_f16) {
-                    m = fp16_to_fp32(reinterpret_cast<const ggml_fp16_t *>(mrow)[ic]);
-                } else {
-                    m = reinterpret_cast<const float *>(mrow)[ic];
+                bool any = false;
+                for (int64_t i = 0; i < n; ++i) {
+                    const float m = mask_f16 ? fp16_to_fp32(reinterpret_cast<const ggml_fp16_t *>(mrow)[ic0 + i])
+                                             : reinterpret_cast<const float *>(mrow)[ic0 + i];
+                    mterm[i] = slope * m;
+                    any |= mterm[i] != -INFINITY;
                 }
-                mv = slope * m;
-                if (mv == -INFINITY) {
+                if (!any) {
                     continue;
                 }
             }
-
-            float s = kdot.dot(DK, kmat + ic * k->nb[1], q_op) * scale;
-            if (softcap != 0.0f) {
-                s = softcap * std::tanh(s);
+            kgemv(DK, kmat + ic0 * k->nb[1], k->nb[1], n, q_op, 0, 1, scores, size_t(n));
+            for (int64_t i = 0; i < n; ++i) {
+                float s = scores[i] * scale;
+                if (softcap != 0.0f) {
+                    s = softcap * std::tanh(s);
+                }
+                scores[i] = mrow != nullptr ? s + mterm[i] : s;
             }
-            s += mv;
-
-            // weight of this position relative to the (possibly new) maximum,
-            // and the factor that moves the old terms onto that maximum
-            float w = 1.0f, rescale = 1.0f;
-            if (s > M) {
-                rescale = std::exp(M - s);
-                M       = s;
-                scale_f32(DV, acc, rescale);
-            } else {
-                w = std::exp(s - M);
+            const float bmax = kt.max_f32(n, scores);
+            if (!(bmax > -INFINITY)) {
+                continue; // every position masked (or NaN)
             }
-            const char * vrow = vmat + ic * v->nb[1];
-            if (v_f16) {
-                mad_f16(DV, acc, reinterpret_cast<const ggml_fp16_t *>(vrow), w);
-            } else {
-                mad_f32(DV, acc, reinterpret_cast<const float *>(vrow), w);
+            float rescale = 1.0f;
+            if (bmax > M) {
+                // The old terms move onto the new maximum (nothing to move
+                // before the first block that counts).
+                rescale = M == -INFINITY ? 0.0f : std::exp(M - bmax);
+                if (M != -INFINITY) {
+                    scale_f32(DV, acc, rescale);
+                }
+                M = bmax;
             }
-            S = S * rescale + w;
+            const float sum = float(kt.exp_sub_sum_f32(n, scores, M));
+            S               = S * rescale + sum;
+            vmad(DV, acc, vmat + ic0 * v->nb[1], v->nb[1], n, scores);
         }
 
         float *     out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] + iq * dst->nb[2] +

@@ -82,6 +82,11 @@ using PackFn = void (*)(const float * const * rows, int nrows, int width, int64_
 // operations unchanged.
 using BinaryFn = void (*)(int64_t n, const float * a, const float * b, float * d);
 
+// y[d] += w[i] * row i of x [d] for d < n, rows i < nrows in increasing
+// order, ldx bytes apart; rows whose weight is 0 are skipped (their values
+// may be anything, NaN included).
+using MadRowsFn = void (*)(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
+
 using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                              bool accumulate);
 
@@ -166,6 +171,10 @@ struct KernelTable {
     // none; mul_mat then calls the gemv functions).
     QGemmKernels qgemm_q4_0;
     QGemmKernels qgemm_q8_0;
+
+    // Weighted sums of f32 and f16 rows (attention's values).
+    MadRowsFn mad_rows_f32 = nullptr;
+    MadRowsFn mad_rows_f16 = nullptr;
 };
 
 // The portable table (always available).

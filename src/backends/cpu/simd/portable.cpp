@@ -119,7 +119,23 @@ void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_
     }
 }
 
-const KernelTable k_portable = {
+template <class T> void mad_rows(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w) {
+    for (int64_t i = 0; i < nrows; ++i) {
+        if (w[i] == 0.0f) {
+            continue;
+        }
+        const T * row = reinterpret_cast<const T *>(static_cast<const char *>(x) + size_t(i) * ldx);
+        for (int64_t d = 0; d < n; ++d) {
+            if constexpr (sizeof(T) == 2) {
+                y[d] += fp16_to_fp32(row[d]) * w[i];
+            } else {
+                y[d] += row[d] * w[i];
+            }
+        }
+    }
+}
+
+const KernelTable k_portable_base = {
     "portable",
     dot_f32,
     dot_f16,
@@ -151,6 +167,13 @@ const KernelTable k_portable = {
 };
 
 } // namespace
+
+const KernelTable k_portable = [] {
+    KernelTable t  = k_portable_base;
+    t.mad_rows_f32 = mad_rows<float>;
+    t.mad_rows_f16 = mad_rows<ggml_fp16_t>;
+    return t;
+}();
 
 const KernelTable & portable_kernels() {
     return k_portable;

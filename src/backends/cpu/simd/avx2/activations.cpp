@@ -141,6 +141,72 @@ template <int Op> void binary_f32(int64_t n, const float * a, const float * b, f
         d[i] = apply1<Op>(a[i], b[i]);
     }
 }
+namespace {
+
+template <bool F16> inline __m256 load8_as_f32(const void * row, int64_t d) {
+    if constexpr (F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(row) + d)));
+    } else {
+        return _mm256_loadu_ps(static_cast<const float *>(row) + d);
+    }
+}
+
+// 32 lanes of y at a time stay in registers while the rows pass; each lane
+// takes the rows in order, as the portable loop does.
+template <bool F16> void mad_rows(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w) {
+    auto row = [&](int64_t i) { return static_cast<const char *>(x) + size_t(i) * ldx; };
+    int64_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(y + d), a1 = _mm256_loadu_ps(y + d + 8);
+        __m256 a2 = _mm256_loadu_ps(y + d + 16), a3 = _mm256_loadu_ps(y + d + 24);
+        for (int64_t i = 0; i < nrows; ++i) {
+            if (w[i] == 0.0f) continue;
+            const __m256 wv = _mm256_set1_ps(w[i]);
+            const void * r  = row(i);
+            a0              = _mm256_fmadd_ps(load8_as_f32<F16>(r, d), wv, a0);
+            a1              = _mm256_fmadd_ps(load8_as_f32<F16>(r, d + 8), wv, a1);
+            a2              = _mm256_fmadd_ps(load8_as_f32<F16>(r, d + 16), wv, a2);
+            a3              = _mm256_fmadd_ps(load8_as_f32<F16>(r, d + 24), wv, a3);
+        }
+        _mm256_storeu_ps(y + d, a0);
+        _mm256_storeu_ps(y + d + 8, a1);
+        _mm256_storeu_ps(y + d + 16, a2);
+        _mm256_storeu_ps(y + d + 24, a3);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y + d);
+        for (int64_t i = 0; i < nrows; ++i) {
+            if (w[i] == 0.0f) continue;
+            a = _mm256_fmadd_ps(load8_as_f32<F16>(row(i), d), _mm256_set1_ps(w[i]), a);
+        }
+        _mm256_storeu_ps(y + d, a);
+    }
+    for (; d < n; ++d) {
+        float a = y[d];
+        for (int64_t i = 0; i < nrows; ++i) {
+            if (w[i] == 0.0f) continue;
+            float v;
+            if constexpr (F16) {
+                v = _cvtsh_ss(reinterpret_cast<const uint16_t *>(row(i))[d]);
+            } else {
+                v = reinterpret_cast<const float *>(row(i))[d];
+            }
+            a = std::fma(v, w[i], a);
+        }
+        y[d] = a;
+    }
+}
+
+} // namespace
+
+void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w) {
+    mad_rows<false>(n, y, x, ldx, nrows, w);
+}
+
+void mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w) {
+    mad_rows<true>(n, y, x, ldx, nrows, w);
+}
+
 template void binary_f32<0>(int64_t, const float *, const float *, float *);
 template void binary_f32<1>(int64_t, const float *, const float *, float *);
 template void binary_f32<2>(int64_t, const float *, const float *, float *);

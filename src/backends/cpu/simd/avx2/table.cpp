@@ -18,7 +18,7 @@ namespace loom::cpu {
 
 namespace {
 
-const KernelTable k_avx2 = {
+const KernelTable k_avx2_base = {
     "avx2",
     avx2::dot_f32,
     avx2::dot_f16,
@@ -52,6 +52,13 @@ const KernelTable k_avx2 = {
 };
 
 } // namespace
+
+const KernelTable k_avx2 = [] {
+    KernelTable t  = k_avx2_base;
+    t.mad_rows_f32 = avx2::mad_rows_f32;
+    t.mad_rows_f16 = avx2::mad_rows_f16;
+    return t;
+}();
 
 const KernelTable * avx2_kernels() {
     return &k_avx2;
