@@ -1,6 +1,6 @@
 // The op cases of ggml's `test-backend-ops perf` that loom implements
 // (matrix products of a 7B-class FFN for every weight type loom has, the
-// softmax, broadcast add and copy cases), timed through the CPU backend the
+// softmax, broadcast add, copy and flash-attention cases), timed through the CPU backend the
 // way that mode times them: the op's node repeated in one graph until the
 // graph moves about 8 GiB (or computes 8 GFLOP), the graph computed for at
 // least a second, microseconds per op. Printed in the same form as ggml's
@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +81,35 @@ std::vector<Case> cases() {
                                        ggml_new_tensor_2d(c, GGML_TYPE_F16, 512, 3072));
                    },
                    false});
+    // Flash attention of one query row per head (token generation), f16 K
+    // and V, a mask, grouped-query heads (nr23); and 4 rows at once.
+    struct Fa {
+        int64_t hs, nr2, kv, nb;
+    };
+    std::vector<Fa> fa;
+    for (int64_t kv : {4096, 8192}) {
+        for (int64_t hs : {64, 128}) {
+            for (int64_t nr2 : {1, 4, 8}) fa.push_back({hs, nr2, kv, 1});
+        }
+    }
+    fa.push_back({64, 8, 7680, 1});
+    fa.push_back({64, 8, 7680, 4});
+    for (const Fa & f : fa) {
+        out.push_back({"FLASH_ATTN_EXT(hsk=" + std::to_string(f.hs) + ",hsv=" + std::to_string(f.hs) +
+                           ",nh=8,nr23=[" + std::to_string(f.nr2) + ",1],kv=" + std::to_string(f.kv) +
+                           ",nb=" + std::to_string(f.nb) + ",mask=1,type_K=f16,type_V=f16)",
+                       [f](ggml_context * c) {
+                           ggml_tensor * q = ggml_new_tensor_4d(c, GGML_TYPE_F32, f.hs, f.nb, 8 * f.nr2, 1);
+                           ggml_tensor * k = ggml_new_tensor_4d(c, GGML_TYPE_F16, f.hs, f.kv, 8, 1);
+                           ggml_tensor * v = ggml_new_tensor_4d(c, GGML_TYPE_F16, f.hs, f.kv, 8, 1);
+                           ggml_tensor * m =
+                               ggml_new_tensor_2d(c, GGML_TYPE_F16, f.kv, GGML_PAD(f.nb, GGML_KQ_MASK_PAD));
+                           ggml_tensor * r = ggml_flash_attn_ext(c, q, k, v, m, 1.0f / std::sqrt(float(f.hs)), 0.0f, 0.0f);
+                           ggml_flash_attn_ext_set_prec(r, GGML_PREC_F32);
+                           return r;
+                       },
+                       false});
+    }
     return out;
 }
 

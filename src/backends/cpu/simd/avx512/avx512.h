@@ -29,4 +29,8 @@ void   qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols
 void   qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,
                         const void * prep, const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
+// Weighted sums of rows (kernel_table.h MadRowsFn; rows.cpp).
+void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
+void mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
+
 } // namespace loom::cpu::avx512

@@ -26,6 +26,8 @@ const KernelTable * avx512_kernels() {
         t.gemv_q8_0   = avx512::gemv_q8_0;
         t.gemv_q4_0   = avx512::gemv_q4_0;
         t.int8_dot_products = true;
+        t.mad_rows_f32      = avx512::mad_rows_f32;
+        t.mad_rows_f16      = avx512::mad_rows_f16;
         // Four rows per register: prepared columns pay where many columns
         // meet the same rows (with few, gemv reads the Q8_0 blocks faster).
         t.qgemm_q8_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0, GEMV_MAX_COLS + 1};
