@@ -273,7 +273,7 @@ int64_t qgemm_k_blocks(const ggml_tensor * a) {
     return std::max<int64_t>(2 * QGEMM_K_ALIGN, kb / QGEMM_K_ALIGN * QGEMM_K_ALIGN);
 }
 
-// Work is cut into items of GEMV_ROW_ALIGN rows of one matrix; an item runs
+// Work is cut into items of whole groups of GEMV_ROW_ALIGN rows of one matrix; an item runs
 // all its columns, GEMV_MAX_COLS at a time, while its rows stay in cache.
 // Only when there are fewer items than threads are columns cut as well.
 //
@@ -283,6 +283,8 @@ int64_t qgemm_k_blocks(const ggml_tensor * a) {
 // element's operations depend only on where it is in the matrix), so the
 // result stays independent of the thread count and of the timing.
 //
+constexpr int64_t GEMV_ITEM_MACS = 32768;
+
 // Scratch: the counter in the first GEMV_HEADER bytes, then b packed, then
 // b's prepared columns and each thread's partial sums where the product has
 // them.
@@ -346,7 +348,12 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     const int64_t nbatch   = ne2 * dst->ne[3];
     const int64_t r2       = b->ne[2] / a->ne[2];
     const int64_t r3       = b->ne[3] / a->ne[3];
-    const int64_t item_rows = qg.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : GEMV_ROW_ALIGN;
+    // Items of at least GEMV_ITEM_MACS multiply-adds (short rows, as in
+    // attention's products, take many rows an item), in whole row groups.
+    const int64_t min_rows  = std::clamp<int64_t>(GEMV_ITEM_MACS / std::max<int64_t>(1, K * std::min<int64_t>(N, GEMV_MAX_COLS)),
+                                                  GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) /
+                             GEMV_ROW_ALIGN * GEMV_ROW_ALIGN;
+    const int64_t item_rows = qg.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
     const int64_t n_ru      = (M + item_rows - 1) / item_rows;
     const int64_t n_cg     = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     const bool    cut_col  = nbatch * n_ru < p.nth && n_cg > 1;
