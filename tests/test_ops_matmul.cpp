@@ -77,14 +77,18 @@ TEST(OpsMulMat, TypesAndBroadcast) {
     }
 }
 
-TEST(OpsMulMat, VectorAndLarger) {
-    struct Case {
-        int64_t K, M, N;
-    };
-    const Case cases[] = {{256, 67, 1}, {256, 67, 33}, {160, 129, 5}};
-    std::mt19937 rng(131);
-    for (ggml_type type : kWeightTypes) {
-        for (const Case & c : cases) {
+namespace {
+
+struct MulMatCase {
+    int64_t K, M, N;
+};
+
+// mul_mat of random weights of each type against random columns, every case
+// checked against the double-precision reference in every mode.
+void check_mul_mat_cases(const std::vector<ggml_type> & types, const std::vector<MulMatCase> & cases, unsigned seed) {
+    std::mt19937 rng(seed);
+    for (ggml_type type : types) {
+        for (const MulMatCase & c : cases) {
             SCOPED_TRACE(std::string(ggml_type_name(type)) + " K " + std::to_string(c.K) + " M " +
                          std::to_string(c.M) + " N " + std::to_string(c.N));
             Context       ctx;
@@ -97,26 +101,17 @@ TEST(OpsMulMat, VectorAndLarger) {
     }
 }
 
+} // namespace
+
+TEST(OpsMulMat, VectorAndLarger) {
+    check_mul_mat_cases(std::vector<ggml_type>(std::begin(kWeightTypes), std::end(kWeightTypes)),
+                        {{256, 67, 1}, {256, 67, 33}, {160, 129, 5}}, 131);
+}
+
 // Float weights with more columns than a matrix-vector call takes and a K
 // that is odd (BF16 products work on pairs of k).
 TEST(OpsMulMat, ManyColumnsOddK) {
-    struct Case {
-        int64_t K, M, N;
-    };
-    const Case cases[] = {{77, 45, 19}, {301, 70, 40}, {1, 33, 13}};
-    std::mt19937 rng(137);
-    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
-        for (const Case & c : cases) {
-            SCOPED_TRACE(std::string(ggml_type_name(type)) + " K " + std::to_string(c.K) + " M " +
-                         std::to_string(c.M) + " N " + std::to_string(c.N));
-            Context       ctx;
-            ggml_tensor * a = ggml_new_tensor_2d(ctx, type, c.K, c.M);
-            ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, c.K, c.N);
-            const Array   A = fill_random(a, rng);
-            const Array   B = fill_random(b, rng);
-            check_modes(ctx, ggml_mul_mat(ctx, a, b), ref::mul_mat(A, B), mul_mat_threshold(type));
-        }
-    }
+    check_mul_mat_cases({GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}, {{77, 45, 19}, {301, 70, 40}, {1, 33, 13}}, 137);
 }
 
 TEST(OpsMulMat, TransposedSrc1) {

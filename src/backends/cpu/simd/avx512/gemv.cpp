@@ -249,13 +249,8 @@ void rows(int64_t i0, int64_t i1, const char * a, size_t lda, int64_t nrows, con
     }
 }
 
-template <class Q>
-void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
-          size_t ldd, GemvFn tail) {
-    const int64_t nb = K / QK8_0;
-    const auto *  ac = static_cast<const char *>(a);
-    const auto *  bc = static_cast<const char *>(b);
-    auto          go = [&]<int C>() { rows<Q, C>(0, nb, ac, lda, nrows, RawCols<C>(bc, ldb), bc, ldb, dst, ldd, tail, {}); };
+// go.template operator()<C>() with C = ncols (1 to 8) as a constant.
+template <class F> void with_cols(int ncols, F & go) {
     switch (ncols) {
         case 1: go.template operator()<1>(); break;
         case 2: go.template operator()<2>(); break;
@@ -269,6 +264,16 @@ void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, 
 }
 
 template <class Q>
+void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+          size_t ldd, GemvFn tail) {
+    const int64_t nb = K / QK8_0;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    auto          go = [&]<int C>() { rows<Q, C>(0, nb, ac, lda, nrows, RawCols<C>(bc, ldb), bc, ldb, dst, ldd, tail, {}); };
+    with_cols(ncols, go);
+}
+
+template <class Q>
 void qgemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
            const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd, GemvFn tail) {
     static_assert(QGEMM_COLS == 8);
@@ -278,16 +283,7 @@ void qgemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_
     auto         go = [&]<int C>() {
         rows<Q, C>(i0, i1, ac, lda, nrows, PreparedCols{static_cast<const char *>(prep)}, bc, ldb, dst, ldd, tail, carry);
     };
-    switch (ncols) {
-        case 1: go.template operator()<1>(); break;
-        case 2: go.template operator()<2>(); break;
-        case 3: go.template operator()<3>(); break;
-        case 4: go.template operator()<4>(); break;
-        case 5: go.template operator()<5>(); break;
-        case 6: go.template operator()<6>(); break;
-        case 7: go.template operator()<7>(); break;
-        default: go.template operator()<8>(); break;
-    }
+    with_cols(ncols, go);
 }
 
 } // namespace
