@@ -38,7 +38,7 @@ namespace {
 // zero-masked forms with every lane selected are the same instructions.
 constexpr __mmask16 k_all = 0xffff;
 
-inline __m128i load128(const void * p) {
+[[gnu::always_inline]] inline __m128i load128(const void * p) {
     return _mm_loadu_si128(static_cast<const __m128i *>(p));
 }
 
@@ -47,7 +47,7 @@ inline __m128i load128(const void * p) {
 struct Q4 {
     using W                     = block_q4_0;
     static constexpr int offset = 8;
-    static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
+    [[gnu::always_inline]] static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
         __m512i q = _mm512_zextsi128_si512(load128(ar[0][i].qs));
         q         = _mm512_inserti32x4(q, load128(ar[1][i].qs), 1);
         q         = _mm512_inserti32x4(q, load128(ar[2][i].qs), 2);
@@ -61,7 +61,7 @@ struct Q4 {
 struct Q8 {
     using W                     = block_q8_0;
     static constexpr int offset = 128;
-    static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
+    [[gnu::always_inline]] static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
         __m512i a = _mm512_zextsi128_si512(load128(ar[0][i].qs));
         __m512i b = _mm512_zextsi128_si512(load128(ar[0][i].qs + 16));
         a         = _mm512_inserti32x4(a, load128(ar[1][i].qs), 1);
@@ -82,7 +82,7 @@ struct Col {
     __m512i lo, hi, start;
 };
 
-template <int Offset> inline Col prepare(const block_q8_0 & y) {
+template <int Offset> [[gnu::always_inline]] inline Col prepare(const block_q8_0 & y) {
     Col c;
     c.lo              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs));
     c.hi              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs + 16));
@@ -93,7 +93,7 @@ template <int Offset> inline Col prepare(const block_q8_0 & y) {
 }
 
 // Sum of the four lanes of each 128-bit quarter: row r's result.
-inline void store_rows(__m512 acc, float * dst) {
+[[gnu::always_inline]] inline void store_rows(__m512 acc, float * dst) {
     alignas(64) float v[16];
     _mm512_store_ps(v, acc);
     for (int r = 0; r < 4; ++r) {
@@ -109,7 +109,7 @@ template <int C> struct RawCols {
     RawCols(const char * b, size_t ldb) {
         for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
     }
-    template <int Offset> void get(int64_t i, int c, Col & col, __m512 & dy) const {
+    template <int Offset> [[gnu::always_inline]] void get(int64_t i, int c, Col & col, __m512 & dy) const {
         col = prepare<Offset>(bc[c][i]);
         dy  = _mm512_set1_ps(_cvtsh_ss(bc[c][i].d));
     }
@@ -131,7 +131,7 @@ constexpr size_t PREP_BLOCK = 52 * QGEMM_COLS;
 
 struct PreparedCols {
     const char * base;
-    template <int Offset> void get(int64_t i, int c, Col & col, __m512 & dy) const {
+    template <int Offset> [[gnu::always_inline]] void get(int64_t i, int c, Col & col, __m512 & dy) const {
         const char * pb = base + size_t(i) * PREP_BLOCK;
         col.lo          = _mm512_maskz_broadcast_i32x4(k_all, load128(pb + PREP_LO + 16 * c));
         col.hi          = _mm512_maskz_broadcast_i32x4(k_all, load128(pb + PREP_HI + 16 * c));

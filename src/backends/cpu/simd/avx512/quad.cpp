@@ -81,7 +81,7 @@ inline __m512i d_index() {
 }
 
 // The sum of the 16 lanes, in a fixed order.
-inline float sum16(__m512 v) {
+[[gnu::always_inline]] inline float sum16(__m512 v) {
     alignas(64) float x[16];
     _mm512_store_ps(x, v);
     float s[4];
@@ -95,7 +95,7 @@ struct Quad {
 };
 
 // Blocks 4j .. 4j + n - 1 of a row (n <= 4) from p (their first byte).
-template <bool Full> inline Quad load_quad(const char * p, int n, __m512i qidx, __m512i didx) {
+template <bool Full> [[gnu::always_inline]] inline Quad load_quad(const char * p, int n, __m512i qidx, __m512i didx) {
     __m512i a, b;
     if constexpr (Full) {
         a = _mm512_loadu_si512(p);
