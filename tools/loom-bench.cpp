@@ -516,7 +516,7 @@ int main(int argc, char ** argv) {
     bw.read          = std::max(bw.read, b2.read);
     std::printf("FMA peak (AVX2, 8 lanes):     %7.1f GFLOP/s\n", peak);
     if (has512) {
-        std::printf("FMA peak (AVX-512, 16 lanes): %7.1f GFLOP/s (loom's AVX-512 kernels: the Q4_0 and Q8_0 products)\n", peak5);
+        std::printf("FMA peak (AVX-512, 16 lanes): %7.1f GFLOP/s (loom's AVX-512 kernels: the Q4_0, Q8_0 and BF16 products)\n", peak5);
     }
     std::printf("memory bandwidth, triad:      %7.1f GB/s (read-only sum: %.1f GB/s)\n\n", bw.triad, bw.read);
     std::printf("%-36s %7s (%7s)\n", "case", "best", "median");
