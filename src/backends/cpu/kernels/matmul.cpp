@@ -251,12 +251,12 @@ size_t qgemm_prepared_bytes(const QGemmKernels & ops, const ggml_tensor * b) {
 
 // Note [Prepared-column blocking]
 // With prepared columns and more columns than a gemv call takes, an item is
-// QGEMM_ITEM_ROWS rows, taken through K in
-// parts of qgemm_k_blocks() blocks, each part through every column group:
-// the rows' part (at most about 256 KiB) stays in L2 while a column group's
-// part streams past it once for all the rows, instead of once per 16 rows.
-// The partial sums of the item's rows wait in the thread's scratch between
-// parts. The bits are those of one gemv pass, whatever the cuts.
+// QGEMM_ITEM_ROWS rows, taken through K in parts of qgemm_k_blocks()
+// blocks, each part through every column group: the rows' part (at most
+// about 256 KiB) stays in L2 while a column group's part streams past it
+// once for all the rows, instead of once per 16 rows. The partial sums of
+// the item's rows wait in the thread's scratch between parts; the bits are
+// those of one pass over K, whatever the cuts (kernel_table.h, QGemmFn).
 constexpr int64_t QGEMM_ITEM_ROWS = 4 * GEMV_ROW_ALIGN;
 
 // Bytes of one thread's partial sums: an item's rows for every column group.
@@ -273,16 +273,17 @@ int64_t qgemm_k_blocks(const ggml_tensor * a) {
     return std::max<int64_t>(2 * QGEMM_K_ALIGN, kb / QGEMM_K_ALIGN * QGEMM_K_ALIGN);
 }
 
-// Work is cut into items of whole groups of GEMV_ROW_ALIGN rows of one matrix; an item runs
-// all its columns, GEMV_MAX_COLS at a time, while its rows stay in cache.
-// Only when there are fewer items than threads are columns cut as well.
+// Work is cut into items of whole groups of GEMV_ROW_ALIGN rows of one
+// matrix, at least GEMV_ITEM_MACS multiply-adds each (short rows, as in
+// attention, make items of many rows); an item runs all its columns,
+// GEMV_MAX_COLS at a time, while its rows stay in cache. Only when there are
+// fewer items than threads are columns cut as well.
 //
 // Threads take chunks of consecutive items from a shared counter, so a
 // thread slowed by anything else on the machine leaves more of the work to
 // the others. Which thread computes an item never changes its result (each
 // element's operations depend only on where it is in the matrix), so the
 // result stays independent of the thread count and of the timing.
-//
 constexpr int64_t GEMV_ITEM_MACS = 32768;
 
 // Scratch: the counter in the first GEMV_HEADER bytes, then b packed, then
@@ -311,7 +312,7 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     const QGemmKernels qg          = qgemm_for(kt, a, b);
     const int64_t      n_cg_b      = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     const size_t       group_bytes = qg.gemm != nullptr ? align_up(qg.cols_bytes(K), SCRATCH_ALIGN) : 0;
-    char * const prepared = scratch + GEMV_HEADER + align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
+    char * const       prepared = scratch + GEMV_HEADER + align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
     if (qg.gemm != nullptr) {
         // Each thread takes whole groups of columns: packs them, then
         // prepares them, so one barrier covers both.
@@ -320,13 +321,15 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
         const Range r = split_range(n_cg_b * b->ne[2] * b->ne[3], p.ith, p.nth);
         for (int64_t grp = r.begin; grp < r.end; ++grp) {
             const int64_t cg    = grp % n_cg_b;
-            const int64_t batch = grp / n_cg_b;
-            const int64_t i2 = batch % b->ne[2], i3 = batch / b->ne[2];
+            const int64_t batch = grp / n_cg_b; // = i3 * ne2 + i2
+            const int64_t i2    = batch % b->ne[2];
+            const int64_t i3    = batch / b->ne[2];
             const int64_t c0    = cg * GEMV_MAX_COLS;
             const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, b->ne[1] - c0));
             for (int64_t c = c0; c < c0 + ncols; ++c) {
                 const char * src = static_cast<const char *>(b->data) + c * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-                convert_operand(kt, info.operand, src, b->nb[0], const_cast<char *>(bop.column(c, i2, i3)), K);
+                char *       out = scratch + GEMV_HEADER + size_t(batch * b->ne[1] + c) * row_size; // bop.column
+                convert_operand(kt, info.operand, src, b->nb[0], out, K);
             }
             qg.prepare(K, bop.column(c0, i2, i3), ldb, ncols, prepared + size_t(grp) * group_bytes);
         }
@@ -336,26 +339,25 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
         pack_b(pp, kt, b, info.operand, row_size);
     }
     p.sync(); // b packed (and prepared) and the counter set before anyone takes a chunk
-    const size_t acc_bytes = qgemm_thread_acc_bytes(qg, b);
-    auto * const acc       = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
-    const int64_t nb_k     = K / ggml_blck_size(a->type);
+    const size_t  acc_bytes = qgemm_thread_acc_bytes(qg, b);
+    auto * const  acc  = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
+    const int64_t nb_k = K / ggml_blck_size(a->type);
     // K is cut only where many columns meet the same rows.
     const int64_t kc = qg.gemm == nullptr ? 0 : b->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a) : nb_k;
 
-    const int64_t M        = dst->ne[0];
-    const int64_t N        = dst->ne[1];
-    const int64_t ne2      = dst->ne[2];
-    const int64_t nbatch   = ne2 * dst->ne[3];
-    const int64_t r2       = b->ne[2] / a->ne[2];
-    const int64_t r3       = b->ne[3] / a->ne[3];
-    // Items of at least GEMV_ITEM_MACS multiply-adds (short rows, as in
-    // attention's products, take many rows an item), in whole row groups.
-    const int64_t min_rows  = std::clamp<int64_t>(GEMV_ITEM_MACS / std::max<int64_t>(1, K * std::min<int64_t>(N, GEMV_MAX_COLS)),
-                                                  GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) /
-                             GEMV_ROW_ALIGN * GEMV_ROW_ALIGN;
+    const int64_t M      = dst->ne[0];
+    const int64_t N      = dst->ne[1];
+    const int64_t ne2    = dst->ne[2];
+    const int64_t nbatch = ne2 * dst->ne[3];
+    const int64_t r2     = b->ne[2] / a->ne[2];
+    const int64_t r3     = b->ne[3] / a->ne[3];
+    const int64_t macs_per_row = std::max<int64_t>(1, K * std::min<int64_t>(N, GEMV_MAX_COLS));
+    const int64_t min_rows =
+        std::clamp<int64_t>(GEMV_ITEM_MACS / macs_per_row, GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) / GEMV_ROW_ALIGN *
+        GEMV_ROW_ALIGN;
     const int64_t item_rows = qg.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
     const int64_t n_ru      = (M + item_rows - 1) / item_rows;
-    const int64_t n_cg     = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    const int64_t n_cg      = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     const bool    cut_col  = nbatch * n_ru < p.nth && n_cg > 1;
     const int64_t per_cg   = cut_col ? 1 : n_cg; // column groups per item
     const int64_t n_items  = nbatch * n_ru * (n_cg / per_cg);
