@@ -1,0 +1,129 @@
+#pragma once
+
+// Helpers of the SIMD kernel tests (test_simd.cpp, test_simd_gemm.cpp):
+// the tables to test, random operands of every type, tolerances.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/fp16.h"
+#include "core/types.h"
+
+namespace loomtest::simd {
+
+using namespace loom;
+using namespace loom::cpu;
+
+// The tables this processor can run besides the portable one.
+inline std::vector<const KernelTable *> simd_tables() {
+    std::vector<const KernelTable *> out = runnable_kernels();
+    out.erase(out.begin()); // the portable table, the reference
+    return out;
+}
+
+#define FOR_EACH_SIMD_TABLE(var)                                                    \
+    const auto tables_ = simd_tables();                                             \
+    if (tables_.empty()) {                                                          \
+        GTEST_SKIP() << "no SIMD kernel table runs on this processor";              \
+    }                                                                               \
+    for (const KernelTable * var : tables_)
+
+inline constexpr double kDotTol = 1e-5;
+
+// Sizes around the vector widths and unroll factors, and a few long ones.
+inline const int64_t kSizes[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 255, 257, 1000, 4099};
+
+inline std::vector<float> random_floats(std::mt19937 & rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float>                    v(n);
+    for (float & x : v) {
+        x = d(rng);
+    }
+    return v;
+}
+
+inline std::vector<uint16_t> random_halves(std::mt19937 & rng, size_t n) {
+    const std::vector<float> f = random_floats(rng, n, -2.0f, 2.0f);
+    std::vector<uint16_t>    v(n);
+    for (size_t i = 0; i < n; ++i) {
+        v[i] = fp32_to_fp16(f[i]);
+    }
+    return v;
+}
+
+inline std::vector<uint16_t> random_bf16(std::mt19937 & rng, size_t n) {
+    const std::vector<float> f = random_floats(rng, n, -2.0f, 2.0f);
+    std::vector<uint16_t>    v(n);
+    for (size_t i = 0; i < n; ++i) {
+        v[i] = fp32_to_bf16(f[i]);
+    }
+    return v;
+}
+
+// Q8_0 blocks with values in [lo, 127] and scales in [0.001, 0.1).
+inline std::vector<block_q8_0> random_q8(std::mt19937 & rng, size_t nb, int lo) {
+    std::uniform_int_distribution<int>    q(lo, 127);
+    std::uniform_real_distribution<float> d(0.001f, 0.1f);
+    std::vector<block_q8_0>               v(nb);
+    for (block_q8_0 & b : v) {
+        b.d = fp32_to_fp16(d(rng));
+        for (int8_t & x : b.qs) {
+            x = int8_t(q(rng));
+        }
+    }
+    return v;
+}
+
+inline std::vector<block_q4_0> random_q4(std::mt19937 & rng, size_t nb) {
+    std::uniform_int_distribution<int>    q(0, 255);
+    std::uniform_real_distribution<float> d(0.001f, 0.1f);
+    std::vector<block_q4_0>               v(nb);
+    for (block_q4_0 & b : v) {
+        b.d = fp32_to_fp16(d(rng));
+        for (uint8_t & x : b.qs) {
+            x = uint8_t(q(rng));
+        }
+    }
+    return v;
+}
+
+// sum |x_i y_i| of two rows of any weight type, from their float values.
+inline double abs_dot(const std::vector<float> & x, const std::vector<float> & y) {
+    double s = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        s += std::fabs(double(x[i]) * double(y[i]));
+    }
+    return s;
+}
+
+template <typename T> std::vector<float> to_floats(ggml_type type, const T * p, int64_t n) {
+    std::vector<float> out(size_t(std::max<int64_t>(n, 1)));
+    if (n > 0) {
+        type_info(type, "test").to_float(p, out.data(), n);
+    }
+    out.resize(size_t(n));
+    return out;
+}
+
+// A copy of v placed one element alignment past a 32-byte boundary, so
+// vector loads cannot rely on alignment (elements stay naturally aligned, as
+// in any tensor).
+template <typename T> struct Unaligned {
+    std::vector<unsigned char> storage;
+    T *                        ptr;
+    explicit Unaligned(const std::vector<T> & v) : storage(v.size() * sizeof(T) + 64) {
+        auto base = reinterpret_cast<uintptr_t>(storage.data());
+        ptr       = reinterpret_cast<T *>(((base + 31) & ~uintptr_t(31)) + alignof(T));
+        for (size_t i = 0; i < v.size(); ++i) {
+            ptr[i] = v[i];
+        }
+    }
+};
+
+} // namespace loomtest::simd
