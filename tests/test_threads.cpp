@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/threadpool.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -509,6 +510,31 @@ bool all_equal(const ggml_tensor * t, double value) {
 }
 
 } // namespace
+
+// Note [Adaptive spin]: a waiter whose partner arrives late halves the spin
+// of the next waits, never below k_min_spin; waits stay correct throughout.
+TEST(ThreadsBarrier, SpinShrinksWhenAPartnerIsLate) {
+    constexpr int     kSpin = 4096, kRounds = 12;
+    loom::cpu::Barrier barrier(2, kSpin);
+    std::atomic<int>  round{0};
+    std::thread       late([&] {
+        for (int i = 0; i < kRounds; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));
+            round.store(i + 1, std::memory_order_relaxed);
+            barrier.wait();
+        }
+    });
+    for (int i = 0; i < kRounds; ++i) {
+        barrier.wait();
+        // The barrier let this thread through only after the late one came.
+        EXPECT_GE(round.load(std::memory_order_relaxed), i + 1);
+    }
+    late.join();
+    // Twelve sleeping waits: 4096 halved down to the floor (a wait that the
+    // late thread happened to reach first can only have doubled it once).
+    EXPECT_LE(barrier.spin(), kSpin / 4);
+    EXPECT_GE(barrier.spin(), loom::cpu::Barrier::k_min_spin);
+}
 
 TEST(Abort, PlanCallbackStopsLongGraph) {
     for (int n_threads : {1, 4}) {

@@ -1,5 +1,7 @@
 #include "threadpool.h"
 
+#include <algorithm>
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -26,10 +28,11 @@ inline void cpu_relax() {
 #endif
 }
 
-template <typename T, typename Pred> void spin_then_wait(const std::atomic<T> & word, T old, int spin, Pred done) {
+// Returns whether the wait ended while spinning (false: it slept).
+template <typename T, typename Pred> bool spin_then_wait(const std::atomic<T> & word, T old, int spin, Pred done) {
     for (int i = 0; i < spin; ++i) {
         if (done()) {
-            return;
+            return true;
         }
         cpu_relax();
     }
@@ -37,6 +40,7 @@ template <typename T, typename Pred> void spin_then_wait(const std::atomic<T> & 
         word.wait(old, std::memory_order_acquire);
         old = word.load(std::memory_order_acquire);
     }
+    return false;
 }
 
 } // namespace
@@ -58,7 +62,13 @@ void Barrier::wait() {
         phase_.notify_all();
         return;
     }
-    spin_then_wait(phase_, phase, spin_, [&] { return phase_.load(std::memory_order_acquire) != phase; });
+    // Note [Adaptive spin] in threadpool.h.
+    const int  spin = spin_.load(std::memory_order_relaxed);
+    const bool spun = spin_then_wait(phase_, phase, spin, [&] { return phase_.load(std::memory_order_acquire) != phase; });
+    const int  next = spun ? std::min(max_spin_, spin * 2) : std::max(std::min(k_min_spin, max_spin_), spin / 2);
+    if (next != spin) {
+        spin_.store(next, std::memory_order_relaxed);
+    }
 }
 
 ThreadPool::ThreadPool(int n_threads, ThreadOptions options) : options_(std::move(options)) {

@@ -17,14 +17,27 @@ constexpr int k_default_spin = 4096;
 
 // Reusable barrier for a fixed number of threads: spins briefly (nodes are
 // often microseconds apart), then sleeps on the phase word.
+//
+// Note [Adaptive spin]
+// The spin adapts: a wait that had to sleep halves the next waits' spin
+// (down to k_min_spin), a wait that ended while spinning doubles it (up to
+// the configured spin). When the threads outnumber the free cores, a
+// waiter whose partner is descheduled then gives its core back almost at
+// once instead of spinning through the partner's time slice; on an idle
+// machine every wait ends while spinning and the spin stays as configured.
 class Barrier {
   public:
-    explicit Barrier(int n_threads, int spin = k_default_spin) : n_(n_threads), spin_(spin) {}
+    static constexpr int k_min_spin = 32;
+
+    explicit Barrier(int n_threads, int spin = k_default_spin) : n_(n_threads), max_spin_(spin), spin_(spin) {}
     void wait();
+    // The spin the next wait starts with.
+    int spin() const { return spin_.load(std::memory_order_relaxed); }
 
   private:
     const int             n_;
-    const int             spin_;
+    const int             max_spin_;
+    std::atomic<int>      spin_;
     std::atomic<int>      arrived_{0};
     std::atomic<uint32_t> phase_{0};
 };
