@@ -28,9 +28,10 @@ const KernelTable * avx512_kernels() {
         t.int8_dot_products = true;
         t.mad_rows_f32      = avx512::mad_rows_f32;
         t.mad_rows_f16      = avx512::mad_rows_f16;
-        // Four rows per register: prepared columns pay where many columns
-        // meet the same rows (with few, gemv reads the Q8_0 blocks faster).
-        t.qgemm_q8_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0, GEMV_MAX_COLS + 1};
+        // Four rows per register: prepared columns pay from four columns on
+        // (bench_ops, one thread, 4096 x 14336: 4 / 5 / 8 columns 10 / 17 /
+        // 22% faster; 2 and 3 columns 15-25% slower, so gemv keeps them).
+        t.qgemm_q8_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0, 4};
         // Q4_0 a row at a time (every column count) needs VBMI's byte
         // permutations as well.
         t.qgemm_q4_0 = features().avx512vbmi
