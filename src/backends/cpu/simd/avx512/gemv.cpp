@@ -28,6 +28,7 @@
 #include "target_begin.h"
 #include "../avx2/avx2.h"
 #include "avx512.h"
+#include "start.h"
 
 namespace loom::cpu::avx512 {
 
@@ -86,6 +87,8 @@ template <int Offset> [[gnu::always_inline]] inline Col prepare(const block_q8_0
     Col c;
     c.lo              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs));
     c.hi              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs + 16));
+    // start_lanes() in all four quarters, from the broadcast halves (per
+    // tile, this is cheaper than a broadcast of start_lanes()).
     const __m512i off = _mm512_set1_epi8(char(Offset));
     c.start           = _mm512_sub_epi32(_mm512_setzero_si512(),
                                          _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, c.lo), off, c.hi));
@@ -149,11 +152,7 @@ void prepare_cols(int64_t K, const void * b, size_t ldb, int ncols, void * out) 
         const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
         for (int64_t i = 0; i < nb; ++i) {
             char *    pb  = o + size_t(i) * PREP_BLOCK;
-            // The start lanes of prepare(), for one quarter.
-            const __m128i off   = _mm_set1_epi8(char(Offset));
-            const __m128i sum   = _mm_dpbusd_epi32(_mm_dpbusd_epi32(_mm_setzero_si128(), off, load128(bc[i].qs)), off,
-                                                   load128(bc[i].qs + 16));
-            const __m128i start = _mm_sub_epi32(_mm_setzero_si128(), sum);
+            const __m128i start = start_lanes<Offset>(bc[i]);
             std::memcpy(pb + PREP_LO + 16 * c, bc[i].qs, 16);
             std::memcpy(pb + PREP_HI + 16 * c, bc[i].qs + 16, 16);
             _mm_storeu_si128(reinterpret_cast<__m128i *>(pb + PREP_START + 16 * c), start);

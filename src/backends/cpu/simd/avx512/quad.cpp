@@ -41,6 +41,7 @@
 #endif
 
 #include "avx512.h"
+#include "start.h"
 
 namespace loom::cpu::avx512 {
 
@@ -219,7 +220,6 @@ void qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols, 
     const int64_t nb  = K / QK8_0;
     const int64_t nq  = quads_of(nb);
     auto *        o   = static_cast<char *>(out);
-    const __m128i off = _mm_set1_epi8(char(Q4_OFFSET));
     for (int c = 0; c < ncols; ++c) {
         const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
         for (int64_t j = 0; j < nq; ++j) {
@@ -229,8 +229,7 @@ void qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols, 
                 const block_q8_0 & y     = bc[4 * j + q];
                 const __m128i      lo    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(y.qs));
                 const __m128i      hi    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(y.qs + 16));
-                const __m128i      sum   = _mm_dpbusd_epi32(_mm_dpbusd_epi32(_mm_setzero_si128(), off, lo), off, hi);
-                const __m128i      start = _mm_sub_epi32(_mm_setzero_si128(), sum);
+                const __m128i      start = start_lanes<Q4_OFFSET>(y);
                 _mm_storeu_si128(reinterpret_cast<__m128i *>(pc + QUAD_LO + 16 * q), lo);
                 _mm_storeu_si128(reinterpret_cast<__m128i *>(pc + QUAD_HI + 16 * q), hi);
                 _mm_storeu_si128(reinterpret_cast<__m128i *>(pc + QUAD_START + 16 * q), start);
