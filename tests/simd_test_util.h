@@ -48,22 +48,22 @@ inline std::vector<float> random_floats(std::mt19937 & rng, size_t n, float lo =
     return v;
 }
 
-inline std::vector<uint16_t> random_halves(std::mt19937 & rng, size_t n) {
+// Random values in [-2, 2] rounded to a 16-bit float type by round.
+inline std::vector<uint16_t> random_16bit(std::mt19937 & rng, size_t n, uint16_t (*round)(float)) {
     const std::vector<float> f = random_floats(rng, n, -2.0f, 2.0f);
     std::vector<uint16_t>    v(n);
     for (size_t i = 0; i < n; ++i) {
-        v[i] = fp32_to_fp16(f[i]);
+        v[i] = round(f[i]);
     }
     return v;
 }
 
+inline std::vector<uint16_t> random_halves(std::mt19937 & rng, size_t n) {
+    return random_16bit(rng, n, fp32_to_fp16);
+}
+
 inline std::vector<uint16_t> random_bf16(std::mt19937 & rng, size_t n) {
-    const std::vector<float> f = random_floats(rng, n, -2.0f, 2.0f);
-    std::vector<uint16_t>    v(n);
-    for (size_t i = 0; i < n; ++i) {
-        v[i] = fp32_to_bf16(f[i]);
-    }
-    return v;
+    return random_16bit(rng, n, fp32_to_bf16);
 }
 
 // Q8_0 blocks with values in [lo, 127] and scales in [0.001, 0.1).
