@@ -281,9 +281,20 @@ int64_t qgemm_k_blocks(const ggml_tensor * a) {
 //
 // Threads take chunks of consecutive items from a shared counter, so a
 // thread slowed by anything else on the machine leaves more of the work to
-// the others. Which thread computes an item never changes its result (each
-// element's operations depend only on where it is in the matrix), so the
-// result stays independent of the thread count and of the timing.
+// the others (Note [Guided chunks]). Which thread computes an item never
+// changes its result (each element's operations depend only on where it is
+// in the matrix), so the result stays independent of the thread count and
+// of the timing.
+//
+// Note [Guided chunks]
+// A chunk is a share of the items not yet taken: each thread first takes
+// 1/(2 nth) of all items, without the counter, then every later chunk is
+// 1/(2 nth) of what the counter says is left, down to one item. Early
+// chunks are long (long runs of rows for the prefetchers, few counter
+// updates); the last ones are a single item, so the threads reach the
+// barrier after the product at most about one item apart. With chunks of a
+// fixed size, the last chunk left one thread alone for up to a chunk's time
+// (about 12 us of a 6.5 MB product, on every product of a token).
 constexpr int64_t GEMV_ITEM_MACS = 32768;
 
 // Scratch: the counter in the first GEMV_HEADER bytes, then b packed, then
@@ -303,10 +314,7 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     const size_t  row_size = ggml_row_size(info.operand, K);
     char *        scratch  = static_cast<char *>(p.wdata);
     LOOM_ASSERT(p.wsize >= GEMV_HEADER + (packed ? row_size * size_t(ggml_nrows(b)) : 0));
-    std::atomic_ref<int64_t> next_chunk(*reinterpret_cast<int64_t *>(scratch));
-    if (p.ith == 0) {
-        next_chunk.store(p.nth, std::memory_order_relaxed);
-    }
+    std::atomic_ref<int64_t> next_item(*reinterpret_cast<int64_t *>(scratch));
     const BOperand     bop         = b_operand(b, packed ? scratch + GEMV_HEADER : nullptr, row_size);
     const size_t       ldb         = packed ? row_size : b->nb[1];
     const QGemmKernels qg          = qgemm_for(kt, a, b);
@@ -338,13 +346,6 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
         pp.wdata         = scratch + GEMV_HEADER;
         pack_b(pp, kt, b, info.operand, row_size);
     }
-    p.sync(); // b packed (and prepared) and the counter set before anyone takes a chunk
-    const size_t  acc_bytes = qgemm_thread_acc_bytes(qg, b);
-    auto * const  acc  = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
-    const int64_t nb_k = K / ggml_blck_size(a->type);
-    // K is cut only where many columns meet the same rows.
-    const int64_t kc = qg.gemm == nullptr ? 0 : b->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a) : nb_k;
-
     const int64_t M      = dst->ne[0];
     const int64_t N      = dst->ne[1];
     const int64_t ne2    = dst->ne[2];
@@ -362,14 +363,35 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     const int64_t per_cg   = cut_col ? 1 : n_cg; // column groups per item
     const int64_t n_items  = nbatch * n_ru * (n_cg / per_cg);
     const size_t  ldd      = dst->nb[1] / sizeof(float);
-    // About eight chunks per thread: enough to even out, few enough that
-    // the counter is touched rarely.
-    const int64_t per_chunk = std::max<int64_t>(1, n_items / (int64_t(p.nth) * 8));
-    const int64_t n_chunks  = (n_items + per_chunk - 1) / per_chunk;
+    // Note [Guided chunks]
+    const int64_t share = 2 * int64_t(p.nth);
+    const int64_t first = n_items / share; // each thread's first chunk
+    if (p.ith == 0) {
+        next_item.store(first * p.nth, std::memory_order_relaxed);
+    }
+    p.sync(); // b packed (and prepared) and the counter set before anyone takes a chunk
+    const size_t  acc_bytes = qgemm_thread_acc_bytes(qg, b);
+    auto * const  acc  = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
+    const int64_t nb_k = K / ggml_blck_size(a->type);
+    // K is cut only where many columns meet the same rows.
+    const int64_t kc = qg.gemm == nullptr ? 0 : b->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a) : nb_k;
 
-    for (int64_t chunk = p.ith; chunk < n_chunks; chunk = next_chunk.fetch_add(1, std::memory_order_relaxed)) {
-        const int64_t it_end = std::min(n_items, (chunk + 1) * per_chunk);
-        for (int64_t it = chunk * per_chunk; it < it_end; ++it) {
+    int64_t       begin = first * p.ith;
+    int64_t       end   = begin + first;
+    for (;;) {
+        if (begin >= end) {
+            const int64_t left = n_items - next_item.load(std::memory_order_relaxed);
+            if (left <= 0) {
+                break;
+            }
+            const int64_t size = std::max<int64_t>(1, left / share);
+            begin              = next_item.fetch_add(size, std::memory_order_relaxed);
+            if (begin >= n_items) {
+                break;
+            }
+            end = std::min(n_items, begin + size);
+        }
+        for (int64_t it = begin; it < end; ++it) {
             const int64_t cg0   = (it % (n_cg / per_cg)) * per_cg;
             const int64_t ru    = it / (n_cg / per_cg) % n_ru;
             const int64_t batch = it / (n_cg / per_cg) / n_ru;
@@ -404,6 +426,7 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
                 gemv(K, a_rows, a->nb[1], rows, bop.column(c0, i2, i3), ldb, ncols, out, ldd);
             }
         }
+        begin = end;
     }
 }
 
