@@ -2,7 +2,7 @@
 // machine's limits measured in the same run, and beside a BLAS library when
 // the build found one.
 //
-//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--no-blas]
+//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type TYPE] [--no-blas]
 //
 // Limits, measured first with the same thread count:
 //   - FMA peak: each thread runs independent chains of 8-lane (AVX2) fused
@@ -74,6 +74,7 @@ struct Options {
     int         n_threads = 2;
     double      min_time  = 1.0; // seconds of timed runs per case
     std::string only;            // "", "gemm" or "gemv"
+    std::string type;            // "" or one weight type's name: only its cases
     bool        blas = true;
 };
 
@@ -380,7 +381,7 @@ std::string cpu_name() {
 }
 
 void usage() {
-    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--no-blas]\n");
+    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type TYPE] [--no-blas]\n");
 }
 
 } // namespace
@@ -393,6 +394,8 @@ int main(int argc, char ** argv) {
             o.n_threads = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--min-time" && i + 1 < argc) {
             o.min_time = std::atof(argv[++i]);
+        } else if (a == "--type" && i + 1 < argc) {
+            o.type = argv[++i];
         } else if (a == "--only" && i + 1 < argc) {
             o.only = argv[++i];
         } else if (a == "--no-blas") {
@@ -477,6 +480,9 @@ int main(int argc, char ** argv) {
             {GGML_TYPE_F32, 4096, 14336},  {GGML_TYPE_F32, 14336, 4096},
         };
         for (const V & v : cases) {
+            if (!o.type.empty() && o.type != ggml_type_name(v.type)) {
+                continue;
+            }
             const size_t wbytes = ggml_row_size(v.type, v.K) * size_t(v.M);
             const int    copies = copies_for(wbytes);
             MulMatBench  mb(v.type, v.K, v.M, 1, copies);
