@@ -559,10 +559,11 @@ TEST(Simd, BinaryOpsSameBits) {
                 SCOPED_TRACE(std::string(kt->name) + " op " + std::to_string(op) + " n " + std::to_string(n));
                 const auto         a = random_floats(rng, size_t(n) + 1);
                 const auto         b = random_floats(rng, size_t(n) + 1, 0.5f, 2.0f);
-                std::vector<float> want(size_t(n) + 1, -7.0f), got(size_t(n) + 1, -7.0f);
+                // A value on each side of the output must stay as it is.
+                std::vector<float> want(size_t(n) + 1, -7.0f), got(size_t(n) + 2, -7.0f);
                 portable_kernels().binary_f32[op](n, a.data(), b.data(), want.data());
                 kt->binary_f32[op](n, a.data() + 1, b.data() + 1, got.data() + 1); // unaligned
-                std::vector<float> want_shift(size_t(n) + 1, -7.0f);
+                std::vector<float> want_shift(size_t(n) + 2, -7.0f);
                 portable_kernels().binary_f32[op](n, a.data() + 1, b.data() + 1, want_shift.data() + 1);
                 ASSERT_EQ(0, std::memcmp(got.data(), want_shift.data(), got.size() * sizeof(float)));
                 // In place: d is a.

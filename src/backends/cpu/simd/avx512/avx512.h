@@ -33,4 +33,7 @@ void   qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_
 void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 void mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 
+// Element-wise f32 ops, Op 0-3: add, sub, mul, div (kernel_table.h BinaryFn; rows.cpp).
+template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);
+
 } // namespace loom::cpu::avx512

@@ -1,4 +1,5 @@
-// Weighted sums of f32 and f16 rows with AVX-512 (attention's values).
+// Weighted sums of f32 and f16 rows with AVX-512 (attention's values), and
+// element-wise add, sub, mul and div of f32 rows.
 //
 // A row's 128 first values fill eight registers, so for rows of up to 128
 // values (the head sizes of most models) every row is read once, front to
@@ -78,6 +79,41 @@ void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrow
 void mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w) {
     mad_rows<true>(n, y, x, ldx, nrows, w);
 }
+
+// Element-wise ops of f32 rows (kernel_table.h BinaryFn): 32 values a step,
+// the tail under a mask. IEEE operations round once, so every table gives
+// the same bits; d may be a or b.
+template <int Op> inline __m512 apply16(__m512 a, __m512 b) {
+    if constexpr (Op == 0) {
+        return _mm512_add_ps(a, b);
+    } else if constexpr (Op == 1) {
+        return _mm512_sub_ps(a, b);
+    } else if constexpr (Op == 2) {
+        return _mm512_mul_ps(a, b);
+    } else {
+        return _mm512_div_ps(a, b);
+    }
+}
+
+template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 r0 = apply16<Op>(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+        const __m512 r1 = apply16<Op>(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16));
+        _mm512_storeu_ps(d + i, r0);
+        _mm512_storeu_ps(d + i + 16, r1);
+    }
+    for (; i < n; i += 16) {
+        // Lanes past n are loaded as zeros and never stored.
+        const __mmask16 m = n - i >= 16 ? k_all : __mmask16((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(d + i, m, apply16<Op>(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+template void binary_f32<0>(int64_t, const float *, const float *, float *);
+template void binary_f32<1>(int64_t, const float *, const float *, float *);
+template void binary_f32<2>(int64_t, const float *, const float *, float *);
+template void binary_f32<3>(int64_t, const float *, const float *, float *);
 
 } // namespace loom::cpu::avx512
 

@@ -1,6 +1,7 @@
 // The AVX-512 kernel table: the AVX2 table with the quantized
-// matrix-vector products replaced by their AVX-512 VNNI versions and the
-// products on prepared columns added. Built
+// matrix-vector products replaced by their AVX-512 VNNI versions, the
+// products on prepared columns added, and 512-bit weighted row sums and
+// element-wise ops. Built
 // without AVX-512 (it only copies addresses), so avx512_kernels() is safe to
 // call on any x86 processor; the dispatcher calls into the table only when
 // the processor and the OS support AVX-512 F, BW, VL and VNNI (and AVX2,
@@ -28,6 +29,10 @@ const KernelTable * avx512_kernels() {
         t.int8_dot_products = true;
         t.mad_rows_f32      = avx512::mad_rows_f32;
         t.mad_rows_f16      = avx512::mad_rows_f16;
+        t.binary_f32[0]     = avx512::binary_f32<0>;
+        t.binary_f32[1]     = avx512::binary_f32<1>;
+        t.binary_f32[2]     = avx512::binary_f32<2>;
+        t.binary_f32[3]     = avx512::binary_f32<3>;
         // Four rows per register: prepared columns pay from four columns on
         // (bench_ops, one thread, 4096 x 14336: 4 / 5 / 8 columns 10 / 17 /
         // 22% faster; 2 and 3 columns 15-25% slower, so gemv keeps them).
