@@ -281,11 +281,12 @@ GemvCase make_gemv_case(std::mt19937 & rng, ggml_type type, int64_t K, int64_t n
     c.ncols             = ncols;
     const ggml_type opnd = (type == GGML_TYPE_Q4_0) ? GGML_TYPE_Q8_0 : type;
     // Padding that keeps elements aligned but moves rows off vector
-    // boundaries; buffers start kOff bytes in.
+    // boundaries; buffers start kOff bytes in. The padding bytes are 0xff
+    // (NaN as f32, f16 or bf16), so a kernel that reads past K shows.
     c.lda               = ggml_row_size(type, K) + 12;
     c.ldb               = ggml_row_size(opnd, K) + 20;
-    c.a.assign(c.lda * size_t(nrows) + kOff, 0);
-    c.b.assign(c.ldb * size_t(ncols) + kOff, 0);
+    c.a.assign(c.lda * size_t(nrows) + kOff, 0xff);
+    c.b.assign(c.ldb * size_t(ncols) + kOff, 0xff);
     auto fill_rows = [&](ggml_type t, std::vector<unsigned char> & buf, size_t ld, int64_t rows, bool activations) {
         for (int64_t r = 0; r < rows; ++r) {
             unsigned char * row = buf.data() + kOff + size_t(r) * ld;

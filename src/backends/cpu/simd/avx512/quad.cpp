@@ -42,6 +42,7 @@
 
 #include "avx512.h"
 #include "start.h"
+#include "sum.h"
 
 namespace loom::cpu::avx512 {
 
@@ -79,15 +80,6 @@ inline __m512i qs_index() {
 inline __m512i d_index() {
     return _mm512_setr_epi32(0, 0, 9 | (9 << 16), 9 | (9 << 16), 18 | (18 << 16), 18 | (18 << 16), 27 | (27 << 16),
                              27 | (27 << 16), 0, 0, 0, 0, 0, 0, 0, 0);
-}
-
-// The sum of the 16 lanes, in a fixed order.
-[[gnu::always_inline]] inline float sum16(__m512 v) {
-    alignas(64) float x[16];
-    _mm512_store_ps(x, v);
-    float s[4];
-    for (int i = 0; i < 4; ++i) s[i] = (x[i] + x[i + 4]) + (x[i + 8] + x[i + 12]);
-    return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 struct Quad {

@@ -1,5 +1,5 @@
-// The AVX-512 kernel table: the AVX2 table with the quantized
-// matrix-vector products replaced by their AVX-512 VNNI versions, the
+// The AVX-512 kernel table: the AVX2 table with the F32, F16 and quantized
+// matrix-vector products replaced by AVX-512 (VNNI) versions, the
 // products on prepared columns added, and 512-bit weighted row sums and
 // element-wise ops. Built
 // without AVX-512 (it only copies addresses), so avx512_kernels() is safe to
@@ -24,6 +24,8 @@ const KernelTable * avx512_kernels() {
     static const KernelTable table = [] {
         KernelTable t = *avx2_kernels();
         t.name        = "avx512";
+        t.gemv_f32    = avx512::gemv_f32;
+        t.gemv_f16    = avx512::gemv_f16;
         t.gemv_q8_0   = avx512::gemv_q8_0;
         t.gemv_q4_0   = avx512::gemv_q4_0;
         t.int8_dot_products = true;

@@ -1,0 +1,135 @@
+// F32 and F16 matrix-vector products with AVX-512 (kernel_table.h GemvFn).
+//
+// Note [All columns in one pass]
+// Thirty-two registers hold R x C accumulators of 16 lanes and the C
+// columns' current values for every column count a call takes (up to
+// GEMV_MAX_COLS), so each weight row is read once for all its columns. The
+// AVX2 version has 16 registers: five columns there are four and then one,
+// and the weights of an item are read twice (with 14336-value rows, the
+// second time from memory, not from L2). Rows go in tiles of R, more rows
+// where fewer columns leave room: 8 rows for 1-2 columns, 4 for 3-5 and 2
+// for 6-8. The K tail is read under a mask, so lanes past K add 0 * 0.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/simd/kernel_table.h"
+
+#include "target_begin.h"
+#include "avx512.h"
+#include "sum.h"
+
+namespace loom::cpu::avx512 {
+
+namespace {
+
+constexpr __mmask16 k_all = 0xffff;
+
+// load16(p): 16 values; load16(p, m): the lanes of m, zeros elsewhere.
+struct F32 {
+    using T = float;
+    static __m512 load16(const T * p) { return _mm512_loadu_ps(p); }
+    static __m512 load16(const T * p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+
+struct F16 {
+    using T = uint16_t;
+    static __m512 load16(const T * p) {
+        return _mm512_maskz_cvtph_ps(k_all, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    }
+    static __m512 load16(const T * p, __mmask16 m) { return _mm512_maskz_cvtph_ps(k_all, _mm256_maskz_loadu_epi16(m, p)); }
+};
+
+// R rows x C columns over all of K.
+template <class Ops, int R, int C>
+[[gnu::always_inline]] inline void tile(int64_t K, const char * a, size_t lda, const char * b, size_t ldb, float * dst,
+                                        size_t ldd) {
+    using T = typename Ops::T;
+    const T * ar[R];
+    const T * bc[C];
+    for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const T *>(a + size_t(r) * lda);
+    for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const T *>(b + size_t(c) * ldb);
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    }
+    auto step = [&](int64_t k, auto... m) {
+        __m512 bv[C];
+        for (int c = 0; c < C; ++c) bv[c] = Ops::load16(bc[c] + k, m...);
+        for (int r = 0; r < R; ++r) {
+            const __m512 av = Ops::load16(ar[r] + k, m...);
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(av, bv[c], acc[r][c]);
+        }
+    };
+    // Elements per cache line: the same line of the next tile's rows is
+    // fetched once per line, as the other gemv kernels do.
+    constexpr int64_t LINE = 64 / sizeof(T);
+    int64_t           k    = 0;
+    for (; k + 16 <= K; k += 16) {
+        if (k % LINE == 0) {
+            for (int r = 0; r < R; ++r) {
+                _mm_prefetch(reinterpret_cast<const char *>(ar[r] + k) + R * lda, _MM_HINT_T0);
+            }
+        }
+        step(k);
+    }
+    if (k < K) {
+        step(k, __mmask16((1u << (K - k)) - 1));
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) dst[size_t(c) * ldd + size_t(r)] = sum16(acc[r][c]);
+    }
+}
+
+// Rows in tiles of R, then one at a time (callers start row ranges at
+// multiples of GEMV_ROW_ALIGN, which R divides, so a row always meets the
+// same code).
+template <class Ops, int C>
+void rows(int64_t K, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst, size_t ldd) {
+    constexpr int R = C == 1 ? 8 : C <= 5 ? 4 : 2;
+    static_assert(GEMV_ROW_ALIGN % R == 0);
+    static_assert(R * C + C + 1 <= 32, "accumulators, columns and a row fit in the registers");
+    int64_t r = 0;
+    for (; r + R <= nrows; r += R) tile<Ops, R, C>(K, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+    for (; r < nrows; ++r) tile<Ops, 1, C>(K, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+}
+
+template <class Ops>
+void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+          size_t ldd) {
+    static_assert(GEMV_MAX_COLS == 8);
+    const auto * ac = static_cast<const char *>(a);
+    const auto * bc = static_cast<const char *>(b);
+    switch (ncols) {
+        case 1: rows<Ops, 1>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 2: rows<Ops, 2>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 3: rows<Ops, 3>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 4: rows<Ops, 4>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 5: rows<Ops, 5>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 6: rows<Ops, 6>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 7: rows<Ops, 7>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        default: rows<Ops, 8>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+    }
+}
+
+} // namespace
+
+void gemv_f32(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+              size_t ldd) {
+    gemv<F32>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_f16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+              size_t ldd) {
+    gemv<F16>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+} // namespace loom::cpu::avx512
+
+#include "target_end.h"
+
+#endif // x86
