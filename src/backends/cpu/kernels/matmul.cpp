@@ -249,6 +249,17 @@ size_t qgemm_prepared_bytes(const QGemmKernels & ops, const ggml_tensor * b) {
     return align_up(ops.cols_bytes(b->ne[0]), SCRATCH_ALIGN) * size_t(n_cg * b->ne[2] * b->ne[3]);
 }
 
+// The sizes both product paths work with: dst is M x N per matrix, with
+// nbatch = ne2 * ne3 matrices (batch = i3 * ne2 + i2), each taking a's
+// matrix (i2 / r2, i3 / r3).
+struct ProductShape {
+    int64_t M, N, ne2, nbatch, r2, r3;
+};
+
+ProductShape product_shape(const ggml_tensor * a, const ggml_tensor * b, const ggml_tensor * dst) {
+    return {dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[2] * dst->ne[3], b->ne[2] / a->ne[2], b->ne[3] / a->ne[3]};
+}
+
 // Note [Prepared-column blocking]
 // With prepared columns and more columns than a gemv call takes, an item is
 // QGEMM_ITEM_ROWS rows, taken through K in parts of qgemm_k_blocks()
@@ -346,12 +357,7 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
         pp.wdata         = scratch + GEMV_HEADER;
         pack_b(pp, kt, b, info.operand, row_size);
     }
-    const int64_t M      = dst->ne[0];
-    const int64_t N      = dst->ne[1];
-    const int64_t ne2    = dst->ne[2];
-    const int64_t nbatch = ne2 * dst->ne[3];
-    const int64_t r2     = b->ne[2] / a->ne[2];
-    const int64_t r3     = b->ne[3] / a->ne[3];
+    const auto [M, N, ne2, nbatch, r2, r3] = product_shape(a, b, dst);
     const int64_t macs_per_row = std::max<int64_t>(1, K * std::min<int64_t>(N, GEMV_MAX_COLS));
     const int64_t min_rows =
         std::clamp<int64_t>(GEMV_ITEM_MACS / macs_per_row, GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) / GEMV_ROW_ALIGN *
@@ -450,12 +456,7 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
 
-    const int64_t M      = dst->ne[0];
-    const int64_t N      = dst->ne[1];
-    const int64_t ne2    = dst->ne[2];
-    const int64_t nbatch = ne2 * dst->ne[3];
-    const int64_t r2     = b->ne[2] / a->ne[2];
-    const int64_t r3     = b->ne[3] / a->ne[3];
+    const auto [M, N, ne2, nbatch, r2, r3] = product_shape(a, b, dst);
     const size_t  bb     = gemm_b_block_bytes(kt, a->type, N);
     const size_t  pv     = gemm_private_bytes(kt, a->type);
     char *        w      = static_cast<char *>(p.wdata);
