@@ -2,7 +2,7 @@
 // machine's limits measured in the same run, and beside a BLAS library when
 // the build found one.
 //
-//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type TYPE] [--no-blas]
+//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type q4_0|q8_0|f16|f32] [--no-blas]
 //
 // Limits, measured first with the same thread count:
 //   - FMA peak: each thread runs independent chains of 8-lane (AVX2) fused
@@ -410,7 +410,7 @@ std::string cpu_name() {
 }
 
 void usage() {
-    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type TYPE] [--no-blas]\n");
+    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type q4_0|q8_0|f16|f32] [--no-blas]\n");
 }
 
 } // namespace
@@ -433,6 +433,19 @@ int main(int argc, char ** argv) {
             usage();
             return a == "-h" || a == "--help" ? 0 : 2;
         }
+    }
+    if (!o.type.empty() && o.type != "q4_0" && o.type != "q8_0" && o.type != "f16" && o.type != "f32") {
+        std::fprintf(stderr, "loom-bench: --type %s: the matrix-vector cases are q4_0, q8_0, f16 and f32\n",
+                     o.type.c_str());
+        return 2;
+    }
+    if (!o.only.empty() && o.only != "gemm" && o.only != "gemv") {
+        std::fprintf(stderr, "loom-bench: --only %s: the case families are gemm and gemv\n", o.only.c_str());
+        return 2;
+    }
+    if (o.only == "gemm" && !o.type.empty() && o.type != "f32") {
+        std::fprintf(stderr, "loom-bench: the gemm cases are f32 only; --type %s selects none\n", o.type.c_str());
+        return 2;
     }
     if (!ggml_cpu_has_avx2() || !ggml_cpu_has_fma()) {
         std::fprintf(stderr, "loom-bench: the limit kernels need AVX2 and FMA\n");
@@ -468,7 +481,7 @@ int main(int argc, char ** argv) {
     ggml_backend_t backend = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(backend, o.n_threads);
 
-    if (o.only.empty() || o.only == "gemm") {
+    if ((o.only.empty() || o.only == "gemm") && (o.type.empty() || o.type == "f32")) {
         struct G {
             int64_t M, N, K;
         };
