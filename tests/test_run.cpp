@@ -237,6 +237,67 @@ TEST(RunReference, AllLayersOnTestDevice) {
     check_reference(*r, "TestDev0");
 }
 
+// On the first Vulkan device, when the registry has one (CTest shows Mesa's
+// lavapipe with GGML_VK_VISIBLE_DEVICES=0): every layer and its KV cache in
+// the device's memory, which SET_ROWS writes there; then three layers there
+// and the rest on the CPU.
+bool has_vulkan() {
+    return ggml_backend_dev_by_name("Vulkan0") != nullptr;
+}
+
+TEST(RunReference, AllLayersOnVulkan) {
+    if (!has_vulkan()) {
+        GTEST_SKIP() << "no Vulkan device";
+    }
+    RunConfig c = cpu_config();
+    c.devices   = {"Vulkan0"};
+    std::string error;
+    auto        r = open_runner(c, &error);
+    ASSERT_TRUE(r) << error;
+    EXPECT_EQ(r->model->layer_devices(), (std::vector<int>(5, 0)));
+    EXPECT_GT(r->session->kv_bytes(0), 0u);
+    EXPECT_EQ(r->session->kv_bytes(1), 0u);
+    check_reference(*r, "Vulkan0");
+}
+
+TEST(RunReference, LayersSplitBetweenVulkanAndCpuWithF16Cache) {
+    if (!has_vulkan()) {
+        GTEST_SKIP() << "no Vulkan device";
+    }
+    RunConfig c       = cpu_config();
+    c.devices         = {"Vulkan0", "cpu"};
+    c.layers_on       = {{"Vulkan0", 3}};
+    c.session.type_k  = GGML_TYPE_F16;
+    c.session.type_v  = GGML_TYPE_F16;
+    std::string error;
+    auto        r = open_runner(c, &error);
+    ASSERT_TRUE(r) << error;
+    EXPECT_EQ(r->model->layer_devices(), (std::vector<int>{0, 0, 0, 1, 1}));
+    EXPECT_GT(r->session->kv_bytes(0), 0u);
+    EXPECT_GT(r->session->kv_bytes(1), 0u);
+    EXPECT_GE(r->session->n_splits(), 3);
+    const RefPrompt &  ref    = reference().at(0);
+    std::vector<float> logits = prompt_logits(*r, ref.prompt_ids);
+    EXPECT_EQ(loom_run::Sampler::argmax(logits), ref.argmax);
+    for (size_t i = 0; i < 16; ++i) {
+        EXPECT_NEAR(logits[i], ref.first16[i], 2e-2) << i; // f16 rounding of K and V, as on the CPU
+    }
+}
+
+// A cache type the device cannot write is a clear error, not an abort in
+// the scheduler.
+TEST(RunReference, CacheTypeTheDeviceCannotWriteIsAnError) {
+    if (!has_vulkan()) {
+        GTEST_SKIP() << "no Vulkan device";
+    }
+    RunConfig c      = cpu_config();
+    c.devices        = {"Vulkan0"};
+    c.session.type_k = GGML_TYPE_BF16;
+    std::string error;
+    EXPECT_FALSE(open_runner(c, &error));
+    EXPECT_NE(error.find("device Vulkan0 cannot write a K cache of type bf16"), std::string::npos) << error;
+}
+
 TEST(RunReference, V1FileGivesIdenticalLogits) {
     if (::access(data_path("stories260k-f32-v1.gguf").c_str(), R_OK) != 0) {
         GTEST_SKIP() << "no stories260k-f32-v1.gguf in the test data";

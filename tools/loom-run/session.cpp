@@ -24,6 +24,41 @@ const char * status_text(ggml_status s) {
     return "unknown status";
 }
 
+// Whether dev can write one token into K and V caches of these types and
+// shapes (the SET_ROWS nodes that build() makes); empty when it can, else
+// the cache that it cannot write.
+std::string cache_writes_unsupported(ggml_backend_dev_t dev, const SessionOptions & o, int64_t n_embd_kv) {
+    ggml_init_params ip{};
+    ip.mem_size         = 8 * ggml_tensor_overhead();
+    ip.no_alloc         = true;
+    ggml_context * ctx  = ggml_init(ip);
+    if (ctx == nullptr) {
+        return "K";
+    }
+    const int64_t n_ctx = o.n_ctx;
+    ggml_tensor * k     = ggml_new_tensor_2d(ctx, o.type_k, n_embd_kv, n_ctx);
+    ggml_tensor * k_set = ggml_set_rows(ctx, k, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd_kv, 1),
+                                        ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 1));
+    ggml_tensor * v_set = nullptr;
+    if (o.flash_attn) {
+        v_set = ggml_set_rows(ctx, ggml_new_tensor_2d(ctx, o.type_v, n_embd_kv, n_ctx),
+                              ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd_kv, 1),
+                              ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 1));
+    } else {
+        v_set = ggml_set_rows(ctx, ggml_new_tensor_2d(ctx, o.type_v, 1, n_ctx * n_embd_kv),
+                              ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 1, n_embd_kv),
+                              ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n_embd_kv));
+    }
+    std::string which;
+    if (!ggml_backend_dev_supports_op(dev, k_set)) {
+        which = "K";
+    } else if (!ggml_backend_dev_supports_op(dev, v_set)) {
+        which = "V";
+    }
+    ggml_free(ctx);
+    return which;
+}
+
 } // namespace
 
 Session::Session(const Model & model, Backends & backends, const SessionOptions & options)
@@ -79,6 +114,16 @@ std::unique_ptr<Session> Session::create(const Model & model, Backends & backend
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const size_t d = size_t(model.layer_device(il));
         if (s->kv_contexts_[d] == nullptr) {
+            // The cache stays with its layers: a device that cannot write it
+            // is an error here rather than a graph no backend can run.
+            const std::string which = cache_writes_unsupported(backends.device(d), options, n_kv_emb);
+            if (!which.empty()) {
+                const ggml_type t = which == "K" ? options.type_k : options.type_v;
+                *error = std::string("device ") + backends.name(d) + " cannot write a " + which + " cache of type " +
+                         ggml_type_name(t) + (which == "V" && !options.flash_attn ? " (without -fa, V is stored transposed)" : "") +
+                         "; choose another cache type or device";
+                return nullptr;
+            }
             ggml_init_params ip{};
             ip.mem_size        = ggml_tensor_overhead() * (2 * size_t(hp.n_layer) + 1);
             ip.no_alloc        = true;

@@ -25,6 +25,9 @@ const uint32_t k_rope[] = {
 const uint32_t k_get_rows[] = {
 #include "get_rows.spv.inc"
 };
+const uint32_t k_set_rows[] = {
+#include "set_rows.spv.inc"
+};
 const uint32_t k_mul_mat_vec[] = {
 #include "mul_mat_vec.spv.inc"
 };
@@ -42,6 +45,7 @@ ShaderCode shader_code(Shader s) {
         case Shader::softmax: return {k_softmax, sizeof(k_softmax)};
         case Shader::rope: return {k_rope, sizeof(k_rope)};
         case Shader::get_rows: return {k_get_rows, sizeof(k_get_rows)};
+        case Shader::set_rows: return {k_set_rows, sizeof(k_set_rows)};
         case Shader::mul_mat_vec: return {k_mul_mat_vec, sizeof(k_mul_mat_vec)};
         case Shader::mul_mat_tiled: return {k_mul_mat_tiled, sizeof(k_mul_mat_tiled)};
         case Shader::count: break;
@@ -57,6 +61,7 @@ const char * shader_name(Shader s) {
         case Shader::softmax: return "softmax";
         case Shader::rope: return "rope";
         case Shader::get_rows: return "get_rows";
+        case Shader::set_rows: return "set_rows";
         case Shader::mul_mat_vec: return "mul_mat_vec";
         case Shader::mul_mat_tiled: return "mul_mat_tiled";
         case Shader::count: break;
