@@ -171,7 +171,7 @@ TEST(Simd, GemmPackSameBits) {
             for (int nrows = 1; nrows <= width; ++nrows) {
                 for (int64_t kb : {1, 7, 8, 9, 33, 256}) {
                     std::vector<std::vector<float>> data;
-                    const float *                   rows[16];
+                    const float *                   rows[32]; // the widest panel
                     for (int i = 0; i < nrows; ++i) {
                         data.push_back(random_floats(rng, size_t(kb) + 1));
                         rows[i] = data.back().data() + 1; // not vector aligned

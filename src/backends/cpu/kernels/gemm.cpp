@@ -66,7 +66,7 @@ struct Blocks {
 // f32 panels: every weight type, F16 and BF16 rows converted while packed.
 struct F32Format {
     using T                        = float;
-    static constexpr int MAX_WIDTH = 16; // of the table's gemm_pack
+    static constexpr int MAX_WIDTH = 32; // of the table's gemm_pack
     const KernelTable &  kt;
 
     Blocks         blocks() const { return {kt.mr, kt.nr, kt.mc, kt.kc, kt.nc}; }

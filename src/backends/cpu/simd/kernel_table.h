@@ -72,7 +72,7 @@ struct QGemmKernels {
 
 // Packs rows of f32 values into a panel of the GEMM: panel[k * width + i] =
 // rows[i][k] for i < nrows, 0 for nrows <= i < width, k < kb.
-// nrows <= width <= 16; width is the table's mr or nr.
+// nrows <= width <= 32; width is the table's mr or nr.
 using PackFn = void (*)(const float * const * rows, int nrows, int width, int64_t kb, float * panel);
 
 // The f32 GEMM micro-kernel on packed panels (see Note [GEMM panels] in

@@ -34,6 +34,14 @@ void   qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols
 void   qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,
                         const void * prep, const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
+// The f32 GEMM (kernel_table.h GemmMicroFn and PackFn; gemm.cpp): a 32 x 14
+// register tile; the packer takes any width up to 32.
+constexpr int GEMM_MR = 32;
+constexpr int GEMM_NR = 14;
+void          gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
+                         bool accumulate);
+void          gemm_pack(const float * const * rows, int nrows, int width, int64_t kb, float * panel);
+
 // Weighted sums of rows (kernel_table.h MadRowsFn; rows.cpp).
 void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 void mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);

@@ -6,10 +6,10 @@
 // vdpbf16ps: each multiplies two values of k per lane (Note [BF16 pairs] in
 // gemv.cpp), twice the work of an FMA on f32 panels.
 //
-// Packing transposes 16 x 16 blocks of 32-bit words in registers: 16 rows
-// (or columns) times 16 pairs of k in, 16 pairs times 16 rows out. Loads
-// past the end of k are masked, so an odd kb gets its zero partner and no
-// byte past a row is read.
+// Packing transposes 16 x 16 blocks of 32-bit words in registers
+// (avx512/transpose.h): 16 rows (or columns) times 16 pairs of k in, 16
+// pairs times 16 rows out. Loads past the end of k are masked, so an odd kb
+// gets its zero partner and no byte past a row is read.
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -23,6 +23,7 @@
 
 #include "target_begin.h"
 #include "avx512bf16.h"
+#include "backends/cpu/simd/avx512/transpose.h"
 
 namespace loom::cpu::avx512bf16 {
 
@@ -65,38 +66,6 @@ inline void tile_loop(int64_t kp, const uint32_t * ap, const uint32_t * bp, __m5
 }
 
 // ---- packing ----
-
-// In-register transpose of 16 x 16 words: on return r[t] holds word t of
-// every input row (lane i from row i).
-inline void transpose16(__m512i (&r)[16]) {
-    // Rows 2k and 2k+1 interleaved: per 128-bit lane L, words 4L, 4L+1 (lo)
-    // and 4L+2, 4L+3 (hi) of the two rows.
-    __m512i lo[8], hi[8];
-    for (int k = 0; k < 8; ++k) {
-        lo[k] = _mm512_maskz_unpacklo_epi32(k_all, r[2 * k], r[2 * k + 1]);
-        hi[k] = _mm512_maskz_unpackhi_epi32(k_all, r[2 * k], r[2 * k + 1]);
-    }
-    // v[q][c], lane L: word 4L + c of rows 4q..4q+3.
-    __m512i v[4][4];
-    for (int q = 0; q < 4; ++q) {
-        v[q][0] = _mm512_maskz_unpacklo_epi64(0xff, lo[2 * q], lo[2 * q + 1]);
-        v[q][1] = _mm512_maskz_unpackhi_epi64(0xff, lo[2 * q], lo[2 * q + 1]);
-        v[q][2] = _mm512_maskz_unpacklo_epi64(0xff, hi[2 * q], hi[2 * q + 1]);
-        v[q][3] = _mm512_maskz_unpackhi_epi64(0xff, hi[2 * q], hi[2 * q + 1]);
-    }
-    // Word 4L + c of all rows: lane L of v[0..3][c], gathered by two rounds
-    // of 128-bit lane shuffles.
-    for (int c = 0; c < 4; ++c) {
-        const __m512i w0 = _mm512_maskz_shuffle_i32x4(k_all, v[0][c], v[1][c], 0x44);
-        const __m512i w1 = _mm512_maskz_shuffle_i32x4(k_all, v[0][c], v[1][c], 0xee);
-        const __m512i w2 = _mm512_maskz_shuffle_i32x4(k_all, v[2][c], v[3][c], 0x44);
-        const __m512i w3 = _mm512_maskz_shuffle_i32x4(k_all, v[2][c], v[3][c], 0xee);
-        r[c]             = _mm512_maskz_shuffle_i32x4(k_all, w0, w2, 0x88);
-        r[4 + c]         = _mm512_maskz_shuffle_i32x4(k_all, w0, w2, 0xdd);
-        r[8 + c]         = _mm512_maskz_shuffle_i32x4(k_all, w1, w3, 0x88);
-        r[12 + c]        = _mm512_maskz_shuffle_i32x4(k_all, w1, w3, 0xdd);
-    }
-}
 
 // Stores the first np pairs of transposed rows: the width lanes selected by
 // keep go to panel + t * width.
@@ -180,7 +149,7 @@ void gemm_bf16_pack_a(const uint16_t * const * rows, int nrows, int64_t kb, uint
                 const int row = 16 * g + i;
                 r[i]          = row < nrows ? _mm512_maskz_loadu_epi16(m, rows[row] + k) : _mm512_setzero_si512();
             }
-            transpose16(r);
+            transpose16_words(r);
             store_pairs(r, (n + 1) / 2, MR, 0xffff, panel + (k / 2) * MR + 16 * g);
         }
     }
@@ -192,7 +161,7 @@ void gemm_bf16_pack_b(const char * const * cols, size_t step, int ncols, int64_t
         const int n = int(kb - k < 32 ? kb - k : 32);
         __m512i   r[16];
         for (int j = 0; j < 16; ++j) r[j] = j < ncols ? column_pairs(cols[j], step, k, n) : _mm512_setzero_si512();
-        transpose16(r);
+        transpose16_words(r);
         store_pairs(r, (n + 1) / 2, NR, first16(NR), panel + (k / 2) * NR);
     }
 }
