@@ -319,6 +319,15 @@ void matmul_cases(Cases & cases) {
                       return ggml_mul_mat(g.ctx(), g.input(type, {K, 21, 1, 1}), g.input(GGML_TYPE_F32, {K, 1, 1, 1}));
                   },
                   kProduct);
+        // A few columns over rows of 70 blocks of 32: more blocks per row
+        // than a matrix-vector workgroup has invocations, rows starting at
+        // every even byte offset, broadcast batches.
+        cases.add("MUL_MAT_" + tn(type) + "_f32_3_columns_2240_deep",
+                  [type](Builder & g) {
+                      return ggml_mul_mat(g.ctx(), g.input(type, {2240, 9, 2, 1}),
+                                          g.input(GGML_TYPE_F32, {2240, 3, 2, 2}));
+                  },
+                  kProduct);
         cases.add("MUL_MAT_" + tn(type) + "_f32_256x33_256x17",
                   [type](Builder & g) {
                       return ggml_mul_mat(g.ctx(), g.input(type, {256, 33, 1, 1}),

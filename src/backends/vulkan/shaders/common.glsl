@@ -68,6 +68,11 @@ uvec4 coords(uint s, uint i) {
 #define BYTE_OF(arr, b) ((arr[(b) >> 2] >> (8u * ((b) & 3u))) & 0xFFu)
 #define HALF_OF(arr, b) (unpackHalf2x16(arr[(b) >> 2] >> (16u * (((b) >> 1) & 1u))).x)
 
+// The 4 bytes from an even byte offset b of a word array: one word, or the
+// halves of two.
+#define WORD_AT(arr, b) \
+    (((b) & 2u) == 0u ? arr[(b) >> 2] : ((arr[(b) >> 2] >> 16) | (arr[((b) >> 2) + 1u] << 16)))
+
 // Element j (0..31) of the Q8_0 or Q4_0 block starting at byte b:
 // Q8_0 = F16 scale + 32 signed bytes; Q4_0 = F16 scale + 16 bytes whose low
 // nibbles are elements 0..15 and high nibbles 16..31, value (q - 8) * d.

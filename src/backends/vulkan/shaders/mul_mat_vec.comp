@@ -31,17 +31,42 @@ void main() {
 
     float sum[MAX_COLS] = {0.0, 0.0, 0.0, 0.0};
     if (P.ty[0] == TYPE_Q8_0 || P.ty[0] == TYPE_Q4_0) {
-        // A block of 32 per invocation.
+        // A block of 32 per invocation, its bytes read four at a time: the
+        // scale once, then each word's four weights (Q8_0) or eight (Q4_0,
+        // low nibbles k, high nibbles k + 16) against the columns; the
+        // block's sum is scaled once.
+        const bool q4 = P.ty[0] == TYPE_Q4_0;
         for (uint blk = t; blk < K / 32u; blk += WG) {
             const uint qb = ab + blk * P.nb[0];
-            for (uint j = 0u; j < 32u; ++j) {
-                const float a = QUANT_ELEM(s0_u32, P.ty[0], qb, j);
-                const uint  k = blk * 32u + j;
-                [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
-                    if (c < cols) {
-                        sum[c] += a * s1_f32[(bb[c] + k * P.nb[4]) >> 2];
+            const float d = HALF_OF(s0_u32, qb);
+            const uint k0 = blk * 32u;
+            float part[MAX_COLS] = {0.0, 0.0, 0.0, 0.0};
+            for (uint i = 0u; i < (q4 ? 4u : 8u); ++i) {
+                const uint w = WORD_AT(s0_u32, qb + 2u + 4u * i);
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint k = k0 + 4u * i + e;
+                    if (q4) {
+                        const uint  q  = (w >> (8u * e)) & 0xFFu;
+                        const float lo = float(q & 15u) - 8.0;
+                        const float hi = float(q >> 4) - 8.0;
+                        [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                            if (c < cols) {
+                                part[c] += lo * s1_f32[(bb[c] + k * P.nb[4]) >> 2] +
+                                           hi * s1_f32[(bb[c] + (k + 16u) * P.nb[4]) >> 2];
+                            }
+                        }
+                    } else {
+                        const float q = float(bitfieldExtract(int(w), int(8u * e), 8));
+                        [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                            if (c < cols) {
+                                part[c] += q * s1_f32[(bb[c] + k * P.nb[4]) >> 2];
+                            }
+                        }
                     }
                 }
+            }
+            [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                sum[c] += d * part[c];
             }
         }
     } else {
