@@ -342,11 +342,11 @@ TEST(Simd, GemvAllTypes) {
         std::mt19937 rng(6);
         for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
             const bool    quant = ggml_is_quantized(type);
-            const int64_t Ks_f[] = {1, 7, 8, 9, 31, 32, 33, 64, 100, 515};
+            const int64_t Ks_f[] = {1, 7, 8, 9, 31, 32, 33, 64, 100, 515, 2100}; // 515, 2100: blocks of K
             const int64_t Ks_q[] = {32, 64, 96, 320, 4096};
             for (int64_t K : quant ? std::vector<int64_t>(std::begin(Ks_q), std::end(Ks_q))
                                    : std::vector<int64_t>(std::begin(Ks_f), std::end(Ks_f))) {
-                for (int64_t nrows : {1, 2, 3, 4, 5, 7, 16, 19}) {
+                for (int64_t nrows : {1, 2, 3, 4, 5, 7, 16, 19, 37}) { // 37: groups of rows
                     for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
                         SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " K " + std::to_string(K) +
                                      " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
