@@ -10,7 +10,7 @@
 // over k in increasing order (Note [GEMM panels] in kernels/gemm.cpp).
 //
 // Packing transposes 16 x 16 blocks of floats in registers
-// (avx512/transpose.h): 16 rows (or columns) times 16 values of k in, 16
+// (avx512/gemm_common.h): 16 rows (or columns) times 16 values of k in, 16
 // values of k times 16 rows out. Loads past the end of k are masked, so no
 // byte past a row is read.
 
@@ -25,7 +25,7 @@
 
 #include "target_begin.h"
 #include "avx512.h"
-#include "transpose.h"
+#include "gemm_common.h"
 
 namespace loom::cpu::avx512 {
 
@@ -34,10 +34,6 @@ namespace {
 constexpr int MR = GEMM_MR;
 constexpr int NR = GEMM_NR;
 constexpr int G  = MR / 16; // registers per column of the tile
-
-inline __mmask16 first16(int n) {
-    return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 inline void tile_loop(int64_t kc, const float * ap, const float * bp, __m512 (&acc)[NR][G]) {
 #pragma GCC unroll 2
@@ -60,33 +56,7 @@ inline void tile_loop(int64_t kc, const float * ap, const float * bp, __m512 (&a
 
 void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                 bool accumulate) {
-    __m512 acc[NR][G];
-    if (m == MR && n == NR) {
-        for (int j = 0; j < NR; ++j) {
-            for (int g = 0; g < G; ++g) {
-                acc[j][g] = accumulate ? _mm512_loadu_ps(c + size_t(j) * ldc + 16 * g) : _mm512_setzero_ps();
-            }
-        }
-        tile_loop(kc, ap, bp, acc);
-        for (int j = 0; j < NR; ++j) {
-            for (int g = 0; g < G; ++g) _mm512_storeu_ps(c + size_t(j) * ldc + 16 * g, acc[j][g]);
-        }
-        return;
-    }
-    // An edge tile: masked loads and stores around the same k loop, so each
-    // element sees the same sequence of operations.
-    __mmask16 rows[G];
-    for (int g = 0; g < G; ++g) rows[g] = first16(m - 16 * g);
-    for (int j = 0; j < NR; ++j) {
-        for (int g = 0; g < G; ++g) {
-            acc[j][g] = accumulate && j < n ? _mm512_maskz_loadu_ps(rows[g], c + size_t(j) * ldc + 16 * g)
-                                            : _mm512_setzero_ps();
-        }
-    }
-    tile_loop(kc, ap, bp, acc);
-    for (int j = 0; j < n; ++j) {
-        for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(c + size_t(j) * ldc + 16 * g, rows[g], acc[j][g]);
-    }
+    gemm_tile<NR, G>(c, ldc, m, n, accumulate, [&](__m512 (&acc)[NR][G]) { tile_loop(kc, ap, bp, acc); });
 }
 
 // Any width up to 32 in groups of 16 rows; rows past nrows are zeros.

@@ -7,7 +7,7 @@
 // gemv.cpp), twice the work of an FMA on f32 panels.
 //
 // Packing transposes 16 x 16 blocks of 32-bit words in registers
-// (avx512/transpose.h): 16 rows (or columns) times 16 pairs of k in, 16
+// (avx512/gemm_common.h): 16 rows (or columns) times 16 pairs of k in, 16
 // pairs times 16 rows out. Loads past the end of k are masked, so an odd kb
 // gets its zero partner and no byte past a row is read.
 
@@ -23,7 +23,7 @@
 
 #include "target_begin.h"
 #include "avx512bf16.h"
-#include "backends/cpu/simd/avx512/transpose.h"
+#include "backends/cpu/simd/avx512/gemm_common.h"
 
 namespace loom::cpu::avx512bf16 {
 
@@ -41,10 +41,6 @@ inline __m512bh as_bf16(__m512i v) {
 // AVX-512 intrinsics pass to their builtins as maybe uninitialized; the
 // zero-masked forms with every lane selected are the same instructions.
 constexpr __mmask16 k_all = 0xffff;
-
-inline __mmask16 first16(int n) {
-    return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-}
 
 // ---- the micro-kernel ----
 
@@ -110,33 +106,7 @@ inline __m512i column_pairs(const char * col, size_t step, int64_t k, int n) {
 void gemm_bf16_micro(int64_t kb, const uint32_t * ap, const uint32_t * bp, float * c, size_t ldc, int m, int n,
                      bool accumulate) {
     const int64_t kp = (kb + 1) / 2;
-    __m512        acc[NR][G];
-    if (m == MR && n == NR) {
-        for (int j = 0; j < NR; ++j) {
-            for (int g = 0; g < G; ++g) {
-                acc[j][g] = accumulate ? _mm512_loadu_ps(c + size_t(j) * ldc + 16 * g) : _mm512_setzero_ps();
-            }
-        }
-        tile_loop(kp, ap, bp, acc);
-        for (int j = 0; j < NR; ++j) {
-            for (int g = 0; g < G; ++g) _mm512_storeu_ps(c + size_t(j) * ldc + 16 * g, acc[j][g]);
-        }
-        return;
-    }
-    // An edge tile: masked loads and stores around the same k loop, so each
-    // element sees the same sequence of operations.
-    __mmask16 rows[G];
-    for (int g = 0; g < G; ++g) rows[g] = first16(m - 16 * g > 0 ? m - 16 * g : 0);
-    for (int j = 0; j < NR; ++j) {
-        for (int g = 0; g < G; ++g) {
-            acc[j][g] = accumulate && j < n ? _mm512_maskz_loadu_ps(rows[g], c + size_t(j) * ldc + 16 * g)
-                                            : _mm512_setzero_ps();
-        }
-    }
-    tile_loop(kp, ap, bp, acc);
-    for (int j = 0; j < n; ++j) {
-        for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(c + size_t(j) * ldc + 16 * g, rows[g], acc[j][g]);
-    }
+    gemm_tile<NR, G>(c, ldc, m, n, accumulate, [&](__m512 (&acc)[NR][G]) { tile_loop(kp, ap, bp, acc); });
 }
 
 void gemm_bf16_pack_a(const uint16_t * const * rows, int nrows, int64_t kb, uint32_t * panel) {
