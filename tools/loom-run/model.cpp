@@ -441,6 +441,15 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         } else {
             m->map_      = addr;
             m->map_size_ = size_t(file_size);
+            // 2 MiB pages where the system allows them for a file, as the
+            // weights read into memory get (cpu_backend.cpp): asked before
+            // the read-ahead, so that a file the page cache does not hold yet
+            // is read into huge folios. (Linux 6.18, ext4, the 845 MB test
+            // model read from disk: 823 MB of the mapping on 2 MiB pages
+            // with this, 782 MB without; generation then runs as fast as
+            // with --no-mmap. A file the cache holds in small pages, such as
+            // one just written, stays on 4 KiB pages: 15-20% slower.)
+            ::madvise(addr, size_t(file_size), MADV_HUGEPAGE);
             ::madvise(addr, size_t(file_size), MADV_WILLNEED);
             // Kernels read weights with vector loads; a tensor that is not
             // aligned in the file is copied rather than mapped.
