@@ -26,14 +26,16 @@ const char * status_text(ggml_status s) {
 
 // Whether dev can write one token into K and V caches of these types and
 // shapes (the SET_ROWS nodes that build() makes); empty when it can, else
-// the cache that it cannot write.
+// the cache that it cannot write. (Without memory for the probe's
+// metadata it answers empty: the cache's own allocation then fails with its
+// own message.)
 std::string cache_writes_unsupported(ggml_backend_dev_t dev, const SessionOptions & o, int64_t n_embd_kv) {
     ggml_init_params ip{};
-    ip.mem_size         = 8 * ggml_tensor_overhead();
-    ip.no_alloc         = true;
-    ggml_context * ctx  = ggml_init(ip);
+    ip.mem_size        = 8 * ggml_tensor_overhead();
+    ip.no_alloc        = true;
+    ggml_context * ctx = ggml_init(ip);
     if (ctx == nullptr) {
-        return "K";
+        return "";
     }
     const int64_t n_ctx = o.n_ctx;
     ggml_tensor * k     = ggml_new_tensor_2d(ctx, o.type_k, n_embd_kv, n_ctx);
@@ -118,10 +120,12 @@ std::unique_ptr<Session> Session::create(const Model & model, Backends & backend
             // is an error here rather than a graph no backend can run.
             const std::string which = cache_writes_unsupported(backends.device(d), options, n_kv_emb);
             if (!which.empty()) {
-                const ggml_type t = which == "K" ? options.type_k : options.type_v;
+                const ggml_type t          = which == "K" ? options.type_k : options.type_v;
+                const char *    transposed = which == "V" && !options.flash_attn
+                                                 ? " (without -fa, V is stored transposed)"
+                                                 : "";
                 *error = std::string("device ") + backends.name(d) + " cannot write a " + which + " cache of type " +
-                         ggml_type_name(t) + (which == "V" && !options.flash_attn ? " (without -fa, V is stored transposed)" : "") +
-                         "; choose another cache type or device";
+                         ggml_type_name(t) + transposed + "; choose another cache type or device";
                 return nullptr;
             }
             ggml_init_params ip{};

@@ -5,9 +5,9 @@
 // registers). Per k the kernel loads the 32 values of the a panel and
 // broadcasts each of the 14 values of the b panel, for 28 FMAs of 16 lanes:
 // twice the work per instruction of the AVX2 tile (16 x 6), on a processor
-// whose FMA units are 512 bits wide. (14 columns measured 1-3% faster than
-// 12 in loom-bench.) Each element of C is one running sum
-// over k in increasing order (Note [GEMM panels] in kernels/gemm.cpp).
+// whose FMA units are 512 bits wide (14 columns measured 1-3% faster than
+// 12 in loom-bench). Each element of C is one running sum over k in
+// increasing order (Note [GEMM panels] in kernels/gemm.cpp).
 //
 // Packing transposes 16 x 16 blocks of floats in registers
 // (avx512/gemm_common.h): 16 rows (or columns) times 16 values of k in, 16
