@@ -122,21 +122,6 @@ void linear_groups(uint64_t n, uint32_t groups[3]) {
     groups[2]        = 1;
 }
 
-// F32/F16 rows into an F32/F16 target by I32 or I64 indices (read by their
-// low words: rows past 2^32 do not fit the parameters anyway).
-bool supports_set_rows(const ggml_tensor * op) {
-    const ggml_tensor * src    = op->src[0];
-    const ggml_tensor * idx    = op->src[1];
-    const ggml_tensor * target = op->src[2];
-    if (idx == nullptr || target == nullptr || !is_float(src->type) || !is_float(op->type) ||
-        (idx->type != GGML_TYPE_I32 && idx->type != GGML_TYPE_I64)) {
-        return false;
-    }
-    return op->ne[0] == src->ne[0] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3] && idx->ne[0] == src->ne[1] &&
-           idx->ne[1] > 0 && idx->ne[2] > 0 && src->ne[2] % idx->ne[1] == 0 && src->ne[3] % idx->ne[2] == 0 &&
-           idx->ne[3] == 1;
-}
-
 } // namespace
 
 bool supports(const ggml_tensor * op) {
@@ -191,7 +176,9 @@ bool supports(const ggml_tensor * op) {
         }
         case GGML_OP_ROPE: return supports_rope(op);
         case GGML_OP_GET_ROWS: return supports_get_rows(op);
-        case GGML_OP_SET_ROWS: return supports_set_rows(op);
+        // F32/F16 rows into an F32/F16 target; I64 indices are read by
+        // their low words (rows past 2^32 do not fit the parameters anyway).
+        case GGML_OP_SET_ROWS: return set_rows_fits(op) && is_float(op->type);
         case GGML_OP_MUL_MAT: return supports_mul_mat(op);
         default: return false;
     }

@@ -373,21 +373,9 @@ bool supports_copy(const ggml_tensor * op) {
                                src0->ne[3] == src1->ne[2] && src1->ne[3] == 1;
             return types && shape && (!ggml_is_quantized(src0->type) || src0->nb[0] == ggml_type_size(src0->type));
         }
-        case GGML_OP_SET_ROWS: {
-            const ggml_tensor * target = op->src[2];
-            if (src1 == nullptr || target == nullptr) {
-                return false;
-            }
-            const bool types = (src0->type == GGML_TYPE_F32 || src0->type == GGML_TYPE_F16) &&
-                               (src1->type == GGML_TYPE_I32 || src1->type == GGML_TYPE_I64) &&
-                               is_convertible(op->type) && op->type == target->type;
-            if (!types || (ggml_is_quantized(op->type) && op->nb[0] != ggml_type_size(op->type))) {
-                return false;
-            }
-            return op->ne[0] == src0->ne[0] && op->ne[2] == src0->ne[2] && op->ne[3] == src0->ne[3] &&
-                   src1->ne[0] == src0->ne[1] && src1->ne[1] > 0 && src1->ne[2] > 0 &&
-                   src0->ne[2] % src1->ne[1] == 0 && src0->ne[3] % src1->ne[2] == 0 && src1->ne[3] == 1;
-        }
+        case GGML_OP_SET_ROWS:
+            return set_rows_fits(op) && is_convertible(op->type) &&
+                   (!ggml_is_quantized(op->type) || op->nb[0] == ggml_type_size(op->type));
         default: return false;
     }
 }
