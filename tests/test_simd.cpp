@@ -576,6 +576,31 @@ TEST(Simd, BinaryOpsSameBits) {
     }
 }
 
+TEST(Simd, ScaleSameBits) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(13);
+        for (int64_t n : kSizes) {
+            SCOPED_TRACE(std::string(kt->name) + " n " + std::to_string(n));
+            auto x = random_floats(rng, size_t(n) + 1);
+            if (n > 3) {
+                x[1] = INFINITY;
+                x[2] = NAN;
+                x[3] = 1e-40f; // subnormal
+            }
+            for (float s : {0.37f, -3.0e30f, 0.0f}) {
+                // A value on each side of the output must stay as it is.
+                std::vector<float> want(size_t(n) + 2, -7.0f), got(size_t(n) + 2, -7.0f);
+                for (int64_t i = 0; i < n; ++i) want[size_t(i) + 1] = x[size_t(i) + 1] * s;
+                kt->scale_f32(n, x.data() + 1, s, got.data() + 1); // unaligned
+                ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "s " << s;
+                std::vector<float> inplace(x);
+                kt->scale_f32(n, inplace.data() + 1, s, inplace.data() + 1);
+                ASSERT_EQ(0, std::memcmp(inplace.data() + 1, want.data() + 1, size_t(n) * sizeof(float)));
+            }
+        }
+    }
+}
+
 TEST(Simd, TableIsChosenOnce) {
     const KernelTable & t = best_kernels();
     EXPECT_EQ(&t, &best_kernels());

@@ -127,24 +127,35 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t ic0 = 0; ic0 < n_kv; ic0 += KV_BLOCK) {
             const int64_t n = std::min(KV_BLOCK, n_kv - ic0);
             if (mrow != nullptr) {
-                bool any = false;
-                for (int64_t i = 0; i < n; ++i) {
-                    const float m = mask_f16 ? fp16_to_fp32(reinterpret_cast<const ggml_fp16_t *>(mrow)[ic0 + i])
-                                             : reinterpret_cast<const float *>(mrow)[ic0 + i];
-                    mterm[i] = slope * m;
-                    any |= mterm[i] != -INFINITY;
+                // slope * m, one rounding after an exact conversion.
+                if (mask_f16) {
+                    kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(mrow) + ic0, mterm, n);
+                    kt.scale_f32(n, mterm, slope, mterm);
+                } else {
+                    kt.scale_f32(n, reinterpret_cast<const float *>(mrow) + ic0, slope, mterm);
+                }
+                // A block counts unless every term is -inf (max_f32 skips
+                // NaNs, which do count: the scan settles a -inf maximum).
+                bool any = kt.max_f32(n, mterm) != -INFINITY;
+                for (int64_t i = 0; !any && i < n; ++i) {
+                    any = mterm[i] != -INFINITY;
                 }
                 if (!any) {
                     continue;
                 }
             }
             kgemv(DK, kmat + ic0 * k->nb[1], k->nb[1], n, q_op, 0, 1, scores, size_t(n));
-            for (int64_t i = 0; i < n; ++i) {
-                float s = scores[i] * scale;
-                if (softcap != 0.0f) {
-                    s = softcap * std::tanh(s);
+            if (softcap != 0.0f) {
+                for (int64_t i = 0; i < n; ++i) {
+                    const float s = softcap * std::tanh(scores[i] * scale);
+                    scores[i]     = mrow != nullptr ? s + mterm[i] : s;
                 }
-                scores[i] = mrow != nullptr ? s + mterm[i] : s;
+            } else {
+                // The same two roundings per score as the loop above.
+                kt.scale_f32(n, scores, scale, scores);
+                if (mrow != nullptr) {
+                    kt.binary_f32[0](n, scores, mterm, scores);
+                }
             }
             const float bmax = kt.max_f32(n, scores);
             if (!(bmax > -INFINITY)) {
@@ -156,7 +167,7 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
                 // before the first block that counts).
                 rescale = M == -INFINITY ? 0.0f : std::exp(M - bmax);
                 if (M != -INFINITY) {
-                    scale_f32(DV, acc, rescale);
+                    kt.scale_f32(DV, acc, rescale, acc);
                 }
                 M = bmax;
             }

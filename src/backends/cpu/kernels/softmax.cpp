@@ -55,28 +55,28 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
 
         const float * x = row_at(src, i1, i2, i3);
         float *       y = row_at(dst, i1, i2, i3);
-        for (int64_t i = 0; i < n; ++i) {
-            y[i] = x[i] * scale;
-        }
+        kt.scale_f32(n, x, scale, y);
         if (mask != nullptr) {
             const float  slope = alibi_slope(max_bias, ne2, i2);
             const char * m     = static_cast<const char *>(mask->data) + i1 * mask->nb[1] +
                              (i2 % mask->ne[2]) * mask->nb[2] + (i3 % mask->ne[3]) * mask->nb[3];
-            if (mask_f16) {
-                const auto * mh = reinterpret_cast<const ggml_fp16_t *>(m);
-                for (int64_t i = 0; i < n; ++i) {
-                    y[i] += slope * fp16_to_fp32(mh[i]);
+            // y[i] += slope * m[i] with its two roundings, a chunk at a time.
+            constexpr int64_t CHUNK = 256;
+            float             term[CHUNK];
+            for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+                const int64_t c = std::min(CHUNK, n - i0);
+                if (mask_f16) {
+                    kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(m) + i0, term, c);
+                    kt.scale_f32(c, term, slope, term);
+                } else {
+                    kt.scale_f32(c, reinterpret_cast<const float *>(m) + i0, slope, term);
                 }
-            } else {
-                const auto * mf = reinterpret_cast<const float *>(m);
-                for (int64_t i = 0; i < n; ++i) {
-                    y[i] += slope * mf[i];
-                }
+                kt.binary_f32[0](c, y + i0, term, y + i0);
             }
         }
         const float  max = kt.max_f32(n, y);
         const double sum = kt.exp_sub_sum_f32(n, y, max);
-        scale_f32(n, y, float(1.0 / sum));
+        kt.scale_f32(n, y, float(1.0 / sum), y);
     }
 }
 

@@ -221,12 +221,6 @@ void mad_f16(int64_t n, float * y, const ggml_fp16_t * x, float s) {
     }
 }
 
-void scale_f32(int64_t n, float * y, float s) {
-    for (int64_t i = 0; i < n; ++i) {
-        y[i] *= s;
-    }
-}
-
 float max_f32(int64_t n, const float * x) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; ++i) {

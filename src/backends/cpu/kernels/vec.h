@@ -53,8 +53,6 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
 // y[i] += x[i] * s
 void mad_f32(int64_t n, float * y, const float * x, float s);
 void mad_f16(int64_t n, float * y, const ggml_fp16_t * x, float s);
-// y[i] *= s
-void scale_f32(int64_t n, float * y, float s);
 // Largest element (-INFINITY for n == 0; NaN elements are ignored).
 float max_f32(int64_t n, const float * x);
 // y[i] = exp(y[i] - max); returns the sum of the results accumulated in double.

@@ -175,6 +175,10 @@ struct KernelTable {
     // Weighted sums of f32 and f16 rows (attention's values).
     MadRowsFn mad_rows_f32 = nullptr;
     MadRowsFn mad_rows_f16 = nullptr;
+
+    // y[i] = x[i] * s, one IEEE multiplication per element (every table
+    // gives the same bits); y may be x.
+    void (*scale_f32)(int64_t n, const float * x, float s, float * y) = nullptr;
 };
 
 // The portable table (always available).

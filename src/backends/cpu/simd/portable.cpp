@@ -68,6 +68,12 @@ void silu_f32(int64_t n, const float * x, float * y) {
     }
 }
 
+void scale_f32(int64_t n, const float * x, float s, float * y) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] * s;
+    }
+}
+
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d) {
     for (int64_t i = 0; i < n; ++i) {
         if constexpr (Op == 0) d[i] = a[i] + b[i];
@@ -172,6 +178,7 @@ const KernelTable k_portable = [] {
     KernelTable t  = k_portable_base;
     t.mad_rows_f32 = mad_rows<float>;
     t.mad_rows_f16 = mad_rows<ggml_fp16_t>;
+    t.scale_f32    = scale_f32;
     return t;
 }();
 

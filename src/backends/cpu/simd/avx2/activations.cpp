@@ -110,6 +110,17 @@ void silu_f32(int64_t n, const float * x, float * y) {
     }
 }
 
+void scale_f32(int64_t n, const float * x, float s, float * y) {
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t      i  = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+    }
+    for (; i < n; ++i) {
+        y[i] = x[i] * s;
+    }
+}
+
 namespace {
 
 template <int Op> inline __m256 apply8(__m256 a, __m256 b) {

@@ -39,6 +39,7 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);
+void   scale_f32(int64_t n, const float * x, float s, float * y);
 void   mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 void   mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);

@@ -57,6 +57,7 @@ const KernelTable k_avx2 = [] {
     KernelTable t  = k_avx2_base;
     t.mad_rows_f32 = avx2::mad_rows_f32;
     t.mad_rows_f16 = avx2::mad_rows_f16;
+    t.scale_f32    = avx2::scale_f32;
     return t;
 }();
 

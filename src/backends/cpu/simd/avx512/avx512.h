@@ -46,6 +46,13 @@ void          gemm_pack(const float * const * rows, int nrows, int width, int64_
 void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 void mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 
+// Softmax's row helpers, SiLU and the scaling of rows (kernel_table.h;
+// activations.cpp).
+float  max_f32(int64_t n, const float * x);
+double exp_sub_sum_f32(int64_t n, float * y, float max);
+void   silu_f32(int64_t n, const float * x, float * y);
+void   scale_f32(int64_t n, const float * x, float s, float * y);
+
 // Element-wise f32 ops, Op 0-3: add, sub, mul, div (kernel_table.h BinaryFn; rows.cpp).
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);
 

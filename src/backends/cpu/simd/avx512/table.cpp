@@ -30,6 +30,10 @@ const KernelTable * avx512_kernels() {
         t.int8_dot_products = true;
         t.mad_rows_f32      = avx512::mad_rows_f32;
         t.mad_rows_f16      = avx512::mad_rows_f16;
+        t.max_f32           = avx512::max_f32;
+        t.exp_sub_sum_f32   = avx512::exp_sub_sum_f32;
+        t.silu_f32          = avx512::silu_f32;
+        t.scale_f32         = avx512::scale_f32;
         t.binary_f32[0]     = avx512::binary_f32<0>;
         t.binary_f32[1]     = avx512::binary_f32<1>;
         t.binary_f32[2]     = avx512::binary_f32<2>;
