@@ -81,6 +81,60 @@ std::vector<Case> cases() {
                                        ggml_new_tensor_2d(c, GGML_TYPE_F16, 512, 3072));
                    },
                    false});
+    // The other copies of ggml's perf mode: a permuted F32 source, and F32
+    // to and from Q4_0.
+    struct Cpy {
+        ggml_type src, dst;
+        int64_t   ne0;
+        bool      permute;
+    };
+    for (const Cpy & k : {Cpy{GGML_TYPE_F32, GGML_TYPE_F32, 8192, true}, Cpy{GGML_TYPE_F32, GGML_TYPE_F32, 3072, true},
+                          Cpy{GGML_TYPE_F32, GGML_TYPE_Q4_0, 8192, false}, Cpy{GGML_TYPE_Q4_0, GGML_TYPE_F32, 8192, false}}) {
+        out.push_back({std::string("CPY(type_src=") + ggml_type_name(k.src) + ",type_dst=" + ggml_type_name(k.dst) +
+                           ",ne=" + shape({k.ne0, 512, 2, 1}) + (k.permute ? ",permute_src=[0,2,1,3])" : ")"),
+                       [k](ggml_context * c) {
+                           ggml_tensor * src = ggml_new_tensor_4d(c, k.src, k.ne0, 512, 2, 1);
+                           if (k.permute) src = ggml_permute(c, src, 0, 2, 1, 3);
+                           return ggml_cpy(c, src, ggml_new_tensor(c, k.dst, 4, src->ne));
+                       },
+                       false});
+    }
+    // Rotary embedding, the normal and NeoX modes of ggml's perf cases: with
+    // and without frequency factors (ff), on a tensor or a view of a larger
+    // one (v).
+    struct Rope {
+        ggml_type type;
+        int64_t   ne0, ne1;
+        int       n_dims, mode;
+    };
+    for (int v : {0, 1}) {
+        for (int ff : {0, 1}) {
+            for (const Rope & r : {Rope{GGML_TYPE_F32, 128, 32, 128, 0}, Rope{GGML_TYPE_F32, 128, 64, 128, 0},
+                                   Rope{GGML_TYPE_F32, 80, 32, 20, 2}, Rope{GGML_TYPE_F32, 64, 8, 64, 2},
+                                   Rope{GGML_TYPE_F16, 128, 32, 128, 0}, Rope{GGML_TYPE_F16, 128, 64, 128, 0}}) {
+                if (r.type == GGML_TYPE_F16 && (v != 0 || ff != 0)) continue;
+                out.push_back({std::string("ROPE(type=") + ggml_type_name(r.type) + ",ne_a=" +
+                                   shape({r.ne0, r.ne1, 512, 1}) + ",n_dims=" + std::to_string(r.n_dims) +
+                                   ",mode=" + std::to_string(r.mode) + ",ff=" + std::to_string(ff) +
+                                   ",v=" + std::to_string(v) + ")",
+                               [r, v, ff](ggml_context * c) {
+                                   ggml_tensor * a;
+                                   if (v != 0) {
+                                       // As ggml's case: a view of a tensor 2 x 4 x 3 times larger.
+                                       ggml_tensor * big = ggml_new_tensor_4d(c, r.type, 2 * r.ne0, 4 * r.ne1, 3 * 512, 1);
+                                       a = ggml_view_4d(c, big, r.ne0, r.ne1, 512, 1, big->nb[1], big->nb[2], big->nb[3], 0);
+                                   } else {
+                                       a = ggml_new_tensor_4d(c, r.type, r.ne0, r.ne1, 512, 1);
+                                   }
+                                   ggml_tensor * pos  = ggml_new_tensor_1d(c, GGML_TYPE_I32, 512);
+                                   ggml_tensor * freq = ff != 0 ? ggml_new_tensor_1d(c, GGML_TYPE_F32, r.n_dims / 2) : nullptr;
+                                   return ggml_rope_ext(c, a, pos, freq, r.n_dims, r.mode, 0, 10000.0f, 1.0f, 0.0f,
+                                                        1.0f, 1.0f, 1.0f);
+                               },
+                               false});
+            }
+        }
+    }
     // Flash attention of one query row per head (token generation), f16 K
     // and V, a mask, grouped-query heads (nr23); and 4 rows at once.
     struct Fa {
@@ -127,8 +181,18 @@ double op_flops(const ggml_tensor * t) {
 }
 
 void fill(ggml_tensor * t, std::mt19937 & rng) {
+    if (t->view_src != nullptr) {
+        t = t->view_src;
+    }
+    const int64_t n = ggml_nelements(t);
+    if (t->type == GGML_TYPE_I32) {
+        // Positions.
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(i);
+        ggml_backend_tensor_set(t, pos.data(), 0, ggml_nbytes(t));
+        return;
+    }
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    const int64_t                         n = ggml_nelements(t);
     std::vector<float>                    v(static_cast<size_t>(n));
     for (float & x : v) x = u(rng);
     if (t->type == GGML_TYPE_F32) {

@@ -601,6 +601,39 @@ TEST(Simd, ScaleSameBits) {
     }
 }
 
+// Rotations give the portable table's bits in both modes, for pair counts
+// with and without a tail, into another row and in place; values past the
+// rotated ones stay as they are.
+TEST(Simd, RopeSameBits) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(14);
+        for (int64_t half : {1, 3, 7, 8, 10, 16, 17, 32, 40, 64, 67}) {
+            for (bool neox : {false, true}) {
+                SCOPED_TRACE(std::string(kt->name) + " half " + std::to_string(half) + (neox ? " neox" : " normal"));
+                const auto x   = random_floats(rng, size_t(2 * half) + 2, -4.0f, 4.0f);
+                const auto ang = random_floats(rng, size_t(half), -100.0f, 100.0f);
+                std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+                for (size_t i = 0; i < cs.size(); ++i) {
+                    cs[i] = std::cos(ang[i]);
+                    sn[i] = std::sin(ang[i]);
+                }
+                std::vector<float> want(x.size(), -7.0f), got(x.size(), -7.0f);
+                portable_kernels().rope_f32(half, x.data() + 1, want.data() + 1, cs.data(), sn.data(), neox);
+                kt->rope_f32(half, x.data() + 1, got.data() + 1, cs.data(), sn.data(), neox); // unaligned
+                ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+                // An independent check of one pair in each mode.
+                const size_t a = 1, b = neox ? size_t(half) + 1 : 2;
+                EXPECT_NEAR(want[a], double(x[a]) * cs[0] - double(x[b]) * sn[0], 1e-5);
+                EXPECT_NEAR(want[b], double(x[a]) * sn[0] + double(x[b]) * cs[0], 1e-5);
+                std::vector<float> inplace(x);
+                kt->rope_f32(half, inplace.data() + 1, inplace.data() + 1, cs.data(), sn.data(), neox);
+                ASSERT_EQ(0, std::memcmp(inplace.data() + 1, want.data() + 1, size_t(2 * half) * sizeof(float)));
+                EXPECT_EQ(f32_bits(inplace.back()), f32_bits(x.back()));
+            }
+        }
+    }
+}
+
 TEST(Simd, TableIsChosenOnce) {
     const KernelTable & t = best_kernels();
     EXPECT_EQ(&t, &best_kernels());

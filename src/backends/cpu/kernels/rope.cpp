@@ -3,9 +3,11 @@
 // Pair i of the first n_dims values of a row (adjacent values in normal
 // mode, values n_dims/2 apart in NEOX mode) is rotated by theta_i(pos),
 // pos = positions[i2]. The angles depend only on the position, so each
-// thread keeps a table of (cos, sin) per pair in its scratch slice and
-// rebuilds it only when its rows move on to the next token; heads of one
-// token (dim 1) reuse it. Values past n_dims are copied.
+// thread keeps tables of cos and sin per pair in its scratch slice and
+// rebuilds them only when its rows move on to the next token; heads of one
+// token (dim 1) reuse them. The rotation is the kernel table's (rope_f32);
+// f16 rows are converted to f32 in the scratch slice and back. Values past
+// n_dims are copied.
 //
 // The base angle advances by a factor theta_scale = freq_base^(-2/n_dims)
 // per pair (theta_i = pos * theta_scale^i, built by repeated
@@ -14,8 +16,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/common.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "kernels.h"
 
@@ -37,13 +41,19 @@ struct RopeParams {
     }
 };
 
-size_t thread_scratch(const ggml_tensor * op) {
+// The cos and sin tables (n_dims / 2 floats each), then an f16 row as f32.
+size_t cache_bytes(const ggml_tensor * op) {
     return align_up(size_t(op_param_i32(op, 1)) * sizeof(float), SCRATCH_ALIGN);
 }
 
-// Fills cache[2i], cache[2i+1] with cos and sin of pair i's angle at pos.
+size_t thread_scratch(const ggml_tensor * op) {
+    const size_t row = op->type == GGML_TYPE_F16 ? size_t(op->src[0]->ne[0]) * sizeof(float) : 0;
+    return cache_bytes(op) + align_up(row, SCRATCH_ALIGN);
+}
+
+// Fills cos[i] and sin[i] with the cosine and sine of pair i's angle at pos.
 void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors, float pos,
-                 float * cache) {
+                 float * cos, float * sin) {
     // YaRN: between the corrected dimensions [corr[0], corr[1]] the angle
     // blends from extrapolated (unscaled) to interpolated (scaled by
     // freq_scale); the magnitude is compensated once for the whole row.
@@ -65,23 +75,10 @@ void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], 
             const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * rp.ext_factor;
             theta            = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
         }
-        cache[2 * i + 0] = std::cos(theta) * mscale;
-        cache[2 * i + 1] = std::sin(theta) * mscale;
+        cos[i] = std::cos(theta) * mscale;
+        sin[i] = std::sin(theta) * mscale;
         theta_base *= theta_scale;
     }
-}
-
-inline float load(const float * x, int64_t i) {
-    return x[i];
-}
-inline float load(const ggml_fp16_t * x, int64_t i) {
-    return fp16_to_fp32(x[i]);
-}
-inline void store(float * y, int64_t i, float v) {
-    y[i] = v;
-}
-inline void store(ggml_fp16_t * y, int64_t i, float v) {
-    y[i] = fp32_to_fp16(v);
 }
 
 template <typename T>
@@ -97,9 +94,8 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
     const int64_t ne1  = src->ne[1];
     const int64_t ne2  = src->ne[2];
     const int64_t half = rp.n_dims / 2;
-    // Distance between the two values of a pair, and from one pair to the next.
-    const int64_t other = rp.mode == GGML_ROPE_TYPE_NEOX ? half : 1;
-    const int64_t step  = rp.mode == GGML_ROPE_TYPE_NEOX ? 1 : 2;
+    const bool    neox = rp.mode == GGML_ROPE_TYPE_NEOX;
+    const KernelTable & kt = kernels(p.use_ref);
 
     const float theta_scale = std::pow(rp.freq_base, -2.0f / float(rp.n_dims));
     float       corr[2];
@@ -107,7 +103,10 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
 
     const size_t slice = thread_scratch(dst);
     LOOM_ASSERT(p.wsize >= slice * size_t(p.nth));
-    float * cache = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + slice * size_t(p.ith));
+    char * const  mine  = static_cast<char *>(p.wdata) + slice * size_t(p.ith);
+    float * const cos   = reinterpret_cast<float *>(mine);
+    float * const sin   = cos + half;
+    float * const row   = reinterpret_cast<float *>(mine + cache_bytes(dst)); // f16 rows only
 
     int64_t     cached_i2 = -1;
     const Range r         = split_range(ne1 * ne2 * src->ne[3], p.ith, p.nth);
@@ -118,7 +117,7 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
         if (i2 != cached_i2) {
             int32_t position;
             std::memcpy(&position, static_cast<const char *>(pos->data) + i2 * pos->nb[0], sizeof(position));
-            build_cache(rp, theta_scale, corr, factors, float(position), cache);
+            build_cache(rp, theta_scale, corr, factors, float(position), cos, sin);
             cached_i2 = i2;
         }
 
@@ -126,15 +125,14 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
                                                      i2 * src->nb[2] + i3 * src->nb[3]);
         auto *       y =
             reinterpret_cast<T *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
-        // Both values of a pair are read before either is written, so x may be y.
-        for (int64_t i = 0; i < half; ++i) {
-            const int64_t j  = i * step;
-            const float   c  = cache[2 * i + 0];
-            const float   s  = cache[2 * i + 1];
-            const float   x0 = load(x, j);
-            const float   x1 = load(x, j + other);
-            store(y, j, x0 * c - x1 * s);
-            store(y, j + other, x0 * s + x1 * c);
+        // The kernel reads both values of a pair before it writes either,
+        // so x may be y.
+        if constexpr (std::is_same_v<T, float>) {
+            kt.rope_f32(half, x, y, cos, sin, neox);
+        } else {
+            kt.fp16_to_fp32_row(x, row, rp.n_dims);
+            kt.rope_f32(half, row, row, cos, sin, neox);
+            kt.fp32_to_fp16_row(row, y, rp.n_dims);
         }
         if (static_cast<const void *>(x) != static_cast<const void *>(y)) {
             std::memcpy(y + rp.n_dims, x + rp.n_dims, size_t(ne0 - rp.n_dims) * sizeof(T));

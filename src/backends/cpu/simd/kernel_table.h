@@ -179,6 +179,14 @@ struct KernelTable {
     // y[i] = x[i] * s, one IEEE multiplication per element (every table
     // gives the same bits); y may be x.
     void (*scale_f32)(int64_t n, const float * x, float s, float * y) = nullptr;
+
+    // Rotary embedding of one row's first 2 * half values: pair i, (x[2i],
+    // x[2i + 1]) in normal mode or (x[i], x[i + half]) in NeoX mode, turns
+    // by the angle of cos[i], sin[i]: y[a] = x[a] c - x[b] s and y[b] = x[a]
+    // s + x[b] c, each product rounded, then the sum (the same bits in every
+    // table). y may be x.
+    void (*rope_f32)(int64_t half, const float * x, float * y, const float * cos, const float * sin,
+                     bool neox) = nullptr;
 };
 
 // The portable table (always available).

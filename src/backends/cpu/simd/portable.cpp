@@ -74,6 +74,22 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
     }
 }
 
+void rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox) {
+    const int64_t other = neox ? half : 1;
+    const int64_t step  = neox ? 1 : 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const int64_t j  = i * step;
+        const float   x0 = x[j];
+        const float   x1 = x[j + other];
+        const float   a  = x0 * cos[i];
+        const float   b  = x1 * sin[i];
+        const float   c  = x0 * sin[i];
+        const float   d  = x1 * cos[i];
+        y[j]             = a - b;
+        y[j + other]     = c + d;
+    }
+}
+
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d) {
     for (int64_t i = 0; i < n; ++i) {
         if constexpr (Op == 0) d[i] = a[i] + b[i];
@@ -179,6 +195,7 @@ const KernelTable k_portable = [] {
     t.mad_rows_f32 = mad_rows<float>;
     t.mad_rows_f16 = mad_rows<ggml_fp16_t>;
     t.scale_f32    = scale_f32;
+    t.rope_f32     = rope_f32;
     return t;
 }();
 

@@ -58,6 +58,7 @@ const KernelTable k_avx2 = [] {
     t.mad_rows_f32 = avx2::mad_rows_f32;
     t.mad_rows_f16 = avx2::mad_rows_f16;
     t.scale_f32    = avx2::scale_f32;
+    t.rope_f32     = avx2::rope_f32;
     return t;
 }();
 

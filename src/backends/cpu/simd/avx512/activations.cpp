@@ -81,31 +81,47 @@ float max_f32(int64_t n, const float * x) {
     return r;
 }
 
+// Masked stores are slow on some processors even with every lane set:
+// loops store whole registers and mask only the tail.
+
 double exp_sub_sum_f32(int64_t n, float * y, float max) {
     const __m512 vm   = _mm512_set1_ps(max);
     __m512d      acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 t = n - i >= 16 ? k_all : tail_mask(n - i);
+    auto         step = [&](int64_t i, __mmask16 t) {
         // Lanes past n are zeros after the mask and add nothing.
         const __m512 e = _mm512_maskz_mov_ps(t, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, y + i), vm)));
-        _mm512_mask_storeu_ps(y + i, t, e);
+        if (t == k_all) {
+            _mm512_storeu_ps(y + i, e);
+        } else {
+            _mm512_mask_storeu_ps(y + i, t, e);
+        }
         const __m512d h = _mm512_castps_pd(e);
         acc0 = _mm512_add_pd(acc0, _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, h, 0))));
         acc1 = _mm512_add_pd(acc1, _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, h, 1))));
-    }
+    };
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) step(i, k_all);
+    if (i < n) step(i, tail_mask(n - i));
     alignas(64) double v[8];
     _mm512_store_pd(v, _mm512_add_pd(acc0, acc1));
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
 void silu_f32(int64_t n, const float * x, float * y) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 t = n - i >= 16 ? k_all : tail_mask(n - i);
-        const __m512    v = _mm512_maskz_loadu_ps(t, x + i);
-        const __m512    e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
-        _mm512_mask_storeu_ps(y + i, t, _mm512_div_ps(v, _mm512_add_ps(one, e)));
-    }
+    const __m512 one  = _mm512_set1_ps(1.0f);
+    auto         step = [&](int64_t i, __mmask16 t) {
+        const __m512 v = _mm512_maskz_loadu_ps(t, x + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+        const __m512 r = _mm512_div_ps(v, _mm512_add_ps(one, e));
+        if (t == k_all) {
+            _mm512_storeu_ps(y + i, r);
+        } else {
+            _mm512_mask_storeu_ps(y + i, t, r);
+        }
+    };
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) step(i, k_all);
+    if (i < n) step(i, tail_mask(n - i));
 }
 
 void scale_f32(int64_t n, const float * x, float s, float * y) {
@@ -121,6 +137,53 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
         const __mmask16 t = n - i >= 16 ? k_all : tail_mask(n - i);
         _mm512_mask_storeu_ps(y + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, x + i), vs));
     }
+}
+
+// Products rounded, then the sum, as the portable loop (no FMA): the same
+// bits. A tail of fewer than 16 (NeoX) or 8 (normal) pairs runs under a mask.
+void rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox) {
+    if (neox) {
+        auto turn = [&](int64_t i, __mmask16 t) {
+            const __m512 x0 = _mm512_maskz_loadu_ps(t, x + i);
+            const __m512 x1 = _mm512_maskz_loadu_ps(t, x + i + half);
+            const __m512 c  = _mm512_maskz_loadu_ps(t, cos + i);
+            const __m512 s  = _mm512_maskz_loadu_ps(t, sin + i);
+            const __m512 r0 = _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s));
+            const __m512 r1 = _mm512_add_ps(_mm512_mul_ps(x0, s), _mm512_mul_ps(x1, c));
+            if (t == k_all) {
+                _mm512_storeu_ps(y + i, r0);
+                _mm512_storeu_ps(y + i + half, r1);
+            } else {
+                _mm512_mask_storeu_ps(y + i, t, r0);
+                _mm512_mask_storeu_ps(y + i + half, t, r1);
+            }
+        };
+        int64_t i = 0;
+        for (; i + 16 <= half; i += 16) turn(i, k_all);
+        if (i < half) turn(i, tail_mask(half - i));
+        return;
+    }
+    // Eight pairs per register: cos and sin each repeated over their pair,
+    // the pair's values swapped for the cross terms; even lanes a - b, odd
+    // lanes b + a (addition commutes, bit for bit).
+    const __m512i dup  = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    auto          turn = [&](int64_t i, __mmask16 tv, __mmask16 tp) {
+        const __m512 v  = _mm512_maskz_loadu_ps(tv, x + 2 * i);
+        const __m512 sw = _mm512_maskz_permute_ps(k_all, v, 0xb1);
+        const __m512 c  = _mm512_maskz_permutexvar_ps(k_all, dup, _mm512_maskz_loadu_ps(tp, cos + i));
+        const __m512 s  = _mm512_maskz_permutexvar_ps(k_all, dup, _mm512_maskz_loadu_ps(tp, sin + i));
+        const __m512 a  = _mm512_mul_ps(v, c);
+        const __m512 b  = _mm512_mul_ps(sw, s);
+        const __m512 r  = _mm512_mask_add_ps(_mm512_sub_ps(a, b), __mmask16(0xaaaa), b, a);
+        if (tv == k_all) {
+            _mm512_storeu_ps(y + 2 * i, r);
+        } else {
+            _mm512_mask_storeu_ps(y + 2 * i, tv, r);
+        }
+    };
+    int64_t i = 0;
+    for (; i + 8 <= half; i += 8) turn(i, k_all, __mmask16(0xff));
+    if (i < half) turn(i, tail_mask(2 * (half - i)), tail_mask(half - i));
 }
 
 } // namespace loom::cpu::avx512

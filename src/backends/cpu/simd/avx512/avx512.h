@@ -52,6 +52,7 @@ float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);
 void   scale_f32(int64_t n, const float * x, float s, float * y);
+void   rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox);
 
 // Element-wise f32 ops, Op 0-3: add, sub, mul, div (kernel_table.h BinaryFn; rows.cpp).
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);
