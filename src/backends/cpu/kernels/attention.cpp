@@ -127,20 +127,9 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t ic0 = 0; ic0 < n_kv; ic0 += KV_BLOCK) {
             const int64_t n = std::min(KV_BLOCK, n_kv - ic0);
             if (mrow != nullptr) {
-                // slope * m, one rounding after an exact conversion.
-                if (mask_f16) {
-                    kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(mrow) + ic0, mterm, n);
-                    kt.scale_f32(n, mterm, slope, mterm);
-                } else {
-                    kt.scale_f32(n, reinterpret_cast<const float *>(mrow) + ic0, slope, mterm);
-                }
-                // A block counts unless every term is -inf (max_f32 skips
-                // NaNs, which do count: the scan settles a -inf maximum).
-                bool any = kt.max_f32(n, mterm) != -INFINITY;
-                for (int64_t i = 0; !any && i < n; ++i) {
-                    any = mterm[i] != -INFINITY;
-                }
-                if (!any) {
+                mask_terms(kt, mrow + ic0 * mask->nb[0], mask_f16, slope, n, mterm);
+                // A block counts unless every term is -inf.
+                if (std::all_of(mterm, mterm + n, [](float t) { return t == -INFINITY; })) {
                     continue;
                 }
             }

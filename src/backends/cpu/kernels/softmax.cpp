@@ -65,12 +65,7 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
             float             term[CHUNK];
             for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
                 const int64_t c = std::min(CHUNK, n - i0);
-                if (mask_f16) {
-                    kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(m) + i0, term, c);
-                    kt.scale_f32(c, term, slope, term);
-                } else {
-                    kt.scale_f32(c, reinterpret_cast<const float *>(m) + i0, slope, term);
-                }
+                mask_terms(kt, m + i0 * int64_t(mask->nb[0]), mask_f16, slope, c, term);
                 kt.binary_f32[0](c, y + i0, term, y + i0);
             }
         }

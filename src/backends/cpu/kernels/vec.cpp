@@ -221,6 +221,15 @@ void mad_f16(int64_t n, float * y, const ggml_fp16_t * x, float s) {
     }
 }
 
+void mask_terms(const KernelTable & kt, const void * m, bool f16, float slope, int64_t n, float * out) {
+    if (f16) {
+        kt.fp16_to_fp32_row(static_cast<const ggml_fp16_t *>(m), out, n);
+        kt.scale_f32(n, out, slope, out);
+    } else {
+        kt.scale_f32(n, static_cast<const float *>(m), slope, out);
+    }
+}
+
 float max_f32(int64_t n, const float * x) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; ++i) {

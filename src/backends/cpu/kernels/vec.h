@@ -50,6 +50,12 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
 
 // ---- element-wise helpers ----
 
+// out[i] = slope * m[i] for n values of an f32 or f16 mask row: one
+// rounding after an exact conversion, through the kernel table's row
+// functions (the same bits as a scalar loop).
+struct KernelTable;
+void mask_terms(const KernelTable & kt, const void * m, bool f16, float slope, int64_t n, float * out);
+
 // y[i] += x[i] * s
 void mad_f32(int64_t n, float * y, const float * x, float s);
 void mad_f16(int64_t n, float * y, const ggml_fp16_t * x, float s);

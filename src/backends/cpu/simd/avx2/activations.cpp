@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
@@ -122,57 +121,39 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
     }
 }
 
-// Products rounded, then the sum, as the portable loop. The tails run the
-// same vector code on zero-padded copies.
+// Products rounded, then the sum, as the portable loop (the SIMD sources
+// are compiled without FMA contraction, so the scalar tails round alike).
 void rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox) {
+    const int64_t other = neox ? half : 1;
+    const int64_t step  = neox ? 1 : 2;
+    int64_t       i     = 0;
     if (neox) {
-        auto turn = [](const float * x0p, const float * x1p, const float * cp, const float * sp, float * y0p,
-                       float * y1p) {
-            const __m256 x0 = _mm256_loadu_ps(x0p);
-            const __m256 x1 = _mm256_loadu_ps(x1p);
-            const __m256 c  = _mm256_loadu_ps(cp);
-            const __m256 s  = _mm256_loadu_ps(sp);
-            const __m256 r0 = _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s));
-            const __m256 r1 = _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c));
-            _mm256_storeu_ps(y0p, r0);
-            _mm256_storeu_ps(y1p, r1);
-        };
-        int64_t i = 0;
-        for (; i + 8 <= half; i += 8) turn(x + i, x + i + half, cos + i, sin + i, y + i, y + i + half);
-        if (i < half) {
-            const size_t n = size_t(half - i);
-            float        x0[8] = {}, x1[8] = {}, c[8] = {}, s[8] = {}, r0[8], r1[8];
-            std::memcpy(x0, x + i, n * sizeof(float));
-            std::memcpy(x1, x + i + half, n * sizeof(float));
-            std::memcpy(c, cos + i, n * sizeof(float));
-            std::memcpy(s, sin + i, n * sizeof(float));
-            turn(x0, x1, c, s, r0, r1);
-            std::memcpy(y + i, r0, n * sizeof(float));
-            std::memcpy(y + i + half, r1, n * sizeof(float));
+        for (; i + 8 <= half; i += 8) {
+            const __m256 x0 = _mm256_loadu_ps(x + i);
+            const __m256 x1 = _mm256_loadu_ps(x + i + half);
+            const __m256 c  = _mm256_loadu_ps(cos + i);
+            const __m256 s  = _mm256_loadu_ps(sin + i);
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+            _mm256_storeu_ps(y + i + half, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
         }
-        return;
+    } else {
+        // Four pairs per register: cos and sin each repeated over their
+        // pair, the pair's values swapped for the cross terms; even lanes
+        // a - b, odd lanes b + a (addition commutes, bit for bit).
+        const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        for (; i + 4 <= half; i += 4) {
+            const __m256 v  = _mm256_loadu_ps(x + 2 * i);
+            const __m256 sw = _mm256_permute_ps(v, 0xb1);
+            const __m256 c  = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cos + i)), dup);
+            const __m256 s  = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sin + i)), dup);
+            _mm256_storeu_ps(y + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(v, c), _mm256_mul_ps(sw, s)));
+        }
     }
-    // Four pairs per register: cos and sin each repeated over their pair,
-    // the pair's values swapped for the cross terms; even lanes a - b, odd
-    // lanes b + a (addition commutes, bit for bit).
-    const __m256i dup  = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-    auto          turn = [&](const float * xp, const float * cp, const float * sp, float * yp) {
-        const __m256 v  = _mm256_loadu_ps(xp);
-        const __m256 sw = _mm256_permute_ps(v, 0xb1);
-        const __m256 c  = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cp)), dup);
-        const __m256 s  = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sp)), dup);
-        _mm256_storeu_ps(yp, _mm256_addsub_ps(_mm256_mul_ps(v, c), _mm256_mul_ps(sw, s)));
-    };
-    int64_t i = 0;
-    for (; i + 4 <= half; i += 4) turn(x + 2 * i, cos + i, sin + i, y + 2 * i);
-    if (i < half) {
-        const size_t n = size_t(half - i);
-        float        v[8] = {}, c[4] = {}, s[4] = {}, r[8];
-        std::memcpy(v, x + 2 * i, 2 * n * sizeof(float));
-        std::memcpy(c, cos + i, n * sizeof(float));
-        std::memcpy(s, sin + i, n * sizeof(float));
-        turn(v, c, s, r);
-        std::memcpy(y + 2 * i, r, 2 * n * sizeof(float));
+    for (; i < half; ++i) {
+        const int64_t j  = i * step;
+        const float   x0 = x[j], x1 = x[j + other];
+        y[j]             = x0 * cos[i] - x1 * sin[i];
+        y[j + other]     = x0 * sin[i] + x1 * cos[i];
     }
 }
 

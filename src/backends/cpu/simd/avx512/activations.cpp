@@ -57,6 +57,17 @@ constexpr __mmask16 k_all = 0xffff;
     return __mmask16((1u << left) - 1);
 }
 
+// The lanes of t to p. Masked stores are slow on some processors (this
+// AMD one among them) even with every lane set, when the line is not in
+// cache: a whole register is stored plainly.
+[[gnu::always_inline]] inline void store16(float * p, __m512 v, __mmask16 t) {
+    if (t == k_all) {
+        _mm512_storeu_ps(p, v);
+    } else {
+        _mm512_mask_storeu_ps(p, t, v);
+    }
+}
+
 } // namespace
 
 float max_f32(int64_t n, const float * x) {
@@ -81,20 +92,13 @@ float max_f32(int64_t n, const float * x) {
     return r;
 }
 
-// Masked stores are slow on some processors even with every lane set:
-// loops store whole registers and mask only the tail.
-
 double exp_sub_sum_f32(int64_t n, float * y, float max) {
     const __m512 vm   = _mm512_set1_ps(max);
     __m512d      acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
     auto         step = [&](int64_t i, __mmask16 t) {
         // Lanes past n are zeros after the mask and add nothing.
         const __m512 e = _mm512_maskz_mov_ps(t, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, y + i), vm)));
-        if (t == k_all) {
-            _mm512_storeu_ps(y + i, e);
-        } else {
-            _mm512_mask_storeu_ps(y + i, t, e);
-        }
+        store16(y + i, e, t);
         const __m512d h = _mm512_castps_pd(e);
         acc0 = _mm512_add_pd(acc0, _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, h, 0))));
         acc1 = _mm512_add_pd(acc1, _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, h, 1))));
@@ -113,11 +117,7 @@ void silu_f32(int64_t n, const float * x, float * y) {
         const __m512 v = _mm512_maskz_loadu_ps(t, x + i);
         const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
         const __m512 r = _mm512_div_ps(v, _mm512_add_ps(one, e));
-        if (t == k_all) {
-            _mm512_storeu_ps(y + i, r);
-        } else {
-            _mm512_mask_storeu_ps(y + i, t, r);
-        }
+        store16(y + i, r, t);
     };
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) step(i, k_all);
@@ -135,7 +135,7 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
     }
     for (; i < n; i += 16) {
         const __mmask16 t = n - i >= 16 ? k_all : tail_mask(n - i);
-        _mm512_mask_storeu_ps(y + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, x + i), vs));
+        store16(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, x + i), vs), t);
     }
 }
 
@@ -150,13 +150,8 @@ void rope_f32(int64_t half, const float * x, float * y, const float * cos, const
             const __m512 s  = _mm512_maskz_loadu_ps(t, sin + i);
             const __m512 r0 = _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s));
             const __m512 r1 = _mm512_add_ps(_mm512_mul_ps(x0, s), _mm512_mul_ps(x1, c));
-            if (t == k_all) {
-                _mm512_storeu_ps(y + i, r0);
-                _mm512_storeu_ps(y + i + half, r1);
-            } else {
-                _mm512_mask_storeu_ps(y + i, t, r0);
-                _mm512_mask_storeu_ps(y + i + half, t, r1);
-            }
+            store16(y + i, r0, t);
+            store16(y + i + half, r1, t);
         };
         int64_t i = 0;
         for (; i + 16 <= half; i += 16) turn(i, k_all);
@@ -175,11 +170,7 @@ void rope_f32(int64_t half, const float * x, float * y, const float * cos, const
         const __m512 a  = _mm512_mul_ps(v, c);
         const __m512 b  = _mm512_mul_ps(sw, s);
         const __m512 r  = _mm512_mask_add_ps(_mm512_sub_ps(a, b), __mmask16(0xaaaa), b, a);
-        if (tv == k_all) {
-            _mm512_storeu_ps(y + 2 * i, r);
-        } else {
-            _mm512_mask_storeu_ps(y + 2 * i, tv, r);
-        }
+        store16(y + 2 * i, r, tv);
     };
     int64_t i = 0;
     for (; i + 8 <= half; i += 8) turn(i, k_all, __mmask16(0xff));
