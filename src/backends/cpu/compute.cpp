@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/graph.h"
 #include "kernels/kernels.h"
+#include "repack.h"
 
 namespace loom::cpu {
 
@@ -84,9 +85,29 @@ size_t node_work_size(const ggml_tensor * node, int n_threads) {
     }
 }
 
+bool supports_kernels(const ggml_tensor * op);
+
 } // namespace
 
 bool supports_op(const ggml_tensor * op) {
+    // Repacked weights (Note [Repacked weights]) serve as the weights of a
+    // matrix product and nothing else; no op writes them (views and leaves
+    // compute nothing).
+    if (repacked_base(op) != nullptr) {
+        return is_noop(op);
+    }
+    for (int j = 0; j < GGML_MAX_SRC; ++j) {
+        const ggml_tensor * src = op->src[j];
+        if (repacked_base(src) != nullptr && !(op->op == GGML_OP_MUL_MAT && j == 0 && is_repacked(src))) {
+            return false;
+        }
+    }
+    return supports_kernels(op);
+}
+
+namespace {
+
+bool supports_kernels(const ggml_tensor * op) {
     switch (op->op) {
         case GGML_OP_NONE:
         case GGML_OP_VIEW:
@@ -131,6 +152,8 @@ bool supports_op(const ggml_tensor * op) {
     }
 }
 
+} // namespace
+
 size_t graph_work_size(const ggml_cgraph * graph, int n_threads) {
     size_t max_size = 0;
     for (int i = 0; i < graph->n_nodes; ++i) {
@@ -161,13 +184,13 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
                 LOOM_LOG_ERROR("CPU: source %d of node %s has no data (not allocated)\n", j, describe(node).text);
                 return GGML_STATUS_FAILED;
             }
-            if (src != nullptr && src->buffer != nullptr && !ggml_backend_buffer_is_host(src->buffer)) {
+            if (src != nullptr && src->buffer != nullptr && !cpu_reads_buffer(src->buffer)) {
                 LOOM_LOG_ERROR("CPU: source %s of node %s is in buffer %s, which is not host memory\n",
                                describe(src).text, describe(node).text, ggml_backend_buffer_name(src->buffer));
                 return GGML_STATUS_FAILED;
             }
         }
-        if (node->buffer != nullptr && !ggml_backend_buffer_is_host(node->buffer)) {
+        if (node->buffer != nullptr && !cpu_reads_buffer(node->buffer)) {
             LOOM_LOG_ERROR("CPU: node %s is in buffer %s, which is not host memory\n", describe(node).text,
                            ggml_backend_buffer_name(node->buffer));
             return GGML_STATUS_FAILED;

@@ -15,6 +15,8 @@
 #include "core/common.h"
 #include "features.h"
 #include "ggml-cpu.h"
+#include "repack.h"
+#include "simd/kernel_table.h"
 
 using namespace loom;
 using namespace loom::cpu;
@@ -168,7 +170,8 @@ class CpuBackend final : public ggml_backend {
 
 class CpuDevice final : public ggml_backend_device {
   public:
-    explicit CpuDevice(ggml_backend_reg * reg) : ggml_backend_device(reg), buft_(this), mapped_buft_(this) {}
+    explicit CpuDevice(ggml_backend_reg * reg)
+        : ggml_backend_device(reg), buft_(this), mapped_buft_(this), repack_buft_(make_repack_buffer_type(this)) {}
 
     const char *          name() const override { return "CPU"; }
     const char *          description() const override { return features().brand.c_str(); }
@@ -201,11 +204,26 @@ class CpuDevice final : public ggml_backend_device {
     // business of supports_buft (the scheduler copies operands from buffers
     // the CPU cannot read), and compute checks it.
     bool supports_op(const ggml_tensor * op) const override { return loom::cpu::supports_op(op); }
-    bool supports_buft(const ggml_backend_buffer_type * buft) const override { return buft->is_host(); }
+    bool supports_buft(const ggml_backend_buffer_type * buft) const override {
+        return buft->is_host() || buft == repack_buft_.get();
+    }
+
+    ggml_backend_buffer_type * repack_buffer_type() { return repack_buft_.get(); }
+
+    // The extra buffer types, NULL-terminated: CPU_REPACK where the kernels
+    // have the repacked layout (Note [Repacked weights]).
+    ggml_backend_buffer_type ** extra_buffer_types() {
+        if (extra_[0] == nullptr && best_kernels().qgemm_q4_0_x8.gemm != nullptr) {
+            extra_[0] = repack_buft_.get();
+        }
+        return extra_;
+    }
 
   private:
-    CpuBufferType       buft_;
-    CpuMappedBufferType mapped_buft_;
+    CpuBufferType                             buft_;
+    CpuMappedBufferType                       mapped_buft_;
+    std::unique_ptr<ggml_backend_buffer_type> repack_buft_;
+    ggml_backend_buffer_type *                extra_[2] = {nullptr, nullptr};
 };
 
 
@@ -229,10 +247,20 @@ class CpuReg final : public ggml_backend_reg {
         if (std::strcmp(fn, "ggml_backend_get_features") == 0) {
             return reinterpret_cast<void *>(&get_features);
         }
+        if (std::strcmp(fn, "ggml_backend_dev_get_extra_bufts") == 0) {
+            return reinterpret_cast<void *>(&get_extra_bufts);
+        }
         return nullptr;
     }
 
   private:
+    static ggml_backend_buffer_type_t * get_extra_bufts(ggml_backend_dev_t dev) {
+        LOOM_REQUIRE(dev == cpu_device(), "ggml_backend_dev_get_extra_bufts: %s is not the CPU device",
+                     dev != nullptr ? dev->name() : "NULL");
+        return static_cast<CpuDevice *>(dev)->extra_buffer_types();
+    }
+    static ggml_backend_dev_t cpu_device();
+
     static ggml_backend_feature * get_features(ggml_backend_reg_t) {
         static std::vector<ggml_backend_feature> list = [] {
             std::vector<ggml_backend_feature> v;
@@ -260,6 +288,10 @@ CpuReg & cpu_reg() {
     return reg;
 }
 
+ggml_backend_dev_t CpuReg::cpu_device() {
+    return cpu_reg().device(0);
+}
+
 CpuBackend * as_cpu(ggml_backend_t backend, const char * caller) {
     LOOM_REQUIRE(ggml_backend_is_cpu(backend), "called from %s with backend %s, which is not the CPU backend", caller,
                  ggml_backend_name(backend));
@@ -267,6 +299,10 @@ CpuBackend * as_cpu(ggml_backend_t backend, const char * caller) {
 }
 
 } // namespace
+
+ggml_backend_buffer_type_t loom::cpu::repack_buffer_type() {
+    return static_cast<CpuDevice *>(cpu_reg().device(0))->repack_buffer_type();
+}
 
 extern "C" {
 

@@ -26,6 +26,7 @@
 
 #include "core/common.h"
 #include "core/types.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "gemm.h"
 #include "kernels.h"
@@ -120,6 +121,7 @@ struct MulMatJob {
     ggml_tensor *       dst;
     BOperand            b;
     VecDotFn            dot;
+    void *              row = nullptr; // repacked a: the thread's row in ggml's layout
     int64_t             K;
     int64_t             r2, r3;   // broadcast ratios of b over a in dims 2, 3
     int64_t             ne1, ne2; // dst (= b) columns per matrix, matrices per dim 3
@@ -139,9 +141,26 @@ void compute_tile(const MulMatJob & job, int64_t m0, int64_t m1, int64_t c0, int
         auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
                                                i3 * dst->nb[3]);
         for (int64_t m = m0; m < m1; ++m) {
-            out[m] = job.dot(job.K, a_mat + m * a->nb[1], b_col);
+            const char * a_row = a_mat + m * a->nb[1];
+            if (job.row != nullptr) {
+                repack_read(a, job.row, size_t(a_row - static_cast<const char *>(a->data)), a->nb[1]);
+                a_row = static_cast<const char *>(job.row);
+            }
+            out[m] = job.dot(job.K, a_row, b_col);
         }
     }
+}
+
+// The reference path reads repacked weights (Note [Repacked weights]) a row
+// at a time, converted into the thread's part of the scratch after b.
+size_t ref_unpack_bytes(const ggml_tensor * a) {
+    return is_repacked(a) ? align_up(a->nb[1], SCRATCH_ALIGN) : 0;
+}
+size_t ref_unpack_offset(const ggml_tensor * a, const ggml_tensor * b) {
+    if (!mul_mat_packs_b(a, b)) {
+        return 0;
+    }
+    return align_up(ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]) * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
 }
 
 void check_mul_mat(const ggml_tensor * dst) {
@@ -166,12 +185,19 @@ void compute_mul_mat_ref(const ComputeParams & p, ggml_tensor * dst) {
         pack_b(p, portable_kernels(), b, info.operand, row_size);
         p.sync();
     }
+    void * row = nullptr;
+    if (is_repacked(a)) {
+        const size_t at = ref_unpack_offset(a, b) + ref_unpack_bytes(a) * size_t(p.ith);
+        LOOM_ASSERT(p.wsize >= at + ref_unpack_bytes(a));
+        row = static_cast<char *>(p.wdata) + at;
+    }
 
     MulMatJob job;
     job.a   = a;
     job.dst = dst;
     job.b   = b_operand(b, packed ? p.wdata : nullptr, row_size);
     job.dot = info.dot;
+    job.row = row;
     job.K   = K;
     job.r2  = b->ne[2] / a->ne[2];
     job.r3  = b->ne[3] / a->ne[3];
@@ -229,6 +255,11 @@ GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
 QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
     static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
     QGemmKernels ops;
+    if (is_repacked(a)) {
+        // Note [Repacked weights]: the only kernels that read this layout.
+        LOOM_ASSERT(kt.qgemm_q4_0_x8.gemm != nullptr && kt.qgemm_q4_0_x8.min_cols <= 1);
+        return kt.qgemm_q4_0_x8;
+    }
     switch (a->type) {
         case GGML_TYPE_Q4_0: ops = kt.qgemm_q4_0; break;
         case GGML_TYPE_Q8_0: ops = kt.qgemm_q8_0; break;
@@ -382,6 +413,11 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     // K is cut only where many columns meet the same rows.
     const int64_t kc = qg.gemm == nullptr ? 0 : b->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a) : nb_k;
 
+    // Repacked weights with one group of columns and no cut of K: the
+    // consecutive items of a chunk that belong to one matrix go to the kernel
+    // in one call, which reads them as two streams (Note [Repacked quads]).
+    const bool merge = is_repacked(a) && per_cg == n_cg && n_cg == 1 && kc == nb_k;
+
     int64_t       begin = first * p.ith;
     int64_t       end   = begin + first;
     for (;;) {
@@ -404,7 +440,13 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
             const int64_t i2    = batch % ne2;
             const int64_t i3    = batch / ne2;
             const int64_t m0    = ru * item_rows;
-            const int64_t rows  = std::min<int64_t>(item_rows, M - m0);
+            int64_t       rows  = std::min<int64_t>(item_rows, M - m0);
+            if (merge) {
+                // Items it + 1, ... of the same matrix follow item it's rows.
+                const int64_t last = std::min(end, it + (n_ru - ru)) - 1;
+                rows               = std::min<int64_t>(M, (ru + (last - it) + 1) * item_rows) - m0;
+                it                 = last;
+            }
 
             const char * a_rows =
                 static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + m0 * a->nb[1];
@@ -623,13 +665,14 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
                 const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
                 packed_b              = align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
             }
-            size_t need = 0;
+            // The reference path's rows of repacked weights.
+            size_t need = ref_unpack_offset(a, b) + ref_unpack_bytes(a) * size_t(std::max(n_threads, 1));
             if (mul_mat_uses_gemm(a, b)) {
-                need = std::max(packed_b, gemm_work_size(a, b, n_threads));
+                need = std::max({need, packed_b, gemm_work_size(a, b, n_threads)});
             } else {
                 const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
-                need              = GEMV_HEADER + packed_b + qgemm_prepared_bytes(qg, b) +
-                       qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1));
+                need = std::max(need, GEMV_HEADER + packed_b + qgemm_prepared_bytes(qg, b) +
+                                          qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1)));
             }
             return need;
         }

@@ -193,25 +193,12 @@ void rows(int64_t nb, int64_t j0, int64_t j1, const char * a, size_t lda, int64_
     }
 }
 
-} // namespace
-
-// Up to QUAD_MAX_COLS columns go a row at a time; more columns share the
-// decoding of four rows per register better (Note [Four rows per register]),
-// so they take gemv.cpp's layout and kernel.
-constexpr int QUAD_MAX_COLS = 4;
-
-size_t qcols_bytes_q4_0_quads(int64_t K) {
-    return std::max(size_t(quads_of(K / QK8_0)) * QUAD_MAX_COLS * QUAD_BYTES, qcols_bytes(K));
-}
-
-void qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
-    if (ncols > QUAD_MAX_COLS) {
-        qcols_prepare_q4_0(K, b, ldb, ncols, out);
-        return;
-    }
-    const int64_t nb  = K / QK8_0;
-    const int64_t nq  = quads_of(nb);
-    auto *        o   = static_cast<char *>(out);
+// Columns prepared as quads (any count up to QGEMM_COLS): quad j of column
+// c at (j * ncols + c) * QUAD_BYTES.
+void prepare_quads(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    const int64_t nb = K / QK8_0;
+    const int64_t nq = quads_of(nb);
+    auto *        o  = static_cast<char *>(out);
     for (int c = 0; c < ncols; ++c) {
         const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
         for (int64_t j = 0; j < nq; ++j) {
@@ -229,6 +216,120 @@ void qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols, 
             }
         }
     }
+}
+
+// Note [Repacked quads]
+// Weights repacked by the CPU_REPACK buffer (Note [Repacked weights] in
+// repack.h) hold, per group of eight rows and quad of four blocks, a line of
+// the 32 scales and then each row's four blocks of weight bytes in one line,
+// in the order load_quad() gathers them. So a row's quad is one aligned load
+// and its scales a permutation of the line converted once for the group;
+// the products and sums are those of tile() above, which gives the same bits
+// as the same weights in ggml's layout with up to four columns. More columns
+// go four at a time through the same arithmetic (ggml's layout takes another
+// kernel there). A matrix-vector product reads two runs of groups side by
+// side, each fetched XQ_PREFETCH bytes ahead: two streams a thread, and
+// fetches that cross 4 KiB pages, where the hardware prefetcher stops.
+constexpr size_t XQ_BYTES    = 576;
+constexpr size_t XQ_PREFETCH = 8192;
+
+// Spreads row k's four scales (floats 4k .. 4k + 3 of s) over the quad's
+// lanes: block q's scale in lane q's four floats.
+inline __m512i xq_spread(int k) {
+    const int b = 4 * k;
+    return _mm512_setr_epi32(b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 2, b + 2, b + 2, b + 2, b + 3, b + 3, b + 3,
+                             b + 3);
+}
+
+// S runs of R rows (R = 8: a group; R = 4: rows r0 .. r0 + 3 of one) x C
+// columns (c0 .. c0 + C - 1 of the ncols prepared) over quads [j0, j1).
+// Row r of run s: result dst[s][c * ldd + r], partial sums at
+// carry[s] + 16 * ((r0 + r) * ncols + c0 + c).
+template <int S, int R, int C>
+void xq_tile(int64_t j0, int64_t j1, const char * const * base, int r0, const char * prep, int ncols, int c0,
+             float * const * carry, bool first, bool last, bool fetch, float * const * dst, size_t ldd) {
+    static_assert(S * R * C <= 16, "accumulators fit in registers");
+    __m512i spread[4];
+    for (int k = 0; k < 4; ++k) spread[k] = xq_spread(k);
+    __m512 acc[S][R][C];
+    for (int s = 0; s < S; ++s) {
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) {
+                acc[s][r][c] = first ? _mm512_setzero_ps()
+                                     : _mm512_loadu_ps(carry[s] + 16 * (size_t(r0 + r) * ncols + size_t(c0 + c)));
+            }
+        }
+    }
+    const __m512i mask = _mm512_set1_epi8(0x0f);
+    for (int64_t j = j0; j < j1; ++j) {
+        __m512i clo[C], chi[C], start[C];
+        __m512  dy[C];
+        for (int c = 0; c < C; ++c) {
+            const char * q = prep + (size_t(j) * size_t(ncols) + size_t(c0 + c)) * QUAD_BYTES;
+            clo[c]         = _mm512_loadu_si512(q + QUAD_LO);
+            chi[c]         = _mm512_loadu_si512(q + QUAD_HI);
+            start[c]       = _mm512_loadu_si512(q + QUAD_START);
+            dy[c]          = _mm512_loadu_ps(reinterpret_cast<const float *>(q + QUAD_D));
+        }
+        for (int s = 0; s < S; ++s) {
+            const char * qp = base[s] + size_t(j) * XQ_BYTES;
+            if (fetch) {
+                for (size_t l = 0; l < XQ_BYTES; l += 64) _mm_prefetch(qp + XQ_PREFETCH + l, _MM_HINT_T0);
+            }
+            // The scales of the quad's rows r0 .. r0 + R - 1, as floats.
+            const __m512i raw = _mm512_loadu_si512(qp);
+            __m512        sc[2];
+            if (R == 8 || r0 == 0) {
+                sc[0] = _mm512_maskz_cvtph_ps(k_all, _mm512_maskz_extracti64x4_epi64(0xff, raw, 0));
+            } else {
+                sc[0] = _mm512_maskz_cvtph_ps(k_all, _mm512_maskz_extracti64x4_epi64(0xff, raw, 1));
+            }
+            if (R == 8) {
+                sc[1] = _mm512_maskz_cvtph_ps(k_all, _mm512_maskz_extracti64x4_epi64(0xff, raw, 1));
+            }
+            for (int r = 0; r < R; ++r) {
+                const __m512i q  = _mm512_loadu_si512(qp + 64 + 64 * size_t(r0 + r));
+                const __m512i lo = _mm512_and_si512(q, mask);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+                const __m512  d  = _mm512_maskz_permutexvar_ps(k_all, spread[r % 4], sc[r / 4]);
+                for (int c = 0; c < C; ++c) {
+                    const __m512i prod = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start[c], lo, clo[c]), hi, chi[c]);
+                    acc[s][r][c] =
+                        _mm512_fmadd_ps(_mm512_mul_ps(d, dy[c]), _mm512_maskz_cvtepi32_ps(k_all, prod), acc[s][r][c]);
+                }
+            }
+        }
+    }
+    for (int s = 0; s < S; ++s) {
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) {
+                if (last) {
+                    dst[s][size_t(c) * ldd + size_t(r)] = sum16(acc[s][r][c]);
+                } else {
+                    _mm512_storeu_ps(carry[s] + 16 * (size_t(r0 + r) * ncols + size_t(c0 + c)), acc[s][r][c]);
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+// Up to QUAD_MAX_COLS columns go a row at a time; more columns share the
+// decoding of four rows per register better (Note [Four rows per register]),
+// so they take gemv.cpp's layout and kernel.
+constexpr int QUAD_MAX_COLS = 4;
+
+size_t qcols_bytes_q4_0_quads(int64_t K) {
+    return std::max(size_t(quads_of(K / QK8_0)) * QUAD_MAX_COLS * QUAD_BYTES, qcols_bytes(K));
+}
+
+void qcols_prepare_q4_0_quads(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    if (ncols > QUAD_MAX_COLS) {
+        qcols_prepare_q4_0(K, b, ldb, ncols, out);
+        return;
+    }
+    prepare_quads(K, b, ldb, ncols, out);
 }
 
 void qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
@@ -251,6 +352,68 @@ void qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t 
         case 2: go.template operator()<2>(); break;
         case 3: go.template operator()<3>(); break;
         default: go.template operator()<4>(); break;
+    }
+}
+
+
+size_t qcols_bytes_q4_0_x8(int64_t K) {
+    return size_t(quads_of(K / QK8_0)) * QGEMM_COLS * QUAD_BYTES;
+}
+
+void qcols_prepare_q4_0_x8(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    prepare_quads(K, b, ldb, ncols, out);
+}
+
+// Note [Repacked quads]. a: the first of nrows / 8 groups (lda: ggml's row
+// size, so a group is 8 lda bytes).
+void qgemm_q4_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    (void) b;
+    (void) ldb;
+    const int64_t nb      = K / QK8_0;
+    const int64_t j0      = i0 / 4;
+    const int64_t j1      = i1 / 4;
+    const bool    first   = i0 == 0;
+    const bool    last    = i1 == nb;
+    const bool    stream  = first && last; // one pass over K: weights are read once, from memory
+    const size_t  gbytes  = 8 * lda;
+    const int64_t ngroups = nrows / 8;
+    const auto *  ac      = static_cast<const char *>(a);
+    const auto *  pc      = static_cast<const char *>(prep);
+    auto          at      = [&](int64_t g) { return acc != nullptr && !stream ? acc + 16 * size_t(8 * g) * ncols : nullptr; };
+    int64_t       g       = 0;
+    if (ncols == 1) {
+        // Two runs of groups side by side, the second from the middle.
+        const int64_t half = stream ? ngroups / 2 : 0;
+        for (; g < half; ++g) {
+            const char * base[2]  = {ac + size_t(g) * gbytes, ac + size_t(half + g) * gbytes};
+            float *      carry[2] = {nullptr, nullptr};
+            float *      out[2]   = {dst + 8 * g, dst + 8 * (half + g)};
+            xq_tile<2, 8, 1>(j0, j1, base, 0, pc, 1, 0, carry, first, last, true, out, ldd);
+        }
+        g = 2 * half;
+    }
+    for (; g < ngroups; ++g) {
+        const char * base[1]  = {ac + size_t(g) * gbytes};
+        float *      carry[1] = {at(g)};
+        float *      out[1]   = {dst + 8 * g};
+        switch (ncols) {
+            case 1: xq_tile<1, 8, 1>(j0, j1, base, 0, pc, 1, 0, carry, first, last, stream, out, ldd); continue;
+            case 2: xq_tile<1, 8, 2>(j0, j1, base, 0, pc, 2, 0, carry, first, last, stream, out, ldd); continue;
+            default: break;
+        }
+        // Four columns at a time, half a group at a time.
+        for (int c0 = 0; c0 < ncols; c0 += 4) {
+            for (int r0 = 0; r0 < 8; r0 += 4) {
+                float * o[1] = {dst + 8 * g + r0 + size_t(c0) * ldd};
+                switch (std::min(4, ncols - c0)) {
+                    case 1: xq_tile<1, 4, 1>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
+                    case 2: xq_tile<1, 4, 2>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
+                    case 3: xq_tile<1, 4, 3>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
+                    default: xq_tile<1, 4, 4>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
+                }
+            }
+        }
     }
 }
 

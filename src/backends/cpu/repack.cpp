@@ -1,0 +1,221 @@
+// The repacked layout of Q4_0 weights (Note [Repacked weights] in repack.h)
+// and the CPU_REPACK buffers that hold it.
+
+#include "repack.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <sys/mman.h>
+
+#include "backend/backend_impl.h"
+#include "core/common.h"
+#include "core/types.h"
+#include "simd/kernel_table.h"
+
+namespace loom::cpu {
+
+namespace {
+
+constexpr size_t k_block     = sizeof(block_q4_0); // 18
+constexpr size_t k_scale     = sizeof(ggml_fp16_t);
+constexpr size_t k_alignment = 64;
+constexpr size_t k_huge_page = size_t(2) << 20;
+
+// Marks a tensor whose data the buffer repacked (ggml_tensor::extra).
+const char k_repacked_tag = 0;
+
+// Where byte `o` of a group (offset from the group's start in ggml's layout)
+// lies in the repacked group, and how many bytes from there on are
+// contiguous in both layouts (to the end of the scale or of the weights).
+struct Place {
+    size_t at;
+    size_t run;
+};
+
+Place place(size_t row_size, size_t o) {
+    const size_t r  = o / row_size;
+    const size_t i  = o % row_size / k_block; // block in the row
+    const size_t b  = o % row_size % k_block; // byte in the block
+    const size_t j  = i / REPACK_QUAD;
+    const size_t q  = i % REPACK_QUAD;
+    const size_t qa = j * REPACK_QUAD_BYTES;
+    if (b < k_scale) {
+        return {qa + 8 * r + 2 * q + b, k_scale - b};
+    }
+    return {qa + 64 + 64 * r + 16 * q + (b - k_scale), k_block - b};
+}
+
+// fn(repacked offset, ggml-layout offset, bytes) over the pieces of
+// [offset, offset + n) of t, both offsets from the tensor's start.
+template <class F> void for_each_piece(const ggml_tensor * t, size_t offset, size_t n, F && fn) {
+    const size_t row_size = t->nb[1];
+    const size_t group    = size_t(REPACK_ROWS) * row_size;
+    size_t       pos      = offset;
+    const size_t end      = offset + n;
+    while (pos < end) {
+        const size_t g0  = pos / group * group;
+        const Place  p   = place(row_size, pos - g0);
+        const size_t len = std::min(p.run, end - pos);
+        fn(g0 + p.at, pos, len);
+        pos += len;
+    }
+}
+
+void check_range(const ggml_tensor * t, size_t offset, size_t n) {
+    LOOM_REQUIRE(offset <= ggml_nbytes(t) && n <= ggml_nbytes(t) - offset,
+                 "bytes [%zu, %zu + %zu) lie outside tensor %s (%zu bytes)", offset, offset, n, t->name,
+                 ggml_nbytes(t));
+}
+
+// The tensor whose repacked bytes t's data lies in, with t's offset there.
+struct Target {
+    const ggml_tensor * base;
+    size_t              offset;
+};
+
+Target target_of(const ggml_tensor * t) {
+    const ggml_tensor * base = repacked_base(t);
+    if (base == nullptr) {
+        return {nullptr, 0};
+    }
+    return {base, size_t(static_cast<const char *>(t->data) - static_cast<const char *>(base->data))};
+}
+
+class RepackBuffer final : public HostBuffer {
+  public:
+    RepackBuffer(ggml_backend_buffer_type * type, void * data, size_t size) : HostBuffer(type, data, size) {}
+    ~RepackBuffer() override { std::free(data_); }
+
+    ggml_status init_tensor(ggml_tensor * t) override {
+        if (t->view_src == nullptr && repackable(t)) {
+            t->extra = const_cast<char *>(&k_repacked_tag);
+        }
+        return GGML_STATUS_SUCCESS;
+    }
+    void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override {
+        const Target tg = target_of(t);
+        if (tg.base == nullptr) {
+            HostBuffer::set_tensor(t, data, offset, n);
+            return;
+        }
+        check_range(t, offset, n);
+        repack_write(tg.base, data, tg.offset + offset, n);
+    }
+    void get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override {
+        const Target tg = target_of(t);
+        if (tg.base == nullptr) {
+            HostBuffer::get_tensor(t, data, offset, n);
+            return;
+        }
+        check_range(t, offset, n);
+        repack_read(tg.base, data, tg.offset + offset, n);
+    }
+    void memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override {
+        const Target tg = target_of(t);
+        if (tg.base == nullptr) {
+            HostBuffer::memset_tensor(t, value, offset, n);
+            return;
+        }
+        check_range(t, offset, n);
+        repack_fill(tg.base, value, tg.offset + offset, n);
+    }
+    // Copies go through get_tensor and set_tensor, which convert.
+    bool cpy_tensor(const ggml_tensor * src, ggml_tensor * dst) override {
+        (void) src;
+        (void) dst;
+        return false;
+    }
+};
+
+// The buffer type; the CPU device owns the one instance (cpu_backend.cpp).
+class RepackBufferType final : public ggml_backend_buffer_type {
+  public:
+    explicit RepackBufferType(ggml_backend_device * dev) : ggml_backend_buffer_type(dev) {}
+
+    const char * name() const override { return "CPU_REPACK"; }
+    size_t       alignment() const override { return k_alignment; }
+    // Not host memory: a repacked tensor's bytes are not ggml's layout.
+    bool is_host() const override { return false; }
+
+    ggml_backend_buffer * alloc_buffer(size_t size) override {
+        // Weights: 2 MiB pages where the system gives them, as the CPU's
+        // own buffers of this size.
+        const size_t align = size >= k_huge_page ? k_huge_page : k_alignment;
+        void *       data  = size > 0 ? std::aligned_alloc(align, align_up(size, align)) : nullptr;
+        if (size > 0 && data == nullptr) {
+            LOOM_LOG_ERROR("CPU_REPACK: failed to allocate a buffer of %zu bytes\n", size);
+            return nullptr;
+        }
+        if (align == k_huge_page) {
+            ::madvise(data, align_up(size, align), MADV_HUGEPAGE);
+        }
+        auto * buf = new (std::nothrow) RepackBuffer(this, data, size);
+        if (buf == nullptr) {
+            std::free(data);
+        }
+        return buf;
+    }
+};
+
+} // namespace
+
+std::unique_ptr<ggml_backend_buffer_type> make_repack_buffer_type(ggml_backend_device * dev) {
+    return std::make_unique<RepackBufferType>(dev);
+}
+
+bool repackable(const ggml_tensor * t) {
+    if (t == nullptr || t->type != GGML_TYPE_Q4_0 || best_kernels().qgemm_q4_0_x8.gemm == nullptr) {
+        return false;
+    }
+    return t->ne[0] % (QK4_0 * REPACK_QUAD) == 0 && t->ne[1] % REPACK_ROWS == 0 && ggml_is_contiguous(t);
+}
+
+bool is_repack_buffer(ggml_backend_buffer_t b) {
+    return b != nullptr && b->buft == repack_buffer_type();
+}
+
+bool cpu_reads_buffer(ggml_backend_buffer_t b) {
+    return b != nullptr && (b->buft->is_host() || is_repack_buffer(b));
+}
+
+bool is_repacked(const ggml_tensor * t) {
+    return t != nullptr && t->extra == &k_repacked_tag && is_repack_buffer(t->buffer);
+}
+
+const ggml_tensor * repacked_base(const ggml_tensor * t) {
+    if (t == nullptr) {
+        return nullptr;
+    }
+    if (is_repacked(t)) {
+        return t;
+    }
+    return t->view_src != nullptr && is_repacked(t->view_src) ? t->view_src : nullptr;
+}
+
+void repack_write(const ggml_tensor * t, const void * src, size_t offset, size_t n) {
+    auto *       base = static_cast<char *>(t->data);
+    const auto * in   = static_cast<const char *>(src);
+    for_each_piece(t, offset, n,
+                   [&](size_t at, size_t pos, size_t len) { std::memcpy(base + at, in + (pos - offset), len); });
+}
+
+void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n) {
+    const auto * base = static_cast<const char *>(t->data);
+    auto *       out  = static_cast<char *>(dst);
+    for_each_piece(t, offset, n,
+                   [&](size_t at, size_t pos, size_t len) { std::memcpy(out + (pos - offset), base + at, len); });
+}
+
+void repack_fill(const ggml_tensor * t, uint8_t value, size_t offset, size_t n) {
+    auto * base = static_cast<char *>(t->data);
+    for_each_piece(t, offset, n, [&](size_t at, size_t, size_t len) { std::memset(base + at, value, len); });
+}
+
+void repack_unpack_row(const ggml_tensor * t, int64_t r, void * out) {
+    repack_read(t, out, size_t(r) * t->nb[1], t->nb[1]);
+}
+
+} // namespace loom::cpu

@@ -1,0 +1,74 @@
+#pragma once
+
+// Weights in a layout of the CPU kernels' own: the "CPU_REPACK" buffer type.
+//
+// Note [Repacked weights]
+// A matrix-vector product reads each weight once; how fast depends on how
+// the reads run through memory. In ggml's layout a tile of eight rows is
+// read as eight streams 1-8 KB apart, a new set every tile, and a Q4_0 block
+// puts 2 bytes of scale before 16 bytes of weights, so a kernel gathers its
+// registers from unaligned pieces. A buffer of the type CPU_REPACK stores
+// Q4_0 matrices instead in groups of REPACK_ROWS rows: each group occupies
+// the same bytes as its eight rows in ggml's layout (so views, offsets and
+// sizes keep their meaning), arranged by quads of four blocks along K:
+//
+//   quad j of group g, at g * 8 * row_size + j * 576:
+//     [0, 64)            the 32 scales, row r's four at 8 r (block 4j + q at 8 r + 2 q)
+//     [64 + 64 r, +64)   row r's weights of blocks 4j .. 4j + 3, block q at 16 q
+//
+// So a thread reads its rows as one run of whole, aligned cache lines, and a
+// row's four blocks are one 64-byte load, in the order in which the AVX-512
+// kernel on prepared quads (Note [One row, four blocks]) wants them, with
+// the same results bit for bit.
+//
+// Only tensors the kernels can use are repacked (repackable()); others in
+// such a buffer keep ggml's layout. The buffer converts on the way in and out,
+// so ggml_backend_tensor_set and _get, memset and copies see ggml's layout at
+// any offset. The CPU computes nothing but MUL_MAT with a repacked tensor as
+// its weights (src[0]).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+
+namespace loom::cpu {
+
+constexpr int64_t REPACK_ROWS       = 8;
+constexpr int64_t REPACK_QUAD       = 4; // blocks per quad
+constexpr size_t  REPACK_QUAD_BYTES = 576;
+
+// Whether t's type and shape have a repacked layout and the kernels this
+// processor runs can use it: Q4_0 with whole quads per row (ne0 % 128 == 0),
+// rows in whole groups (ne1 % 8 == 0), contiguous, not a view.
+bool repackable(const ggml_tensor * t);
+
+// Whether t's data is in the repacked layout (t lives in a CPU_REPACK buffer
+// that repacked it). Views of such a tensor are not; see repacked_base().
+bool is_repacked(const ggml_tensor * t);
+
+// The repacked tensor whose bytes t's data lies in (t itself, or the tensor
+// a view of t was made of), or nullptr.
+const ggml_tensor * repacked_base(const ggml_tensor * t);
+
+// ggml's layout at byte offset `offset` of t (is_repacked) to and from the
+// repacked layout; any range inside ggml_nbytes(t).
+void repack_write(const ggml_tensor * t, const void * src, size_t offset, size_t n);
+void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n);
+void repack_fill(const ggml_tensor * t, uint8_t value, size_t offset, size_t n);
+
+// Row r of t (is_repacked) in ggml's layout, into out (row size bytes).
+void repack_unpack_row(const ggml_tensor * t, int64_t r, void * out);
+
+// The CPU_REPACK buffer type (one, of the CPU device), and whether b is of it.
+ggml_backend_buffer_type_t repack_buffer_type();
+bool                       is_repack_buffer(ggml_backend_buffer_t b);
+// Whether the CPU reads b's tensors in place: host memory or CPU_REPACK.
+bool cpu_reads_buffer(ggml_backend_buffer_t b);
+
+// Creates the buffer type for the CPU device dev (done once, by the device).
+std::unique_ptr<ggml_backend_buffer_type> make_repack_buffer_type(ggml_backend_device * dev);
+
+} // namespace loom::cpu

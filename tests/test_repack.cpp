@@ -1,0 +1,348 @@
+// The CPU device's extra buffer type CPU_REPACK: Q4_0 weights stored in the
+// kernels' own layout. Data goes in and out in ggml's layout at any offset;
+// matrix products on repacked weights give the bits of the same product on
+// ggml's layout (up to four columns) and agree with a double-precision
+// reference (more columns); nothing else may read repacked weights.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpp.h"
+#include "ggml-cpu.h"
+
+namespace {
+
+ggml_context_ptr make_ctx(size_t n_tensors) {
+    ggml_init_params p = {n_tensors * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    return ggml_context_ptr(ggml_init(p));
+}
+
+// The CPU device's extra buffer type named CPU_REPACK, or nullptr.
+ggml_backend_buffer_type_t repack_buft() {
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    auto               fn  = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+        ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
+    if (fn == nullptr) {
+        return nullptr;
+    }
+    for (ggml_backend_buffer_type_t * b = fn(dev); *b != nullptr; ++b) {
+        if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) {
+            return *b;
+        }
+    }
+    return nullptr;
+}
+
+#define REQUIRE_REPACK()                                                                        \
+    ggml_backend_buffer_type_t buft = repack_buft();                                            \
+    if (buft == nullptr) {                                                                      \
+        GTEST_SKIP() << "this processor's kernels have no repacked layout (AVX-512 VBMI needed)"; \
+    }
+
+// Q4_0 rows of random blocks with finite scales.
+std::vector<uint8_t> random_q4_0(std::mt19937 & rng, int64_t K, int64_t rows) {
+    const size_t         row = ggml_row_size(GGML_TYPE_Q4_0, K);
+    std::vector<uint8_t> v(row * size_t(rows));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float>                    x(static_cast<size_t>(K));
+    for (int64_t r = 0; r < rows; ++r) {
+        for (float & f : x) f = u(rng) * (0.5f + float(r % 7));
+        ggml_quantize_chunk(GGML_TYPE_Q4_0, x.data(), v.data() + size_t(r) * row, 0, 1, K, nullptr);
+    }
+    return v;
+}
+
+TEST(Repack, OfferedAsExtraBufferTypeOfTheCpu) {
+    REQUIRE_REPACK();
+    EXPECT_FALSE(ggml_backend_buft_is_host(buft));
+    EXPECT_EQ(ggml_backend_buft_get_device(buft), ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+    EXPECT_TRUE(ggml_backend_dev_supports_buft(ggml_backend_buft_get_device(buft), buft));
+    EXPECT_EQ(ggml_backend_buft_get_alignment(buft) % 64, 0u);
+}
+
+// Any range written in ggml's layout reads back the same, through the tensor
+// and through a view; memset too; the bytes in memory are not ggml's.
+TEST(Repack, DataInAndOutInGgmlLayoutAtAnyOffset) {
+    REQUIRE_REPACK();
+    std::mt19937  rng(7);
+    const int64_t K = 384, rows = 24;
+    auto          ctx = make_ctx(4);
+    ggml_tensor * t   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, K, rows);
+    ggml_tensor * v   = ggml_view_2d(ctx.get(), t, K, 8, t->nb[1], t->nb[1] * 9); // rows 9 .. 16
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
+    ASSERT_TRUE(buf);
+    const size_t         n      = ggml_nbytes(t);
+    std::vector<uint8_t> shadow = random_q4_0(rng, K, rows);
+    ggml_backend_tensor_set(t, shadow.data(), 0, n);
+    EXPECT_NE(std::memcmp(t->data, shadow.data(), n), 0) << "stored in ggml's layout";
+
+    std::vector<uint8_t> got(n);
+    ggml_backend_tensor_get(t, got.data(), 0, n);
+    ASSERT_EQ(got, shadow);
+
+    std::uniform_int_distribution<size_t> pos(0, n);
+    for (int i = 0; i < 200; ++i) {
+        size_t a = pos(rng), b = pos(rng);
+        if (a > b) std::swap(a, b);
+        std::vector<uint8_t> part(b - a);
+        for (auto & x : part) x = uint8_t(rng());
+        if (i % 5 == 4) {
+            const uint8_t value = uint8_t(rng());
+            ggml_backend_tensor_memset(t, value, a, b - a);
+            std::memset(shadow.data() + a, value, b - a);
+        } else {
+            ggml_backend_tensor_set(t, part.data(), a, b - a);
+            std::memcpy(shadow.data() + a, part.data(), b - a);
+        }
+        size_t c = pos(rng), d = pos(rng);
+        if (c > d) std::swap(c, d);
+        std::vector<uint8_t> out(d - c);
+        ggml_backend_tensor_get(t, out.data(), c, d - c);
+        ASSERT_EQ(0, std::memcmp(out.data(), shadow.data() + c, d - c)) << "read [" << c << ", " << d << ")";
+    }
+    ggml_backend_tensor_get(t, got.data(), 0, n);
+    ASSERT_EQ(got, shadow);
+
+    // The view reads and writes its rows of the tensor.
+    const size_t         vn = ggml_nbytes(v);
+    std::vector<uint8_t> vr(vn);
+    ggml_backend_tensor_get(v, vr.data(), 0, vn);
+    EXPECT_EQ(0, std::memcmp(vr.data(), shadow.data() + t->nb[1] * 9, vn));
+    for (auto & x : vr) x = uint8_t(rng());
+    ggml_backend_tensor_set(v, vr.data(), 5, vn - 5);
+    std::memcpy(shadow.data() + t->nb[1] * 9 + 5, vr.data(), vn - 5);
+    ggml_backend_tensor_get(t, got.data(), 0, n);
+    EXPECT_EQ(got, shadow);
+}
+
+// Tensors without a repacked layout keep ggml's bytes in the buffer.
+TEST(Repack, OtherTensorsStayInGgmlLayout) {
+    REQUIRE_REPACK();
+    std::mt19937  rng(3);
+    auto          ctx = make_ctx(4);
+    ggml_tensor * odd_k    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 96, 16);  // K not a multiple of 128
+    ggml_tensor * odd_rows = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 128, 12); // rows not in eights
+    ggml_tensor * f32      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 128, 16);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
+    ASSERT_TRUE(buf);
+    for (ggml_tensor * t : {odd_k, odd_rows, f32}) {
+        std::vector<uint8_t> bytes(ggml_nbytes(t));
+        for (auto & x : bytes) x = uint8_t(rng() & 0x3f); // finite halves and floats
+        ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
+        EXPECT_EQ(0, std::memcmp(t->data, bytes.data(), bytes.size())) << ggml_get_name(t);
+    }
+}
+
+// dst = a * b with a's data given in ggml's layout, a in a buffer of buft.
+struct Product {
+    ggml_context_ptr        ctx;
+    ggml_backend_buffer_ptr wbuf, abuf;
+    ggml_tensor *           a = nullptr, *b = nullptr, *dst = nullptr;
+    ggml_cgraph *           graph = nullptr;
+
+    Product(ggml_backend_buffer_type_t buft, int64_t K, int64_t M, int64_t N, const std::vector<uint8_t> & wa,
+            const std::vector<float> & vb) {
+        ctx = make_ctx(8);
+        a   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, K, M);
+        wbuf.reset(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
+        ggml_backend_tensor_set(a, wa.data(), 0, wa.size());
+        b     = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, K, N);
+        dst   = ggml_mul_mat(ctx.get(), a, b);
+        graph = ggml_new_graph(ctx.get());
+        ggml_build_forward_expand(graph, dst);
+        abuf.reset(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), ggml_backend_cpu_buffer_type()));
+        ggml_backend_tensor_set(b, vb.data(), 0, vb.size() * sizeof(float));
+    }
+
+    std::vector<float> run(ggml_backend_t backend) {
+        EXPECT_EQ(ggml_backend_graph_compute(backend, graph), GGML_STATUS_SUCCESS);
+        std::vector<float> out(size_t(ggml_nelements(dst)));
+        ggml_backend_tensor_get(dst, out.data(), 0, ggml_nbytes(dst));
+        return out;
+    }
+};
+
+// Double-precision product of the dequantized weights with the activations
+// as the kernels see them: quantized to Q8_0, then dequantized.
+std::vector<double> reference(int64_t K, int64_t M, int64_t N, const std::vector<uint8_t> & wa,
+                              const std::vector<float> & vb) {
+    const auto *       q4 = ggml_get_type_traits(GGML_TYPE_Q4_0);
+    const auto *       q8 = ggml_get_type_traits(GGML_TYPE_Q8_0);
+    std::vector<float> w(size_t(K * M)), x(size_t(K * N));
+    q4->to_float(wa.data(), w.data(), K * M);
+    std::vector<uint8_t> qb(ggml_row_size(GGML_TYPE_Q8_0, K) * size_t(N));
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, vb.data(), qb.data(), 0, N, K, nullptr);
+    q8->to_float(qb.data(), x.data(), K * N);
+    std::vector<double> out(size_t(M * N));
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t m = 0; m < M; ++m) {
+            double s = 0.0;
+            for (int64_t k = 0; k < K; ++k) s += double(w[size_t(m * K + k)]) * double(x[size_t(n * K + k)]);
+            out[size_t(n * M + m)] = s;
+        }
+    }
+    return out;
+}
+
+TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
+    REQUIRE_REPACK();
+    std::mt19937  rng(11);
+    ggml_backend_ptr backend(ggml_backend_cpu_init());
+    struct Shape {
+        int64_t K, M;
+    };
+    for (const Shape sh : {Shape{128, 8}, Shape{256, 40}, Shape{512, 136}, Shape{1152, 48}}) {
+        for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 13, 40}) {
+            const std::vector<uint8_t> wa = random_q4_0(rng, sh.K, sh.M);
+            std::vector<float>         vb(size_t(sh.K * N));
+            std::normal_distribution<float> nd(0.0f, 1.0f);
+            for (float & f : vb) f = nd(rng);
+            Product                   plain(ggml_backend_cpu_buffer_type(), sh.K, sh.M, N, wa, vb);
+            Product                   packed(buft, sh.K, sh.M, N, wa, vb);
+            const std::vector<double> want = reference(sh.K, sh.M, N, wa, vb);
+            std::vector<float>        first;
+            for (int threads : {1, 2, 3, 4}) {
+                ggml_backend_cpu_set_n_threads(backend.get(), threads);
+                const std::vector<float> got = packed.run(backend.get());
+                if (first.empty()) {
+                    first = got;
+                } else {
+                    ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float)))
+                        << "K " << sh.K << " M " << sh.M << " N " << N << ": " << threads << " threads differ";
+                }
+            }
+            if (N <= 4) {
+                const std::vector<float> base = plain.run(backend.get());
+                ASSERT_EQ(0, std::memcmp(base.data(), first.data(), first.size() * sizeof(float)))
+                    << "K " << sh.K << " M " << sh.M << " N " << N << ": not the bits of ggml's layout";
+            }
+            for (size_t i = 0; i < want.size(); ++i) {
+                const double tol = 1e-5 * (1.0 + std::fabs(want[i])) + 1e-6 * double(sh.K);
+                ASSERT_NEAR(first[i], want[i], tol) << "K " << sh.K << " M " << sh.M << " N " << N << " at " << i;
+            }
+        }
+    }
+}
+
+// Long products go through the matrix-vector path's streams: a matrix larger
+// than a thread's first share, with rows in odd numbers of groups.
+TEST(Repack, LongMatrixVectorProduct) {
+    REQUIRE_REPACK();
+    std::mt19937     rng(5);
+    ggml_backend_ptr backend(ggml_backend_cpu_init());
+    const int64_t    K = 1024, M = 8 * 213;
+    const auto       wa = random_q4_0(rng, K, M);
+    std::vector<float> vb(static_cast<size_t>(K));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float & f : vb) f = nd(rng);
+    Product plain(ggml_backend_cpu_buffer_type(), K, M, 1, wa, vb);
+    Product packed(buft, K, M, 1, wa, vb);
+    for (int threads : {1, 2, 3}) {
+        ggml_backend_cpu_set_n_threads(backend.get(), threads);
+        const auto want = plain.run(backend.get());
+        const auto got  = packed.run(backend.get());
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(float))) << threads << " threads";
+    }
+}
+
+// The portable kernels (ggml_graph_compute with use_ref) read repacked
+// weights a row at a time and give their usual bits.
+TEST(Repack, PortableKernelsReadRepackedWeights) {
+    REQUIRE_REPACK();
+    std::mt19937  rng(9);
+    const int64_t K = 256, M = 24, N = 3;
+    const auto    wa = random_q4_0(rng, K, M);
+    std::vector<float> vb(size_t(K * N));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float & f : vb) f = nd(rng);
+    std::vector<float> results[2];
+    int                i = 0;
+    for (ggml_backend_buffer_type_t bt : {ggml_backend_cpu_buffer_type(), buft}) {
+        Product    p(bt, K, M, N, wa, vb);
+        ggml_cplan plan = ggml_graph_plan(p.graph, 2, nullptr);
+        std::vector<uint8_t> work(plan.work_size);
+        plan.work_data = work.data();
+        plan.use_ref   = true;
+        ASSERT_EQ(ggml_graph_compute(p.graph, &plan), GGML_STATUS_SUCCESS);
+        results[i].resize(size_t(M * N));
+        ggml_backend_tensor_get(p.dst, results[i].data(), 0, ggml_nbytes(p.dst));
+        ++i;
+    }
+    EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)));
+}
+
+// Repacked weights feed matrix products only: other ops and views of them
+// as weights are refused.
+TEST(Repack, OnlyMatrixProductsReadRepackedWeights) {
+    REQUIRE_REPACK();
+    auto          ctx  = make_ctx(16);
+    ggml_tensor * w    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 256, 16);
+    ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
+    ASSERT_TRUE(wbuf);
+    ggml_tensor *      ids  = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I32, 2);
+    ggml_tensor *      x    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 256, 2);
+    ggml_backend_dev_t dev  = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_tensor *      mm   = ggml_mul_mat(ctx.get(), w, x);
+    ggml_tensor *      rows = ggml_get_rows(ctx.get(), w, ids);
+    ggml_tensor *      view = ggml_mul_mat(ctx.get(), ggml_view_2d(ctx.get(), w, 256, 8, w->nb[1], 0), x);
+    ggml_backend_buffer_ptr abuf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), ggml_backend_cpu_buffer_type()));
+    EXPECT_TRUE(ggml_backend_dev_supports_op(dev, mm));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, rows));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, view));
+
+    // Computing a graph that reads them otherwise fails cleanly.
+    ggml_cgraph * g = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, rows);
+    ggml_backend_ptr backend(ggml_backend_cpu_init());
+    EXPECT_EQ(ggml_backend_graph_compute(backend.get(), g), GGML_STATUS_FAILED);
+}
+
+// The scheduler runs a graph whose weights are repacked: placement follows
+// the weights to the CPU, and the result is the plain layout's.
+TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {
+    REQUIRE_REPACK();
+    std::mt19937  rng(21);
+    const int64_t K = 512, M = 64;
+    const auto    wa = random_q4_0(rng, K, M);
+    std::vector<float> vb(static_cast<size_t>(K));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float & f : vb) f = nd(rng);
+
+    std::vector<float> results[2];
+    int                i = 0;
+    for (ggml_backend_buffer_type_t bt : {ggml_backend_cpu_buffer_type(), buft}) {
+        auto          wctx = make_ctx(2);
+        ggml_tensor * w    = ggml_new_tensor_2d(wctx.get(), GGML_TYPE_Q4_0, K, M);
+        ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_ctx_tensors_from_buft(wctx.get(), bt));
+        ggml_backend_buffer_set_usage(wbuf.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        ggml_backend_tensor_set(w, wa.data(), 0, wa.size());
+
+        auto          gctx = make_ctx(8);
+        ggml_tensor * x    = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, K);
+        ggml_set_input(x);
+        ggml_tensor * out = ggml_scale(gctx.get(), ggml_mul_mat(gctx.get(), w, x), 0.5f);
+        ggml_set_output(out);
+        ggml_cgraph * g = ggml_new_graph(gctx.get());
+        ggml_build_forward_expand(g, out);
+
+        ggml_backend_ptr     backend(ggml_backend_cpu_init());
+        ggml_backend_t       backends[1] = {backend.get()};
+        ggml_backend_sched_t sched       = ggml_backend_sched_new(backends, nullptr, 1, 64, false, true);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g));
+        ggml_backend_tensor_set(x, vb.data(), 0, vb.size() * sizeof(float));
+        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g), GGML_STATUS_SUCCESS);
+        results[i].resize(size_t(M));
+        ggml_backend_tensor_get(out, results[i].data(), 0, ggml_nbytes(out));
+        ggml_backend_sched_free(sched);
+        ++i;
+    }
+    EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)));
+}
+
+} // namespace
