@@ -328,13 +328,31 @@ void fill_weights(ggml_tensor * t, std::mt19937 & rng) {
 
 // Products of `copies` weight matrices (K x M) of type with an f32 b of N
 // columns, one graph per copy, computed in turn on the CPU backend.
+// The CPU device's CPU_REPACK buffer type, or nullptr.
+ggml_backend_buffer_type_t repack_buffer_type() {
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    auto               fn  = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+        ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
+    for (ggml_backend_buffer_type_t * b = fn != nullptr ? fn(dev) : nullptr; b != nullptr && *b != nullptr; ++b) {
+        if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) {
+            return *b;
+        }
+    }
+    return nullptr;
+}
+
 struct MulMatBench {
     ggml_context *             ctx = nullptr;
+    ggml_context *             wctx = nullptr; // weights in a buffer of buft
+    ggml_backend_buffer_t      wbuf = nullptr;
     std::vector<ggml_tensor *> weights;
     ggml_tensor *              b = nullptr;
     std::vector<ggml_cgraph *> graphs;
 
-    MulMatBench(ggml_type type, int64_t K, int64_t M, int64_t N, int copies) {
+    // Weights in ggml's layout in host memory, or, with buft, in a buffer
+    // of that type (written through ggml_backend_tensor_set).
+    MulMatBench(ggml_type type, int64_t K, int64_t M, int64_t N, int copies,
+                ggml_backend_buffer_type_t buft = nullptr) {
         const size_t   wbytes = ggml_row_size(type, K) * size_t(M);
         const size_t   mem    = size_t(copies) * (wbytes + size_t(M) * size_t(N) * 4 + 4096) +
                            size_t(K) * size_t(N) * 4 + ggml_graph_overhead() * size_t(copies) +
@@ -348,16 +366,43 @@ struct MulMatBench {
         std::mt19937 rng(1234);
         b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
         fill_weights(b, rng);
+        if (buft != nullptr) {
+            ggml_init_params wp = {ggml_tensor_overhead() * size_t(copies), nullptr, true};
+            wctx                = ggml_init(wp);
+            for (int i = 0; i < copies; ++i) {
+                weights.push_back(ggml_new_tensor_2d(wctx, type, K, M));
+            }
+            wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
+            if (wbuf == nullptr) {
+                std::fprintf(stderr, "loom-bench: cannot allocate %zu bytes of %s\n", wbytes * size_t(copies),
+                             ggml_backend_buft_name(buft));
+                std::exit(1);
+            }
+            ggml_tensor * staging = ggml_new_tensor_2d(ctx, type, K, M);
+            for (ggml_tensor * w : weights) {
+                fill_weights(staging, rng);
+                ggml_backend_tensor_set(w, staging->data, 0, ggml_nbytes(w));
+            }
+        }
         for (int i = 0; i < copies; ++i) {
-            ggml_tensor * w = ggml_new_tensor_2d(ctx, type, K, M);
-            fill_weights(w, rng);
-            weights.push_back(w);
+            ggml_tensor * w = nullptr;
+            if (buft != nullptr) {
+                w = weights[size_t(i)];
+            } else {
+                w = ggml_new_tensor_2d(ctx, type, K, M);
+                fill_weights(w, rng);
+                weights.push_back(w);
+            }
             ggml_cgraph * g = ggml_new_graph(ctx);
             ggml_build_forward_expand(g, ggml_mul_mat(ctx, w, b));
             graphs.push_back(g);
         }
     }
-    ~MulMatBench() { ggml_free(ctx); }
+    ~MulMatBench() {
+        ggml_backend_buffer_free(wbuf);
+        if (wctx != nullptr) ggml_free(wctx);
+        ggml_free(ctx);
+    }
 };
 
 int copies_for(size_t bytes) {
@@ -523,13 +568,23 @@ int main(int argc, char ** argv) {
             {GGML_TYPE_Q8_0, 14336, 4096}, {GGML_TYPE_F16, 4096, 14336},  {GGML_TYPE_F16, 14336, 4096},
             {GGML_TYPE_F32, 4096, 14336},  {GGML_TYPE_F32, 14336, 4096},
         };
+        // Each case in ggml's layout, then, where the CPU offers it for the
+        // type, in the CPU_REPACK buffer (Note [Repacked weights]).
+        ggml_backend_buffer_type_t repack = repack_buffer_type();
+        std::vector<std::pair<V, bool>> runs;
         for (const V & v : cases) {
+            runs.push_back({v, false});
+            if (repack != nullptr && v.type == GGML_TYPE_Q4_0) {
+                runs.push_back({v, true});
+            }
+        }
+        for (const auto & [v, repacked] : runs) {
             if (!o.type.empty() && o.type != ggml_type_name(v.type)) {
                 continue;
             }
             const size_t wbytes = ggml_row_size(v.type, v.K) * size_t(v.M);
             const int    copies = copies_for(wbytes);
-            MulMatBench  mb(v.type, v.K, v.M, 1, copies);
+            MulMatBench  mb(v.type, v.K, v.M, 1, copies, repacked ? repack : nullptr);
             size_t       next = 0;
             const Timing t    = time_runs(o.min_time, [&] {
                 ggml_backend_graph_compute(backend, mb.graphs[next]);
@@ -550,8 +605,8 @@ int main(int argc, char ** argv) {
             }
 #endif
             char name[96];
-            std::snprintf(name, sizeof(name), "gemv %s K=%lld M=%lld (%.0f MB)", ggml_type_name(v.type),
-                          (long long) v.K, (long long) v.M, double(wbytes) / 1e6);
+            std::snprintf(name, sizeof(name), "gemv %s%s K=%lld M=%lld (%.0f MB)", ggml_type_name(v.type),
+                          repacked ? " repacked" : "", (long long) v.K, (long long) v.M, double(wbytes) / 1e6);
             rows.push_back({name, double(wbytes), t, "GB/s", 0.0, "triad", ref});
             std::fprintf(stderr, "%s done\n", name);
         }

@@ -28,6 +28,7 @@ struct Options {
     ggml_type   type_v          = GGML_TYPE_F32;
     bool        flash_attn      = false;
     bool        use_mmap        = true;
+    bool        use_repack      = true;
     bool        display_prompt  = true;
     bool        verbose         = false;
     bool        list_devices    = false;

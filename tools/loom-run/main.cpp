@@ -162,6 +162,7 @@ int run(const Options & o) {
     ProgressBar          bar;
     loom_run::LoadOptions lo;
     lo.use_mmap     = o.use_mmap;
+    lo.use_repack   = o.use_repack;
     lo.progress     = [&](size_t done, size_t total) { bar.update(done, total); };
     lo.place_layers = [&](uint32_t n_layer, std::vector<int> * layer_device, std::string * err) {
         return loom_run::assign_layers(*backends, int(n_layer), o.layers_on, layer_device, err);

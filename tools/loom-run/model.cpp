@@ -249,7 +249,21 @@ struct Planned {
     std::string   name;   // in the device context
     int           device; // index into Backends
     ggml_tensor * tensor = nullptr;
+    bool          repack = false; // in the CPU's CPU_REPACK buffer
 };
+
+// The CPU device's extra buffer type CPU_REPACK (Note [Repacked weights] in
+// the CPU backend), or NULL when it offers none.
+ggml_backend_buffer_type_t cpu_repack_buffer_type(ggml_backend_dev_t cpu) {
+    auto fn = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+        ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(cpu), "ggml_backend_dev_get_extra_bufts"));
+    for (ggml_backend_buffer_type_t * b = fn != nullptr ? fn(cpu) : nullptr; b != nullptr && *b != nullptr; ++b) {
+        if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) {
+            return *b;
+        }
+    }
+    return nullptr;
+}
 
 const char * shape_text(const int64_t * ne, char (&buf)[96]) {
     std::snprintf(buf, sizeof buf, "[%lld, %lld, %lld, %lld]", (long long) ne[0], (long long) ne[1],
@@ -342,6 +356,8 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
 
     // Every tensor the model needs, checked against the hyperparameters.
     std::vector<Planned> planned;
+    const ggml_backend_buffer_type_t repack_buft =
+        options.use_repack ? cpu_repack_buffer_type(backends.device(size_t(cpu))) : nullptr;
     auto want = [&](const std::string & name, std::vector<int64_t> shape, bool norm, int device, bool required,
                     int64_t * found_id) {
         *found_id        = gguf_find_tensor(g, name.c_str());
@@ -366,7 +382,11 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
                      (norm ? " (norm weights must be f32)" : " (f32, f16, bf16, q8_0, q4_0)");
             return false;
         }
-        planned.push_back({*found_id, name, device, nullptr});
+        // Q4_0 matrices of the CPU, which only matrix products read (not the
+        // token embeddings, which get_rows reads), go to CPU_REPACK.
+        const bool repack = repack_buft != nullptr && !norm && device == cpu && type == GGML_TYPE_Q4_0 &&
+                            name != "token_embd.weight";
+        planned.push_back({*found_id, name, device, nullptr, repack});
         return true;
     };
 
@@ -463,12 +483,15 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         }
     }
 
-    // One metadata context per device; tensors keep the file's types and shapes.
-    m->contexts_.assign(backends.size(), nullptr);
+    // One metadata context per device, and one more, last, for the CPU's
+    // repacked matrices; tensors keep the file's types and shapes.
+    const size_t repack_slot = backends.size();
+    auto         slot_of     = [&](const Planned & p) { return p.repack ? repack_slot : size_t(p.device); };
+    m->contexts_.assign(backends.size() + 1, nullptr);
     m->weight_bytes_.assign(backends.size(), 0);
-    for (size_t d = 0; d < backends.size(); ++d) {
+    for (size_t d = 0; d <= backends.size(); ++d) {
         const size_t n = size_t(std::count_if(planned.begin(), planned.end(),
-                                              [&](const Planned & p) { return p.device == int(d); }));
+                                              [&](const Planned & p) { return slot_of(p) == d; }));
         if (n == 0) {
             continue;
         }
@@ -483,7 +506,7 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
     }
     for (Planned & p : planned) {
         const int64_t * ne = gguf_get_tensor_ne(g, p.id);
-        p.tensor = ggml_new_tensor(m->contexts_[size_t(p.device)], gguf_get_tensor_type(g, p.id), GGML_MAX_DIMS, ne);
+        p.tensor = ggml_new_tensor(m->contexts_[slot_of(p)], gguf_get_tensor_type(g, p.id), GGML_MAX_DIMS, ne);
         ggml_set_name(p.tensor, p.name.c_str());
         m->weight_bytes_[size_t(p.device)] += ggml_nbytes(p.tensor);
         if (p.id != embd_id || p.name == "token_embd.weight") {
@@ -492,14 +515,22 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
     }
 
     // Memory: the CPU's weights are the mapped file when there is one; every
-    // other device (and the CPU without a mapping) gets a buffer of its own.
-    for (size_t d = 0; d < backends.size(); ++d) {
+    // other device (and the CPU without a mapping) gets a buffer of its own,
+    // and so do the CPU's repacked matrices.
+    for (size_t d = 0; d <= backends.size(); ++d) {
         ggml_context * ctx = m->contexts_[d];
         if (ctx == nullptr) {
             continue;
         }
         ggml_backend_buffer_t buf = nullptr;
-        if (int(d) == cpu && m->map_ != nullptr) {
+        if (d == repack_slot) {
+            buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, repack_buft);
+            if (buf == nullptr) {
+                *error = "not enough memory for the CPU's repacked weights";
+                return nullptr;
+            }
+            m->buffers_.push_back(buf);
+        } else if (int(d) == cpu && m->map_ != nullptr) {
             buf = ggml_backend_cpu_buffer_from_ptr(m->map_, m->map_size_);
             if (buf == nullptr) {
                 *error = "cannot wrap the mapped file in a CPU buffer";
@@ -507,7 +538,7 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
             }
             m->buffers_.push_back(buf);
             for (const Planned & p : planned) {
-                if (p.device == cpu) {
+                if (p.device == cpu && !p.repack) {
                     auto * addr = static_cast<char *>(m->map_) + data_offset + gguf_get_tensor_offset(g, p.id);
                     if (ggml_backend_tensor_alloc(buf, p.tensor, addr) != GGML_STATUS_SUCCESS) {
                         *error = "cannot place tensor " + p.name + " in the mapped file";
@@ -544,7 +575,7 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
     for (const Planned & p : planned) {
         const size_t   size = ggml_nbytes(p.tensor);
         const uint64_t src  = data_offset + gguf_get_tensor_offset(g, p.id);
-        const bool     mapped_here = p.device == cpu && m->map_ != nullptr;
+        const bool     mapped_here = p.device == cpu && !p.repack && m->map_ != nullptr;
         for (size_t off = 0; off < size; off += CHUNK) {
             const size_t n = std::min(CHUNK, size - off);
             if (mapped_here) {

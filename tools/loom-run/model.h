@@ -13,7 +13,10 @@
 // token_embd and that device is not the CPU). Weight buffers are marked
 // GGML_BACKEND_BUFFER_USAGE_WEIGHTS, so the scheduler runs each operation
 // where its weights are. With use_mmap, the CPU's weights are the pages of
-// the mapped file (ggml_backend_cpu_buffer_from_ptr), not a copy.
+// the mapped file (ggml_backend_cpu_buffer_from_ptr), not a copy. With
+// use_repack, the CPU's Q4_0 matrices go instead into the CPU device's extra
+// buffer type CPU_REPACK where it has one: a layout of the CPU kernels' own,
+// which products read faster.
 
 #include <cstddef>
 #include <cstdint>
@@ -62,7 +65,8 @@ struct LayerWeights {
 };
 
 struct LoadOptions {
-    bool use_mmap = true;
+    bool use_mmap   = true;
+    bool use_repack = true;
     // The device index of each layer (see assign_layers); called once the
     // layer count is known. Empty function: every layer on the CPU.
     std::function<bool(uint32_t n_layer, std::vector<int> * layer_device, std::string * error)> place_layers;

@@ -174,8 +174,8 @@ struct KernelTable {
     // The same for Q4_0 weights in the repacked layout of the CPU_REPACK
     // buffer (Note [Repacked weights] in repack.h; rows in groups of 8, K a
     // multiple of 128); null where the table has none, and then no tensor
-    // is repacked. With up to four columns, the same bits as qgemm_q4_0 on
-    // the same weights in ggml's layout.
+    // is repacked. The same bits as qgemm_q4_0 on the same weights in
+    // ggml's layout.
     QGemmKernels qgemm_q4_0_x8;
 
     // Weighted sums of f32 and f16 rows (attention's values).

@@ -48,11 +48,11 @@ constexpr __mmask16 k_all = 0xffff;
 struct Q4 {
     using W                     = block_q4_0;
     static constexpr int offset = 8;
-    [[gnu::always_inline]] static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
-        __m512i q = _mm512_zextsi128_si512(load128(ar[0][i].qs));
-        q         = _mm512_inserti32x4(q, load128(ar[1][i].qs), 1);
-        q         = _mm512_inserti32x4(q, load128(ar[2][i].qs), 2);
-        q         = _mm512_inserti32x4(q, load128(ar[3][i].qs), 3);
+    [[gnu::always_inline]] static void decode(const uint8_t * const * qs, __m512i & lo, __m512i & hi) {
+        __m512i q = _mm512_zextsi128_si512(load128(qs[0]));
+        q         = _mm512_inserti32x4(q, load128(qs[1]), 1);
+        q         = _mm512_inserti32x4(q, load128(qs[2]), 2);
+        q         = _mm512_inserti32x4(q, load128(qs[3]), 3);
         const __m512i mask = _mm512_set1_epi8(0x0f);
         lo                 = _mm512_and_si512(q, mask);
         hi                 = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
@@ -62,18 +62,63 @@ struct Q4 {
 struct Q8 {
     using W                     = block_q8_0;
     static constexpr int offset = 128;
-    [[gnu::always_inline]] static void decode(const W * const * ar, int64_t i, __m512i & lo, __m512i & hi) {
-        __m512i a = _mm512_zextsi128_si512(load128(ar[0][i].qs));
-        __m512i b = _mm512_zextsi128_si512(load128(ar[0][i].qs + 16));
-        a         = _mm512_inserti32x4(a, load128(ar[1][i].qs), 1);
-        b         = _mm512_inserti32x4(b, load128(ar[1][i].qs + 16), 1);
-        a         = _mm512_inserti32x4(a, load128(ar[2][i].qs), 2);
-        b         = _mm512_inserti32x4(b, load128(ar[2][i].qs + 16), 2);
-        a         = _mm512_inserti32x4(a, load128(ar[3][i].qs), 3);
-        b         = _mm512_inserti32x4(b, load128(ar[3][i].qs + 16), 3);
+    [[gnu::always_inline]] static void decode(const uint8_t * const * qs, __m512i & lo, __m512i & hi) {
+        __m512i a = _mm512_zextsi128_si512(load128(qs[0]));
+        __m512i b = _mm512_zextsi128_si512(load128(qs[0] + 16));
+        a         = _mm512_inserti32x4(a, load128(qs[1]), 1);
+        b         = _mm512_inserti32x4(b, load128(qs[1] + 16), 1);
+        a         = _mm512_inserti32x4(a, load128(qs[2]), 2);
+        b         = _mm512_inserti32x4(b, load128(qs[2] + 16), 2);
+        a         = _mm512_inserti32x4(a, load128(qs[3]), 3);
+        b         = _mm512_inserti32x4(b, load128(qs[3] + 16), 3);
         const __m512i flip = _mm512_set1_epi8(char(0x80));
         lo                 = _mm512_xor_si512(a, flip);
         hi                 = _mm512_xor_si512(b, flip);
+    }
+};
+
+// Where a tile's rows are: ggml's layout, rows lda bytes apart (Plain), or
+// one group of eight Q4_0 rows repacked by the CPU_REPACK buffer (Note
+// [Repacked weights] in repack.h). Both hand the tile the same bytes, so
+// results are the same bits. qs(r, i): row r's weight bytes of block i; d(r,
+// i): its scale; prefetch(i): fetch block i of the next tile's rows early.
+template <class Q, int R> struct PlainRows {
+    using W = typename Q::W;
+    const W * ar[R];
+    size_t    ahead; // bytes to the next tile's rows
+    PlainRows(const char * a, size_t lda) : ahead(R * lda) {
+        for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
+    }
+    [[gnu::always_inline]] const uint8_t * qs(int r, int64_t i) const {
+        return reinterpret_cast<const uint8_t *>(ar[r][i].qs);
+    }
+    [[gnu::always_inline]] uint16_t        d(int r, int64_t i) const { return ar[r][i].d; }
+    [[gnu::always_inline]] void            prefetch(int64_t i) const {
+        // The rows of the next tile follow in memory: fetch them early (the
+        // streams are too short for the hardware prefetcher to ramp up).
+        for (int r = 0; r < R; ++r) {
+            _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + ahead, _MM_HINT_T0);
+        }
+    }
+};
+
+struct RepackedQ4Rows {
+    static constexpr size_t QUAD = 576;
+    const char *            base; // the group
+    size_t                  ahead;
+    RepackedQ4Rows(const char * a, size_t lda) : base(a), ahead(8 * lda) {}
+    [[gnu::always_inline]] const uint8_t * qs(int r, int64_t i) const {
+        return reinterpret_cast<const uint8_t *>(base + size_t(i >> 2) * QUAD + 64 + 64 * size_t(r) + 16 * size_t(i & 3));
+    }
+    [[gnu::always_inline]] uint16_t d(int r, int64_t i) const {
+        uint16_t h;
+        std::memcpy(&h, base + size_t(i >> 2) * QUAD + 8 * size_t(r) + 2 * size_t(i & 3), sizeof h);
+        return h;
+    }
+    [[gnu::always_inline]] void prefetch(int64_t i) const {
+        if ((i & 3) == 0) {
+            for (size_t l = 0; l < QUAD; l += 64) _mm_prefetch(base + size_t(i >> 2) * QUAD + ahead + l, _MM_HINT_T0);
+        }
     }
 };
 
@@ -172,13 +217,10 @@ struct Carry {
 
 // 4G rows (G registers of four rows) x C columns over blocks [i0, i1): each
 // activation block is prepared once for all of them.
-template <class Q, int G, int C, class Cols>
+template <class Q, int G, int C, class Cols, class Rows = PlainRows<Q, 4 * G>>
 void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols, float * dst, size_t ldd,
           const Carry & carry) {
-    using W = typename Q::W;
-    constexpr int R = 4 * G;
-    const W *     ar[R];
-    for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
+    const Rows    rows(a, lda);
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512        acc[G][C];
     for (int g = 0; g < G; ++g) {
@@ -187,19 +229,17 @@ void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols,
         }
     }
     for (int64_t i = i0; i < i1; ++i) {
-        // The rows of the next tile follow in memory: fetch them early (the
-        // streams are too short for the hardware prefetcher to ramp up).
-        for (int r = 0; r < R; ++r) {
-            _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + R * lda, _MM_HINT_T0);
-        }
+        rows.prefetch(i);
         __m512i lo[G], hi[G];
         __m512  dx[G]; // row g's block scale in its four lanes
         for (int g = 0; g < G; ++g) {
-            Q::decode(ar + 4 * g, i, lo[g], hi[g]);
-            __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
-            h         = _mm_insert_epi16(h, ar[4 * g + 1][i].d, 1);
-            h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
-            h         = _mm_insert_epi16(h, ar[4 * g + 3][i].d, 3);
+            const uint8_t * qs[4] = {rows.qs(4 * g, i), rows.qs(4 * g + 1, i), rows.qs(4 * g + 2, i),
+                                     rows.qs(4 * g + 3, i)};
+            Q::decode(qs, lo[g], hi[g]);
+            __m128i h = _mm_cvtsi32_si128(rows.d(4 * g, i));
+            h         = _mm_insert_epi16(h, rows.d(4 * g + 1, i), 1);
+            h         = _mm_insert_epi16(h, rows.d(4 * g + 2, i), 2);
+            h         = _mm_insert_epi16(h, rows.d(4 * g + 3, i), 3);
             dx[g]     = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_cvtph_ps(h)));
         }
         for (int c = 0; c < C; ++c) {
@@ -286,6 +326,23 @@ void qgemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_
 }
 
 } // namespace
+
+void qgemm_q4_0_repacked_rows(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,
+                              const void * prep, int ncols, float * acc, float * dst, size_t ldd) {
+    static_assert(QGEMM_COLS == 8);
+    constexpr size_t tile_floats = 16 * QGEMM_COLS * 2; // as rows() places a tile's registers
+    const auto *     ac          = static_cast<const char *>(a);
+    const Carry      carry{acc, i0 == 0, i1 == K / QK8_0};
+    auto             go = [&]<int C>() {
+        for (int64_t r = 0; r < nrows; r += 8) {
+            Carry c = carry;
+            c.acc   = acc != nullptr ? acc + size_t(r / 8) * tile_floats : nullptr;
+            tile<Q4, 2, C, PreparedCols, RepackedQ4Rows>(i0, i1, ac + size_t(r) * lda, lda,
+                                                         PreparedCols{static_cast<const char *>(prep)}, dst + r, ldd, c);
+        }
+    };
+    with_cols(ncols, go);
+}
 
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {

@@ -226,8 +226,8 @@ void prepare_quads(int64_t K, const void * b, size_t ldb, int ncols, void * out)
 // and its scales a permutation of the line converted once for the group;
 // the products and sums are those of tile() above, which gives the same bits
 // as the same weights in ggml's layout with up to four columns. More columns
-// go four at a time through the same arithmetic (ggml's layout takes another
-// kernel there). A matrix-vector product reads two runs of groups side by
+// take gemv.cpp's kernel with four rows per register, as ggml's layout does,
+// reading the repacked rows in place. A matrix-vector product reads two runs of groups side by
 // side, each fetched XQ_PREFETCH bytes ahead: two streams a thread, and
 // fetches that cross 4 KiB pages, where the hardware prefetcher stops.
 constexpr size_t XQ_BYTES    = 576;
@@ -357,11 +357,11 @@ void qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t 
 
 
 size_t qcols_bytes_q4_0_x8(int64_t K) {
-    return size_t(quads_of(K / QK8_0)) * QGEMM_COLS * QUAD_BYTES;
+    return qcols_bytes_q4_0_quads(K);
 }
 
 void qcols_prepare_q4_0_x8(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
-    prepare_quads(K, b, ldb, ncols, out);
+    qcols_prepare_q4_0_quads(K, b, ldb, ncols, out);
 }
 
 // Note [Repacked quads]. a: the first of nrows / 8 groups (lda: ggml's row
@@ -370,6 +370,10 @@ void qgemm_q4_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda
                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
     (void) b;
     (void) ldb;
+    if (ncols > QUAD_MAX_COLS) {
+        qgemm_q4_0_repacked_rows(K, i0, i1, a, lda, nrows, prep, ncols, acc, dst, ldd);
+        return;
+    }
     const int64_t nb      = K / QK8_0;
     const int64_t j0      = i0 / 4;
     const int64_t j1      = i1 / 4;
@@ -402,21 +406,17 @@ void qgemm_q4_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda
             case 2: xq_tile<1, 8, 2>(j0, j1, base, 0, pc, 2, 0, carry, first, last, stream, out, ldd); continue;
             default: break;
         }
-        // Four columns at a time, half a group at a time.
-        for (int c0 = 0; c0 < ncols; c0 += 4) {
-            for (int r0 = 0; r0 < 8; r0 += 4) {
-                float * o[1] = {dst + 8 * g + r0 + size_t(c0) * ldd};
-                switch (std::min(4, ncols - c0)) {
-                    case 1: xq_tile<1, 4, 1>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
-                    case 2: xq_tile<1, 4, 2>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
-                    case 3: xq_tile<1, 4, 3>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
-                    default: xq_tile<1, 4, 4>(j0, j1, base, r0, pc, ncols, c0, carry, first, last, false, o, ldd); break;
-                }
+        // Three or four columns: half a group at a time.
+        for (int r0 = 0; r0 < 8; r0 += 4) {
+            float * o[1] = {dst + 8 * g + r0};
+            if (ncols == 3) {
+                xq_tile<1, 4, 3>(j0, j1, base, r0, pc, 3, 0, carry, first, last, false, o, ldd);
+            } else {
+                xq_tile<1, 4, 4>(j0, j1, base, r0, pc, 4, 0, carry, first, last, false, o, ldd);
             }
         }
     }
 }
-
 } // namespace loom::cpu::avx512
 
 #if defined(__clang__)
