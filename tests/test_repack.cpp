@@ -1,4 +1,4 @@
-// The CPU device's extra buffer type CPU_REPACK: Q4_0 weights stored in the
+// The CPU device's extra buffer type CPU_REPACK: Q4_0 and Q8_0 weights stored in the
 // kernels' own layout. Data goes in and out in ggml's layout at any offset;
 // matrix products on repacked weights give the bits of the same product on
 // ggml's layout and agree with a double-precision reference; nothing else
@@ -45,15 +45,17 @@ ggml_backend_buffer_type_t repack_buft() {
         GTEST_SKIP() << "this processor's kernels have no repacked layout (AVX-512 VBMI needed)"; \
     }
 
-// Q4_0 rows of random blocks with finite scales.
-std::vector<uint8_t> random_q4_0(std::mt19937 & rng, int64_t K, int64_t rows) {
-    const size_t         row = ggml_row_size(GGML_TYPE_Q4_0, K);
+const ggml_type k_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0};
+
+// Rows of random blocks of a quantized type, with finite scales.
+std::vector<uint8_t> random_rows(std::mt19937 & rng, ggml_type type, int64_t K, int64_t rows) {
+    const size_t         row = ggml_row_size(type, K);
     std::vector<uint8_t> v(row * size_t(rows));
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float>                    x(static_cast<size_t>(K));
     for (int64_t r = 0; r < rows; ++r) {
         for (float & f : x) f = u(rng) * (0.5f + float(r % 7));
-        ggml_quantize_chunk(GGML_TYPE_Q4_0, x.data(), v.data() + size_t(r) * row, 0, 1, K, nullptr);
+        ggml_quantize_chunk(type, x.data(), v.data() + size_t(r) * row, 0, 1, K, nullptr);
     }
     return v;
 }
@@ -68,17 +70,26 @@ TEST(Repack, OfferedAsExtraBufferTypeOfTheCpu) {
 
 // Any range written in ggml's layout reads back the same, through the tensor
 // and through a view; memset too; the bytes in memory are not ggml's.
+void data_in_and_out(ggml_backend_buffer_type_t buft, ggml_type type);
+
 TEST(Repack, DataInAndOutInGgmlLayoutAtAnyOffset) {
     REQUIRE_REPACK();
+    for (ggml_type type : k_types) {
+        SCOPED_TRACE(ggml_type_name(type));
+        data_in_and_out(buft, type);
+    }
+}
+
+void data_in_and_out(ggml_backend_buffer_type_t buft, ggml_type type) {
     std::mt19937  rng(7);
     const int64_t K = 384, rows = 24;
     auto          ctx = make_ctx(4);
-    ggml_tensor * t   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, K, rows);
+    ggml_tensor * t   = ggml_new_tensor_2d(ctx.get(), type, K, rows);
     ggml_tensor * v   = ggml_view_2d(ctx.get(), t, K, 8, t->nb[1], t->nb[1] * 9); // rows 9 .. 16
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
     ASSERT_TRUE(buf);
     const size_t         n      = ggml_nbytes(t);
-    std::vector<uint8_t> shadow = random_q4_0(rng, K, rows);
+    std::vector<uint8_t> shadow = random_rows(rng, type, K, rows);
     ggml_backend_tensor_set(t, shadow.data(), 0, n);
     EXPECT_NE(std::memcmp(t->data, shadow.data(), n), 0) << "stored in ggml's layout";
 
@@ -127,11 +138,12 @@ TEST(Repack, OtherTensorsStayInGgmlLayout) {
     std::mt19937  rng(3);
     auto          ctx = make_ctx(4);
     ggml_tensor * odd_k    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 96, 16);  // K not a multiple of 128
-    ggml_tensor * odd_rows = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 128, 12); // rows not in eights
+    ggml_tensor * odd_rows = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q8_0, 128, 12); // rows not in eights
     ggml_tensor * f32      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 128, 16);
+    ggml_tensor * f16      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, 128, 16);
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
     ASSERT_TRUE(buf);
-    for (ggml_tensor * t : {odd_k, odd_rows, f32}) {
+    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16}) {
         std::vector<uint8_t> bytes(ggml_nbytes(t));
         for (auto & x : bytes) x = uint8_t(rng() & 0x3f); // finite halves and floats
         ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
@@ -146,10 +158,10 @@ struct Product {
     ggml_tensor *           a = nullptr, *b = nullptr, *dst = nullptr;
     ggml_cgraph *           graph = nullptr;
 
-    Product(ggml_backend_buffer_type_t buft, int64_t K, int64_t M, int64_t N, const std::vector<uint8_t> & wa,
-            const std::vector<float> & vb) {
+    Product(ggml_backend_buffer_type_t buft, ggml_type type, int64_t K, int64_t M, int64_t N,
+            const std::vector<uint8_t> & wa, const std::vector<float> & vb) {
         ctx = make_ctx(8);
-        a   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, K, M);
+        a   = ggml_new_tensor_2d(ctx.get(), type, K, M);
         wbuf.reset(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
         ggml_backend_tensor_set(a, wa.data(), 0, wa.size());
         b     = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, K, N);
@@ -170,9 +182,9 @@ struct Product {
 
 // Double-precision product of the dequantized weights with the activations
 // as the kernels see them: quantized to Q8_0, then dequantized.
-std::vector<double> reference(int64_t K, int64_t M, int64_t N, const std::vector<uint8_t> & wa,
+std::vector<double> reference(ggml_type type, int64_t K, int64_t M, int64_t N, const std::vector<uint8_t> & wa,
                               const std::vector<float> & vb) {
-    const auto *       q4 = ggml_get_type_traits(GGML_TYPE_Q4_0);
+    const auto *       q4 = ggml_get_type_traits(type);
     const auto *       q8 = ggml_get_type_traits(GGML_TYPE_Q8_0);
     std::vector<float> w(size_t(K * M)), x(size_t(K * N));
     q4->to_float(wa.data(), w.data(), K * M);
@@ -197,32 +209,35 @@ TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
     struct Shape {
         int64_t K, M;
     };
-    for (const Shape sh : {Shape{128, 8}, Shape{256, 40}, Shape{512, 136}, Shape{1152, 48}}) {
-        for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 13, 40}) {
-            const std::vector<uint8_t> wa = random_q4_0(rng, sh.K, sh.M);
-            std::vector<float>         vb(size_t(sh.K * N));
-            std::normal_distribution<float> nd(0.0f, 1.0f);
-            for (float & f : vb) f = nd(rng);
-            Product                   plain(ggml_backend_cpu_buffer_type(), sh.K, sh.M, N, wa, vb);
-            Product                   packed(buft, sh.K, sh.M, N, wa, vb);
-            const std::vector<double> want = reference(sh.K, sh.M, N, wa, vb);
-            std::vector<float>        first;
-            for (int threads : {1, 2, 3, 4}) {
-                ggml_backend_cpu_set_n_threads(backend.get(), threads);
-                const std::vector<float> got = packed.run(backend.get());
-                if (first.empty()) {
-                    first = got;
-                } else {
-                    ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float)))
-                        << "K " << sh.K << " M " << sh.M << " N " << N << ": " << threads << " threads differ";
+    for (ggml_type type : k_types) {
+        SCOPED_TRACE(ggml_type_name(type));
+        for (const Shape sh : {Shape{128, 8}, Shape{256, 40}, Shape{512, 136}, Shape{1152, 48}}) {
+            for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 13, 40}) {
+                const std::vector<uint8_t> wa = random_rows(rng, type, sh.K, sh.M);
+                std::vector<float>         vb(size_t(sh.K * N));
+                std::normal_distribution<float> nd(0.0f, 1.0f);
+                for (float & f : vb) f = nd(rng);
+                Product                   plain(ggml_backend_cpu_buffer_type(), type, sh.K, sh.M, N, wa, vb);
+                Product                   packed(buft, type, sh.K, sh.M, N, wa, vb);
+                const std::vector<double> want = reference(type, sh.K, sh.M, N, wa, vb);
+                std::vector<float>        first;
+                for (int threads : {1, 2, 3, 4}) {
+                    ggml_backend_cpu_set_n_threads(backend.get(), threads);
+                    const std::vector<float> got = packed.run(backend.get());
+                    if (first.empty()) {
+                        first = got;
+                    } else {
+                        ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float)))
+                            << "K " << sh.K << " M " << sh.M << " N " << N << ": " << threads << " threads differ";
+                    }
                 }
-            }
-            const std::vector<float> base = plain.run(backend.get());
-            ASSERT_EQ(0, std::memcmp(base.data(), first.data(), first.size() * sizeof(float)))
-                << "K " << sh.K << " M " << sh.M << " N " << N << ": not the bits of ggml's layout";
-            for (size_t i = 0; i < want.size(); ++i) {
-                const double tol = 1e-5 * (1.0 + std::fabs(want[i])) + 1e-6 * double(sh.K);
-                ASSERT_NEAR(first[i], want[i], tol) << "K " << sh.K << " M " << sh.M << " N " << N << " at " << i;
+                const std::vector<float> base = plain.run(backend.get());
+                ASSERT_EQ(0, std::memcmp(base.data(), first.data(), first.size() * sizeof(float)))
+                    << "K " << sh.K << " M " << sh.M << " N " << N << ": not the bits of ggml's layout";
+                for (size_t i = 0; i < want.size(); ++i) {
+                    const double tol = 1e-5 * (1.0 + std::fabs(want[i])) + 1e-6 * double(sh.K);
+                    ASSERT_NEAR(first[i], want[i], tol) << "K " << sh.K << " M " << sh.M << " N " << N << " at " << i;
+                }
             }
         }
     }
@@ -232,20 +247,23 @@ TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
 // than a thread's first share, with rows in odd numbers of groups.
 TEST(Repack, LongMatrixVectorProduct) {
     REQUIRE_REPACK();
-    std::mt19937     rng(5);
-    ggml_backend_ptr backend(ggml_backend_cpu_init());
-    const int64_t    K = 1024, M = 8 * 213;
-    const auto       wa = random_q4_0(rng, K, M);
-    std::vector<float> vb(static_cast<size_t>(K));
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (float & f : vb) f = nd(rng);
-    Product plain(ggml_backend_cpu_buffer_type(), K, M, 1, wa, vb);
-    Product packed(buft, K, M, 1, wa, vb);
-    for (int threads : {1, 2, 3}) {
-        ggml_backend_cpu_set_n_threads(backend.get(), threads);
-        const auto want = plain.run(backend.get());
-        const auto got  = packed.run(backend.get());
-        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(float))) << threads << " threads";
+    for (ggml_type type : k_types) {
+        SCOPED_TRACE(ggml_type_name(type));
+        std::mt19937     rng(5);
+        ggml_backend_ptr backend(ggml_backend_cpu_init());
+        const int64_t    K = 1024, M = 8 * 213;
+        const auto       wa = random_rows(rng, type, K, M);
+        std::vector<float> vb(static_cast<size_t>(K));
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float & f : vb) f = nd(rng);
+        Product plain(ggml_backend_cpu_buffer_type(), type, K, M, 1, wa, vb);
+        Product packed(buft, type, K, M, 1, wa, vb);
+        for (int threads : {1, 2, 3}) {
+            ggml_backend_cpu_set_n_threads(backend.get(), threads);
+            const auto want = plain.run(backend.get());
+            const auto got  = packed.run(backend.get());
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(float))) << threads << " threads";
+        }
     }
 }
 
@@ -253,26 +271,29 @@ TEST(Repack, LongMatrixVectorProduct) {
 // weights a row at a time and give their usual bits.
 TEST(Repack, PortableKernelsReadRepackedWeights) {
     REQUIRE_REPACK();
-    std::mt19937  rng(9);
-    const int64_t K = 256, M = 24, N = 3;
-    const auto    wa = random_q4_0(rng, K, M);
-    std::vector<float> vb(size_t(K * N));
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (float & f : vb) f = nd(rng);
-    std::vector<float> results[2];
-    int                i = 0;
-    for (ggml_backend_buffer_type_t bt : {ggml_backend_cpu_buffer_type(), buft}) {
-        Product    p(bt, K, M, N, wa, vb);
-        ggml_cplan plan = ggml_graph_plan(p.graph, 2, nullptr);
-        std::vector<uint8_t> work(plan.work_size);
-        plan.work_data = work.data();
-        plan.use_ref   = true;
-        ASSERT_EQ(ggml_graph_compute(p.graph, &plan), GGML_STATUS_SUCCESS);
-        results[i].resize(size_t(M * N));
-        ggml_backend_tensor_get(p.dst, results[i].data(), 0, ggml_nbytes(p.dst));
-        ++i;
+    for (ggml_type type : k_types) {
+        SCOPED_TRACE(ggml_type_name(type));
+        std::mt19937  rng(9);
+        const int64_t K = 256, M = 24, N = 3;
+        const auto    wa = random_rows(rng, type, K, M);
+        std::vector<float> vb(size_t(K * N));
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float & f : vb) f = nd(rng);
+        std::vector<float> results[2];
+        int                i = 0;
+        for (ggml_backend_buffer_type_t bt : {ggml_backend_cpu_buffer_type(), buft}) {
+            Product    p(bt, type, K, M, N, wa, vb);
+            ggml_cplan plan = ggml_graph_plan(p.graph, 2, nullptr);
+            std::vector<uint8_t> work(plan.work_size);
+            plan.work_data = work.data();
+            plan.use_ref   = true;
+            ASSERT_EQ(ggml_graph_compute(p.graph, &plan), GGML_STATUS_SUCCESS);
+            results[i].resize(size_t(M * N));
+            ggml_backend_tensor_get(p.dst, results[i].data(), 0, ggml_nbytes(p.dst));
+            ++i;
+        }
+        EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)));
     }
-    EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)));
 }
 
 // Repacked weights feed matrix products only: other ops and views of them
@@ -307,7 +328,7 @@ TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {
     REQUIRE_REPACK();
     std::mt19937  rng(21);
     const int64_t K = 512, M = 64;
-    const auto    wa = random_q4_0(rng, K, M);
+    const auto    wa = random_rows(rng, GGML_TYPE_Q8_0, K, M);
     std::vector<float> vb(static_cast<size_t>(K));
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (float & f : vb) f = nd(rng);
@@ -316,7 +337,7 @@ TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {
     int                i = 0;
     for (ggml_backend_buffer_type_t bt : {ggml_backend_cpu_buffer_type(), buft}) {
         auto          wctx = make_ctx(2);
-        ggml_tensor * w    = ggml_new_tensor_2d(wctx.get(), GGML_TYPE_Q4_0, K, M);
+        ggml_tensor * w    = ggml_new_tensor_2d(wctx.get(), GGML_TYPE_Q8_0, K, M);
         ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_ctx_tensors_from_buft(wctx.get(), bt));
         ggml_backend_buffer_set_usage(wbuf.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         ggml_backend_tensor_set(w, wa.data(), 0, wa.size());

@@ -206,7 +206,7 @@ With no options it runs the bundled model on "Once upon a time".
   -ctv, --cache-type-v T   KV cache V type: f32, f16, bf16; q8_0, q4_0 with -fa (default: f32)
   -fa, --flash-attn        attention with ggml_flash_attn_ext
       --no-mmap            copy CPU weights into memory instead of mapping the file
-      --no-repack          keep CPU Q4_0 matrices in the file's layout (no CPU_REPACK buffer)
+      --no-repack          keep CPU Q4_0/Q8_0 matrices in the file's layout (no CPU_REPACK buffer)
   -dev, --device LIST      devices in priority order, comma-separated (for example
                            TestDev0,cpu); the CPU is added last when missing
                            (default: accelerators such as BLAS, then the CPU)

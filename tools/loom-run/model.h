@@ -14,7 +14,7 @@
 // GGML_BACKEND_BUFFER_USAGE_WEIGHTS, so the scheduler runs each operation
 // where its weights are. With use_mmap, the CPU's weights are the pages of
 // the mapped file (ggml_backend_cpu_buffer_from_ptr), not a copy. With
-// use_repack, the CPU's Q4_0 matrices go instead into the CPU device's extra
+// use_repack, the CPU's Q4_0 and Q8_0 matrices go instead into the CPU device's extra
 // buffer type CPU_REPACK where it has one: a layout of the CPU kernels' own,
 // which products read faster.
 

@@ -1,4 +1,4 @@
-// The repacked layout of Q4_0 weights (Note [Repacked weights] in repack.h)
+// The repacked layout of Q4_0 and Q8_0 weights (Note [Repacked weights] in repack.h)
 // and the CPU_REPACK buffers that hold it.
 
 #include "repack.h"
@@ -19,7 +19,6 @@ namespace loom::cpu {
 
 namespace {
 
-constexpr size_t k_block     = sizeof(block_q4_0); // 18
 constexpr size_t k_scale     = sizeof(ggml_fp16_t);
 constexpr size_t k_alignment = 64;
 constexpr size_t k_huge_page = size_t(2) << 20;
@@ -35,17 +34,25 @@ struct Place {
     size_t run;
 };
 
-Place place(size_t row_size, size_t o) {
-    const size_t r  = o / row_size;
-    const size_t i  = o % row_size / k_block; // block in the row
-    const size_t b  = o % row_size % k_block; // byte in the block
-    const size_t j  = i / REPACK_QUAD;
-    const size_t q  = i % REPACK_QUAD;
-    const size_t qa = j * REPACK_QUAD_BYTES;
-    if (b < k_scale) {
-        return {qa + 8 * r + 2 * q + b, k_scale - b};
+Place place(ggml_type type, size_t row_size, size_t o) {
+    const size_t block = ggml_type_size(type); // 18 or 34
+    const size_t r     = o / row_size;
+    const size_t i     = o % row_size / block; // block in the row
+    const size_t b     = o % row_size % block; // byte in the block
+    const size_t q     = i % REPACK_QUAD;
+    const size_t qa    = i / REPACK_QUAD * (size_t(REPACK_ROWS * REPACK_QUAD) * block);
+    if (type == GGML_TYPE_Q4_0) {
+        if (b < k_scale) {
+            return {qa + 8 * r + 2 * q + b, k_scale - b};
+        }
+        return {qa + 64 + 64 * r + 16 * q + (b - k_scale), block - b};
     }
-    return {qa + 64 + 64 * r + 16 * q + (b - k_scale), k_block - b};
+    // Q8_0
+    if (b < k_scale) {
+        return {qa + 16 * q + 2 * r + b, k_scale - b};
+    }
+    const size_t k = b - k_scale; // weight 0..31
+    return {qa + 64 + 256 * q + 128 * (r / 4) + 64 * (k / 16) + 16 * (r % 4) + k % 16, 16 - k % 16};
 }
 
 // fn(repacked offset, ggml-layout offset, bytes) over the pieces of
@@ -57,7 +64,7 @@ template <class F> void for_each_piece(const ggml_tensor * t, size_t offset, siz
     const size_t end      = offset + n;
     while (pos < end) {
         const size_t g0  = pos / group * group;
-        const Place  p   = place(row_size, pos - g0);
+        const Place  p   = place(t->type, row_size, pos - g0);
         const size_t len = std::min(p.run, end - pos);
         fn(g0 + p.at, pos, len);
         pos += len;
@@ -167,10 +174,14 @@ std::unique_ptr<ggml_backend_buffer_type> make_repack_buffer_type(ggml_backend_d
 }
 
 bool repackable(const ggml_tensor * t) {
-    if (t == nullptr || t->type != GGML_TYPE_Q4_0 || best_kernels().qgemm_q4_0_x8.gemm == nullptr) {
+    if (t == nullptr) {
         return false;
     }
-    return t->ne[0] % (QK4_0 * REPACK_QUAD) == 0 && t->ne[1] % REPACK_ROWS == 0 && ggml_is_contiguous(t);
+    const KernelTable & kt = best_kernels();
+    const bool kernels = (t->type == GGML_TYPE_Q4_0 && kt.qgemm_q4_0_x8.gemm != nullptr) ||
+                         (t->type == GGML_TYPE_Q8_0 && kt.qgemm_q8_0_x8.gemm != nullptr);
+    return kernels && t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0 && t->ne[1] % REPACK_ROWS == 0 &&
+           ggml_is_contiguous(t);
 }
 
 bool is_repack_buffer(ggml_backend_buffer_t b) {

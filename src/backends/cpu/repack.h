@@ -8,18 +8,25 @@
 // read as eight streams 1-8 KB apart, a new set every tile, and a Q4_0 block
 // puts 2 bytes of scale before 16 bytes of weights, so a kernel gathers its
 // registers from unaligned pieces. A buffer of the type CPU_REPACK stores
-// Q4_0 matrices instead in groups of REPACK_ROWS rows: each group occupies
-// the same bytes as its eight rows in ggml's layout (so views, offsets and
-// sizes keep their meaning), arranged by quads of four blocks along K:
+// Q4_0 and Q8_0 matrices instead in groups of REPACK_ROWS rows: each group
+// occupies the same bytes as its eight rows in ggml's layout (so views,
+// offsets and sizes keep their meaning), arranged by quads of four blocks
+// along K, quad j of group g at g * 8 * row_size + j * 32 * block size:
 //
-//   quad j of group g, at g * 8 * row_size + j * 576:
-//     [0, 64)            the 32 scales, row r's four at 8 r (block 4j + q at 8 r + 2 q)
-//     [64 + 64 r, +64)   row r's weights of blocks 4j .. 4j + 3, block q at 16 q
+//   Q4_0 (576 bytes a quad):
+//     [0, 64)              the 32 scales, row r's four at 8 r (block 4j + q at 8 r + 2 q)
+//     [64 + 64 r, +64)     row r's weights of blocks 4j .. 4j + 3, block q at 16 q
+//   Q8_0 (1088 bytes a quad):
+//     [0, 64)              the 32 scales, block q's eight at 16 q (row r at 16 q + 2 r)
+//     [64 + 256 q + 128 h, +128)  block q of rows 4h .. 4h + 3: their weights
+//                          0-15 (row 4h + k at 16 k), then 16-31 likewise
 //
-// So a thread reads its rows as one run of whole, aligned cache lines, and a
-// row's four blocks are one 64-byte load, in the order in which the AVX-512
-// kernel on prepared quads (Note [One row, four blocks]) wants them, with
-// the same results bit for bit.
+// So a thread reads its rows as one run of whole, aligned cache lines, and
+// each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
+// four blocks, as the kernel on prepared quads (Note [One row, four blocks])
+// gathers them, or a Q8_0 block of four rows, as Note [Four rows per
+// register] inserts them. The results are the same bits as from ggml's
+// layout.
 //
 // Only tensors the kernels can use are repacked (repackable()); others in
 // such a buffer keep ggml's layout. The buffer converts on the way in and out,
@@ -36,13 +43,12 @@
 
 namespace loom::cpu {
 
-constexpr int64_t REPACK_ROWS       = 8;
-constexpr int64_t REPACK_QUAD       = 4; // blocks per quad
-constexpr size_t  REPACK_QUAD_BYTES = 576;
+constexpr int64_t REPACK_ROWS = 8;
+constexpr int64_t REPACK_QUAD = 4; // blocks per quad
 
 // Whether t's type and shape have a repacked layout and the kernels this
-// processor runs can use it: Q4_0 with whole quads per row (ne0 % 128 == 0),
-// rows in whole groups (ne1 % 8 == 0), contiguous, not a view.
+// processor runs can use it: Q4_0 or Q8_0 with whole quads per row (ne0 %
+// 128 == 0), rows in whole groups (ne1 % 8 == 0), contiguous.
 bool repackable(const ggml_tensor * t);
 
 // Whether t's data is in the repacked layout (t lives in a CPU_REPACK buffer

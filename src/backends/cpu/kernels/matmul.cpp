@@ -257,8 +257,9 @@ QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml
     QGemmKernels ops;
     if (is_repacked(a)) {
         // Note [Repacked weights]: the only kernels that read this layout.
-        LOOM_ASSERT(kt.qgemm_q4_0_x8.gemm != nullptr && kt.qgemm_q4_0_x8.min_cols <= 1);
-        return kt.qgemm_q4_0_x8;
+        ops = a->type == GGML_TYPE_Q4_0 ? kt.qgemm_q4_0_x8 : kt.qgemm_q8_0_x8;
+        LOOM_ASSERT(ops.gemm != nullptr && ops.min_cols <= 1);
+        return ops;
     }
     switch (a->type) {
         case GGML_TYPE_Q4_0: ops = kt.qgemm_q4_0; break;

@@ -171,12 +171,13 @@ struct KernelTable {
     // none; mul_mat then calls the gemv functions).
     QGemmKernels qgemm_q4_0;
     QGemmKernels qgemm_q8_0;
-    // The same for Q4_0 weights in the repacked layout of the CPU_REPACK
+    // The same for Q4_0 and Q8_0 weights in the repacked layout of the CPU_REPACK
     // buffer (Note [Repacked weights] in repack.h; rows in groups of 8, K a
     // multiple of 128); null where the table has none, and then no tensor
     // is repacked. The same bits as qgemm_q4_0 on the same weights in
     // ggml's layout.
     QGemmKernels qgemm_q4_0_x8;
+    QGemmKernels qgemm_q8_0_x8;
 
     // Weighted sums of f32 and f16 rows (attention's values).
     MadRowsFn mad_rows_f32 = nullptr;

@@ -38,6 +38,10 @@ size_t qcols_bytes_q4_0_x8(int64_t K);
 void   qcols_prepare_q4_0_x8(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void   qgemm_q4_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                      const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+// Q8_0 weights repacked by the CPU_REPACK buffer (gemv.cpp), with columns
+// prepared as qcols_prepare_q8_0 prepares them; as qgemm_q4_0_x8 otherwise.
+void qgemm_q8_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 // More than four columns on repacked rows, with four rows per register
 // (gemv.cpp); prep as qcols_prepare_q4_0 prepares them.
 void qgemm_q4_0_repacked_rows(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,

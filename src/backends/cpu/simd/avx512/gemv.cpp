@@ -77,11 +77,14 @@ struct Q8 {
     }
 };
 
-// Where a tile's rows are: ggml's layout, rows lda bytes apart (Plain), or
-// one group of eight Q4_0 rows repacked by the CPU_REPACK buffer (Note
-// [Repacked weights] in repack.h). Both hand the tile the same bytes, so
-// results are the same bits. qs(r, i): row r's weight bytes of block i; d(r,
-// i): its scale; prefetch(i): fetch block i of the next tile's rows early.
+// Where a tile's rows are: ggml's layout, rows lda bytes apart (PlainRows),
+// or groups of eight rows repacked by the CPU_REPACK buffer (Note [Repacked
+// weights] in repack.h). Every source hands the tile the same register
+// contents for the same weights, so results are the same bits.
+// decode(g, i, lo, hi): block i of rows 4g .. 4g + 3 (Q::decode's form);
+// scales(g, i): their four scales as halves in the low 64 bits; prefetch(i):
+// fetch what block i of the next tile's rows needs early; out(g): offset of
+// row 4g's result from the tile's dst.
 template <class Q, int R> struct PlainRows {
     using W = typename Q::W;
     const W * ar[R];
@@ -89,37 +92,87 @@ template <class Q, int R> struct PlainRows {
     PlainRows(const char * a, size_t lda) : ahead(R * lda) {
         for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
     }
-    [[gnu::always_inline]] const uint8_t * qs(int r, int64_t i) const {
-        return reinterpret_cast<const uint8_t *>(ar[r][i].qs);
+    [[gnu::always_inline]] void decode(int g, int64_t i, __m512i & lo, __m512i & hi) const {
+        const uint8_t * qs[4];
+        for (int k = 0; k < 4; ++k) qs[k] = reinterpret_cast<const uint8_t *>(ar[4 * g + k][i].qs);
+        Q::decode(qs, lo, hi);
     }
-    [[gnu::always_inline]] uint16_t        d(int r, int64_t i) const { return ar[r][i].d; }
-    [[gnu::always_inline]] void            prefetch(int64_t i) const {
+    [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
+        __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
+        h         = _mm_insert_epi16(h, ar[4 * g + 1][i].d, 1);
+        h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
+        return _mm_insert_epi16(h, ar[4 * g + 3][i].d, 3);
+    }
+    [[gnu::always_inline]] void prefetch(int64_t i) const {
         // The rows of the next tile follow in memory: fetch them early (the
         // streams are too short for the hardware prefetcher to ramp up).
         for (int r = 0; r < R; ++r) {
             _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + ahead, _MM_HINT_T0);
         }
     }
+    static size_t out(int g) { return 4 * size_t(g); }
 };
 
+// Q4_0 groups (Note [Repacked weights]): quad j of a group at j * 576, its
+// 32 scales first (row r's four at 8 r), then row r's four blocks of weight
+// bytes at 64 + 64 r.
 struct RepackedQ4Rows {
     static constexpr size_t QUAD = 576;
     const char *            base; // the group
     size_t                  ahead;
     RepackedQ4Rows(const char * a, size_t lda) : base(a), ahead(8 * lda) {}
-    [[gnu::always_inline]] const uint8_t * qs(int r, int64_t i) const {
-        return reinterpret_cast<const uint8_t *>(base + size_t(i >> 2) * QUAD + 64 + 64 * size_t(r) + 16 * size_t(i & 3));
+    [[gnu::always_inline]] void decode(int g, int64_t i, __m512i & lo, __m512i & hi) const {
+        const char *    qp = base + size_t(i >> 2) * QUAD + 64 + 16 * size_t(i & 3);
+        const uint8_t * qs[4];
+        for (int k = 0; k < 4; ++k) qs[k] = reinterpret_cast<const uint8_t *>(qp + 64 * size_t(4 * g + k));
+        Q4::decode(qs, lo, hi);
     }
-    [[gnu::always_inline]] uint16_t d(int r, int64_t i) const {
-        uint16_t h;
-        std::memcpy(&h, base + size_t(i >> 2) * QUAD + 8 * size_t(r) + 2 * size_t(i & 3), sizeof h);
-        return h;
+    [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
+        const char * d = base + size_t(i >> 2) * QUAD + 2 * size_t(i & 3);
+        uint16_t     h[4];
+        for (int k = 0; k < 4; ++k) std::memcpy(&h[k], d + 8 * size_t(4 * g + k), sizeof h[k]);
+        return _mm_setr_epi16(short(h[0]), short(h[1]), short(h[2]), short(h[3]), 0, 0, 0, 0);
     }
     [[gnu::always_inline]] void prefetch(int64_t i) const {
         if ((i & 3) == 0) {
             for (size_t l = 0; l < QUAD; l += 64) _mm_prefetch(base + size_t(i >> 2) * QUAD + ahead + l, _MM_HINT_T0);
         }
     }
+    static size_t out(int g) { return 4 * size_t(g); }
+};
+
+// Q8_0 groups (Note [Repacked weights]): quad j of a group at j * 1088, its
+// 32 scales first (block q's eight at 16 q), then for each block q and each
+// half of the group (rows 0-3, 4-7), the four rows' weights 0-15 (64 bytes)
+// and 16-31 (64 bytes): the registers of Q8::decode are two aligned loads.
+// S streams of one group each (S = 2: two groups read side by side, rows
+// 0-7 of the tile from the first, 8-15 from the second); prefetch fetches
+// each stream `fetch` bytes ahead, out() places the second stream's rows at
+// second_out.
+template <int S> struct RepackedQ8Rows {
+    static constexpr size_t QUAD = 1088;
+    const char *            base[S];
+    size_t                  fetch      = 0;
+    size_t                  second_out = 0;
+    [[gnu::always_inline]] void decode(int g, int64_t i, __m512i & lo, __m512i & hi) const {
+        const char *  p    = base[g / 2] + size_t(i >> 2) * QUAD + 64 + 256 * size_t(i & 3) + 128 * size_t(g % 2);
+        const __m512i flip = _mm512_set1_epi8(char(0x80));
+        lo                 = _mm512_xor_si512(_mm512_loadu_si512(p), flip);
+        hi                 = _mm512_xor_si512(_mm512_loadu_si512(p + 64), flip);
+    }
+    [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
+        const char * d = base[g / 2] + size_t(i >> 2) * QUAD + 16 * size_t(i & 3) + 8 * size_t(g % 2);
+        return _mm_loadl_epi64(reinterpret_cast<const __m128i *>(d));
+    }
+    [[gnu::always_inline]] void prefetch(int64_t i) const {
+        if (fetch != 0 && (i & 3) == 0) {
+            for (int s = 0; s < S; ++s) {
+                const char * p = base[s] + size_t(i >> 2) * QUAD + fetch;
+                for (size_t l = 0; l < QUAD; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+            }
+        }
+    }
+    size_t out(int g) const { return g < 2 ? 4 * size_t(g) : second_out + 4 * size_t(g - 2); }
 };
 
 // An activation block broadcast to the four lanes, with minus the weights'
@@ -217,10 +270,8 @@ struct Carry {
 
 // 4G rows (G registers of four rows) x C columns over blocks [i0, i1): each
 // activation block is prepared once for all of them.
-template <class Q, int G, int C, class Cols, class Rows = PlainRows<Q, 4 * G>>
-void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols, float * dst, size_t ldd,
-          const Carry & carry) {
-    const Rows    rows(a, lda);
+template <class Q, int G, int C, class Cols, class Rows>
+void tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * dst, size_t ldd, const Carry & carry) {
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512        acc[G][C];
     for (int g = 0; g < G; ++g) {
@@ -233,14 +284,8 @@ void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols,
         __m512i lo[G], hi[G];
         __m512  dx[G]; // row g's block scale in its four lanes
         for (int g = 0; g < G; ++g) {
-            const uint8_t * qs[4] = {rows.qs(4 * g, i), rows.qs(4 * g + 1, i), rows.qs(4 * g + 2, i),
-                                     rows.qs(4 * g + 3, i)};
-            Q::decode(qs, lo[g], hi[g]);
-            __m128i h = _mm_cvtsi32_si128(rows.d(4 * g, i));
-            h         = _mm_insert_epi16(h, rows.d(4 * g + 1, i), 1);
-            h         = _mm_insert_epi16(h, rows.d(4 * g + 2, i), 2);
-            h         = _mm_insert_epi16(h, rows.d(4 * g + 3, i), 3);
-            dx[g]     = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_cvtph_ps(h)));
+            rows.decode(g, i, lo[g], hi[g]);
+            dx[g] = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_cvtph_ps(rows.scales(g, i))));
         }
         for (int c = 0; c < C; ++c) {
             Col    col;
@@ -255,7 +300,7 @@ void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols,
     for (int g = 0; g < G; ++g) {
         for (int c = 0; c < C; ++c) {
             if (carry.last) {
-                store_rows(acc[g][c], dst + size_t(c) * ldd + 4 * g);
+                store_rows(acc[g][c], dst + size_t(c) * ldd + rows.out(g));
             } else {
                 _mm512_storeu_ps(carry.acc + 16 * (g * C + c), acc[g][c]);
             }
@@ -275,11 +320,11 @@ void rows(int64_t i0, int64_t i1, const char * a, size_t lda, int64_t nrows, con
     int64_t          r           = 0;
     for (; r + 8 <= nrows; r += 8) {
         carry.acc = acc0 != nullptr ? acc0 + size_t(r / 8) * tile_floats : nullptr;
-        tile<Q, 2, C>(i0, i1, a + size_t(r) * lda, lda, cols, dst + r, ldd, carry);
+        tile<Q, 2, C>(i0, i1, PlainRows<Q, 8>(a + size_t(r) * lda, lda), cols, dst + r, ldd, carry);
     }
     for (; r + 4 <= nrows; r += 4) {
         carry.acc = acc0 != nullptr ? acc0 + size_t(r / 8) * tile_floats : nullptr;
-        tile<Q, 1, C>(i0, i1, a + size_t(r) * lda, lda, cols, dst + r, ldd, carry);
+        tile<Q, 1, C>(i0, i1, PlainRows<Q, 4>(a + size_t(r) * lda, lda), cols, dst + r, ldd, carry);
     }
     if (r < nrows && carry.last) {
         // Fewer than four rows, at the end of a matrix only (callers start
@@ -337,8 +382,50 @@ void qgemm_q4_0_repacked_rows(int64_t K, int64_t i0, int64_t i1, const void * a,
         for (int64_t r = 0; r < nrows; r += 8) {
             Carry c = carry;
             c.acc   = acc != nullptr ? acc + size_t(r / 8) * tile_floats : nullptr;
-            tile<Q4, 2, C, PreparedCols, RepackedQ4Rows>(i0, i1, ac + size_t(r) * lda, lda,
-                                                         PreparedCols{static_cast<const char *>(prep)}, dst + r, ldd, c);
+            tile<Q4, 2, C>(i0, i1, RepackedQ4Rows(ac + size_t(r) * lda, lda),
+                           PreparedCols{static_cast<const char *>(prep)}, dst + r, ldd, c);
+        }
+    };
+    with_cols(ncols, go);
+}
+
+// Note [Repacked weights]; the columns prepared as qcols_prepare_q8_0 does.
+// One column over all of K reads two runs of groups side by side, the second
+// from the middle, each fetched ahead (Note [Repacked quads] in quad.cpp).
+void qgemm_q8_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    (void) b;
+    (void) ldb;
+    static_assert(QGEMM_COLS == 8);
+    constexpr size_t   tile_floats = 16 * QGEMM_COLS * 2; // as rows() places a tile's registers
+    constexpr size_t   ahead       = 8192;
+    const auto *       ac          = static_cast<const char *>(a);
+    const Carry        carry{acc, i0 == 0, i1 == K / QK8_0};
+    const bool         stream  = carry.first && carry.last;
+    const size_t       gbytes  = 8 * lda;
+    const int64_t      ngroups = nrows / 8;
+    const PreparedCols cols{static_cast<const char *>(prep)};
+    int64_t            g = 0;
+    if (ncols == 1 && stream) {
+        const int64_t     half = ngroups / 2;
+        RepackedQ8Rows<2> rows;
+        rows.fetch      = ahead;
+        rows.second_out = size_t(8 * half);
+        for (; g < half; ++g) {
+            rows.base[0] = ac + size_t(g) * gbytes;
+            rows.base[1] = ac + size_t(half + g) * gbytes;
+            tile<Q8, 4, 1>(i0, i1, rows, cols, dst + 8 * g, ldd, carry);
+        }
+        g = 2 * half;
+    }
+    auto go = [&]<int C>() {
+        for (; g < ngroups; ++g) {
+            RepackedQ8Rows<1> rows;
+            rows.base[0] = ac + size_t(g) * gbytes;
+            rows.fetch   = stream ? ahead : 0;
+            Carry c      = carry;
+            c.acc        = acc != nullptr ? acc + size_t(g) * tile_floats : nullptr;
+            tile<Q8, 2, C>(i0, i1, rows, cols, dst + 8 * g, ldd, c);
         }
     };
     with_cols(ncols, go);
