@@ -80,6 +80,9 @@ struct Options {
     std::string only;            // "", "gemm" or "gemv"
     std::string type;            // "" or one weight type's name: only its cases
     bool        blas = true;
+    // --gemv-shape KxM (repeatable): matrix-vector cases of these shapes, for
+    // every weight type, instead of the 7B-class FFN shapes.
+    std::vector<std::pair<int64_t, int64_t>> gemv_shapes;
 };
 
 // Runs fn(ith) on n threads at once and returns the wall time of the slowest.
@@ -457,7 +460,7 @@ std::string cpu_name() {
 }
 
 void usage() {
-    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type q4_0|q8_0|f16|f32] [--no-blas]\n");
+    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type q4_0|q8_0|f16|f32] [--gemv-shape KxM ...] [--no-blas]\n");
 }
 
 } // namespace
@@ -476,6 +479,13 @@ int main(int argc, char ** argv) {
             o.only = argv[++i];
         } else if (a == "--no-blas") {
             o.blas = false;
+        } else if (a == "--gemv-shape" && i + 1 < argc) {
+            long long K = 0, M = 0;
+            if (std::sscanf(argv[++i], "%lldx%lld", &K, &M) != 2 || K <= 0 || M <= 0 || K % 128 != 0) {
+                std::fprintf(stderr, "loom-bench: --gemv-shape wants KxM with K a multiple of 128, got %s\n", argv[i]);
+                return 2;
+            }
+            o.gemv_shapes.push_back({K, M});
         } else {
             usage();
             return a == "-h" || a == "--help" ? 0 : 2;
@@ -563,11 +573,17 @@ int main(int argc, char ** argv) {
             ggml_type type;
             int64_t   K, M;
         };
-        const V cases[] = {
+        std::vector<V> cases = {
             {GGML_TYPE_Q4_0, 4096, 14336}, {GGML_TYPE_Q4_0, 14336, 4096}, {GGML_TYPE_Q8_0, 4096, 14336},
             {GGML_TYPE_Q8_0, 14336, 4096}, {GGML_TYPE_F16, 4096, 14336},  {GGML_TYPE_F16, 14336, 4096},
             {GGML_TYPE_F32, 4096, 14336},  {GGML_TYPE_F32, 14336, 4096},
         };
+        if (!o.gemv_shapes.empty()) {
+            cases.clear();
+            for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_F32}) {
+                for (const auto & [K, M] : o.gemv_shapes) cases.push_back({t, K, M});
+            }
+        }
         // Each case in ggml's layout, then, where the CPU offers it for the
         // type, in the CPU_REPACK buffer (Note [Repacked weights]).
         ggml_backend_buffer_type_t repack = repack_buffer_type();
