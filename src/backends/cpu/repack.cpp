@@ -8,7 +8,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <sys/mman.h>
 
 #include "backend/backend_impl.h"
 #include "core/common.h"
@@ -21,7 +20,6 @@ namespace {
 
 constexpr size_t k_scale     = sizeof(ggml_fp16_t);
 constexpr size_t k_alignment = 64;
-constexpr size_t k_huge_page = size_t(2) << 20;
 
 // Marks a tensor whose data the buffer repacked (ggml_tensor::extra).
 const char k_repacked_tag = 0;
@@ -148,16 +146,10 @@ class RepackBufferType final : public ggml_backend_buffer_type {
     bool is_host() const override { return false; }
 
     ggml_backend_buffer * alloc_buffer(size_t size) override {
-        // Weights: 2 MiB pages where the system gives them, as the CPU's
-        // own buffers of this size.
-        const size_t align = size >= k_huge_page ? k_huge_page : k_alignment;
-        void *       data  = size > 0 ? std::aligned_alloc(align, align_up(size, align)) : nullptr;
+        void * data = host_alloc(size); // weights: 2 MiB pages, as the CPU's own buffers
         if (size > 0 && data == nullptr) {
             LOOM_LOG_ERROR("CPU_REPACK: failed to allocate a buffer of %zu bytes\n", size);
             return nullptr;
-        }
-        if (align == k_huge_page) {
-            ::madvise(data, align_up(size, align), MADV_HUGEPAGE);
         }
         auto * buf = new (std::nothrow) RepackBuffer(this, data, size);
         if (buf == nullptr) {

@@ -74,6 +74,11 @@ bool                       is_repack_buffer(ggml_backend_buffer_t b);
 // Whether the CPU reads b's tensors in place: host memory or CPU_REPACK.
 bool cpu_reads_buffer(ggml_backend_buffer_t b);
 
+// Memory for a CPU buffer of size bytes (std::free releases it): 64-byte
+// aligned, and from 2 MiB on in 2 MiB pages where the system gives them.
+// nullptr when size is 0 or the memory cannot be had.
+void * host_alloc(size_t size);
+
 // Creates the buffer type for the CPU device dev (done once, by the device).
 std::unique_ptr<ggml_backend_buffer_type> make_repack_buffer_type(ggml_backend_device * dev);
 
