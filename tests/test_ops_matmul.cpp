@@ -17,6 +17,7 @@
 //                                         in f16 as ggml does (each ~2^-11 relative)
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,51 @@ TEST(OpsMulMat, PermutedSrc1) {
         fill_random(b_base, rng);
         ggml_tensor * b = ggml_permute(ctx, b_base, 0, 2, 1, 3); // [K, N, 3, 2]
         check_modes(ctx, ggml_mul_mat(ctx, a, b), ref::mul_mat(A, read_tensor(b)), mul_mat_threshold(type));
+    }
+}
+
+// One column per matrix of b and several matrices of b per matrix of a, as
+// in attention with grouped heads while generating: the CPU takes the heads
+// that share a matrix of a as the columns of one product (Note [Heads as
+// columns] in matmul.cpp). Against the reference, and bit for bit against
+// each head computed as a product of its own.
+TEST(OpsMulMat, GroupedHeadsOneColumn) {
+    std::mt19937 rng(151);
+    for (ggml_type type : kWeightTypes) {
+        for (int64_t r2 : {4, 10}) {
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " r2 " + std::to_string(r2));
+            const int64_t K = is_quant(type) ? 64 : 45, M = 37;
+            Context       ctx;
+            ggml_tensor * a = ggml_new_tensor_4d(ctx, type, K, M, 3, 2);
+            ggml_tensor * b = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K, 1, 3 * r2, 2);
+            const Array   A = fill_random(a, rng);
+            const Array   B = fill_random(b, rng);
+            ggml_tensor * out = ggml_mul_mat(ctx, a, b);
+            check_modes(ctx, out, ref::mul_mat(A, B), mul_mat_threshold(type));
+
+            std::vector<ggml_tensor *> alone;
+            for (int64_t i3 = 0; i3 < 2; ++i3) {
+                for (int64_t h = 0; h < 3 * r2; ++h) {
+                    ggml_tensor * am = ggml_view_2d(ctx, a, K, M, a->nb[1], (h / r2) * a->nb[2] + i3 * a->nb[3]);
+                    ggml_tensor * bh = ggml_view_2d(ctx, b, K, 1, b->nb[1], h * b->nb[2] + i3 * b->nb[3]);
+                    alone.push_back(ggml_mul_mat(ctx, am, bh));
+                }
+            }
+            for (int threads : {1, 3}) {
+                ggml_cgraph * g = ggml_new_graph(ctx);
+                ggml_build_forward_expand(g, out);
+                for (ggml_tensor * t : alone) ggml_build_forward_expand(g, t);
+                ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, g, threads), GGML_STATUS_SUCCESS);
+                size_t i = 0;
+                for (int64_t i3 = 0; i3 < 2; ++i3) {
+                    for (int64_t h = 0; h < 3 * r2; ++h, ++i) {
+                        const char * got = static_cast<const char *>(out->data) + h * out->nb[2] + i3 * out->nb[3];
+                        ASSERT_EQ(0, std::memcmp(got, alone[i]->data, size_t(M) * sizeof(float)))
+                            << "head " << h << ", " << threads << " threads";
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -390,17 +390,29 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
         pack_b(pp, kt, b, info.operand, row_size);
     }
     const auto [M, N, ne2, nbatch, r2, r3] = product_shape(a, b, dst);
-    const int64_t macs_per_row = std::max<int64_t>(1, K * std::min<int64_t>(N, GEMV_MAX_COLS));
+    // Note [Heads as columns]
+    // One column per matrix, and r2 > 1 matrices of b meeting each matrix of
+    // a (attention with grouped heads during generation: 8 query heads per
+    // key head): those r2 columns are taken as the columns of one product
+    // with a's matrix, so its rows are read once for all of them instead of
+    // once per column. Each element's operations are the same either way
+    // (gemv sums every (row, column) pair on its own), so the results are
+    // too. Items then run over a's matrices (NB) with NC = r2 columns each.
+    const bool    heads = qg.gemm == nullptr && N == 1 && r2 > 1;
+    const int64_t NC    = heads ? r2 : N;
+    const int64_t NB    = heads ? a->ne[2] * dst->ne[3] : nbatch;
+    const size_t  ldb_c = heads ? (packed ? row_size : b->nb[2]) : ldb;
+    const int64_t macs_per_row = std::max<int64_t>(1, K * std::min<int64_t>(NC, GEMV_MAX_COLS));
     const int64_t min_rows =
         std::clamp<int64_t>(GEMV_ITEM_MACS / macs_per_row, GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) / GEMV_ROW_ALIGN *
         GEMV_ROW_ALIGN;
     const int64_t item_rows = qg.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
     const int64_t n_ru      = (M + item_rows - 1) / item_rows;
-    const int64_t n_cg      = (N + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
-    const bool    cut_col  = nbatch * n_ru < p.nth && n_cg > 1;
+    const int64_t n_cg      = (NC + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    const bool    cut_col  = NB * n_ru < p.nth && n_cg > 1;
     const int64_t per_cg   = cut_col ? 1 : n_cg; // column groups per item
-    const int64_t n_items  = nbatch * n_ru * (n_cg / per_cg);
-    const size_t  ldd      = dst->nb[1] / sizeof(float);
+    const int64_t n_items  = NB * n_ru * (n_cg / per_cg);
+    const size_t  ldd      = (heads ? dst->nb[2] : dst->nb[1]) / sizeof(float);
     // Note [Guided chunks]
     const int64_t share = 2 * int64_t(p.nth);
     const int64_t first = n_items / share; // each thread's first chunk
@@ -470,8 +482,20 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
             }
             for (int64_t cg = cg0; cg < cg0 + per_cg; ++cg) {
                 const int64_t c0    = cg * GEMV_MAX_COLS;
-                const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));
-                auto *        out   = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
+                const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, NC - c0));
+                if (heads) {
+                    // batch is a's matrix (i2a, i3 / r3); columns are the heads i2a r2 + c.
+                    const int64_t i2a = batch % a->ne[2];
+                    const int64_t i3h = batch / a->ne[2];
+                    const int64_t h0  = i2a * r2 + c0;
+                    const char *  ah  = static_cast<const char *>(a->data) + i2a * a->nb[2] + (i3h / r3) * a->nb[3] +
+                                       m0 * a->nb[1];
+                    auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h0 * dst->nb[2] +
+                                                           i3h * dst->nb[3]) + m0;
+                    gemv(K, ah, a->nb[1], rows, bop.column(0, h0, i3h), ldb_c, ncols, out, ldd);
+                    continue;
+                }
+                auto * out = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
                 gemv(K, a_rows, a->nb[1], rows, bop.column(c0, i2, i3), ldb, ncols, out, ldd);
             }
         }
