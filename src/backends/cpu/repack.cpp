@@ -89,6 +89,19 @@ Target target_of(const ggml_tensor * t) {
     return {base, size_t(static_cast<const char *>(t->data) - static_cast<const char *>(base->data))};
 }
 
+// Bytes [offset, offset + n) of t: converted by repacked(base, offset in
+// base) when they lie in a repacked tensor, else copied as they are (plain()).
+template <class Repacked, class Plain>
+void route(const ggml_tensor * t, size_t offset, size_t n, Repacked && repacked, Plain && plain) {
+    const Target tg = target_of(t);
+    if (tg.base == nullptr) {
+        plain();
+        return;
+    }
+    check_range(t, offset, n);
+    repacked(tg.base, tg.offset + offset);
+}
+
 class RepackBuffer final : public HostBuffer {
   public:
     RepackBuffer(ggml_backend_buffer_type * type, void * data, size_t size) : HostBuffer(type, data, size) {}
@@ -101,31 +114,16 @@ class RepackBuffer final : public HostBuffer {
         return GGML_STATUS_SUCCESS;
     }
     void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override {
-        const Target tg = target_of(t);
-        if (tg.base == nullptr) {
-            HostBuffer::set_tensor(t, data, offset, n);
-            return;
-        }
-        check_range(t, offset, n);
-        repack_write(tg.base, data, tg.offset + offset, n);
+        route(t, offset, n, [&](const ggml_tensor * base, size_t at) { repack_write(base, data, at, n); },
+              [&] { HostBuffer::set_tensor(t, data, offset, n); });
     }
     void get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override {
-        const Target tg = target_of(t);
-        if (tg.base == nullptr) {
-            HostBuffer::get_tensor(t, data, offset, n);
-            return;
-        }
-        check_range(t, offset, n);
-        repack_read(tg.base, data, tg.offset + offset, n);
+        route(t, offset, n, [&](const ggml_tensor * base, size_t at) { repack_read(base, data, at, n); },
+              [&] { HostBuffer::get_tensor(t, data, offset, n); });
     }
     void memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override {
-        const Target tg = target_of(t);
-        if (tg.base == nullptr) {
-            HostBuffer::memset_tensor(t, value, offset, n);
-            return;
-        }
-        check_range(t, offset, n);
-        repack_fill(tg.base, value, tg.offset + offset, n);
+        route(t, offset, n, [&](const ggml_tensor * base, size_t at) { repack_fill(base, value, at, n); },
+              [&] { HostBuffer::memset_tensor(t, value, offset, n); });
     }
     // Copies go through get_tensor and set_tensor, which convert.
     bool cpy_tensor(const ggml_tensor * src, ggml_tensor * dst) override {

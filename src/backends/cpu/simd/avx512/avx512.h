@@ -34,8 +34,6 @@ size_t qcols_bytes_q4_0_quads(int64_t K);
 // quads]): nrows a multiple of 8, K of 128, i0 and i1 of 4 blocks. Columns
 // prepared as qcols_prepare_q4_0_quads prepares them (quads up to four
 // columns, else gemv.cpp's layout).
-size_t qcols_bytes_q4_0_x8(int64_t K);
-void   qcols_prepare_q4_0_x8(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void   qgemm_q4_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                      const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 // Q8_0 weights repacked by the CPU_REPACK buffer (gemv.cpp), with columns

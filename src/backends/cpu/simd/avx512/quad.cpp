@@ -356,14 +356,6 @@ void qgemm_q4_0_quads(int64_t K, int64_t i0, int64_t i1, const void * a, size_t 
 }
 
 
-size_t qcols_bytes_q4_0_x8(int64_t K) {
-    return qcols_bytes_q4_0_quads(K);
-}
-
-void qcols_prepare_q4_0_x8(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
-    qcols_prepare_q4_0_quads(K, b, ldb, ncols, out);
-}
-
 // Note [Repacked quads]. a: the first of nrows / 8 groups (lda: ggml's row
 // size, so a group is 8 lda bytes).
 void qgemm_q4_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,

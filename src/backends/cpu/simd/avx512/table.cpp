@@ -64,7 +64,9 @@ const KernelTable * avx512_kernels() {
                                           GEMV_MAX_COLS + 1};
         t.qgemm_q8_0_x8 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0_x8, 1};
         if (features().avx512vbmi) {
-            t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_x8, avx512::qcols_prepare_q4_0_x8, avx512::qgemm_q4_0_x8, 1};
+            // Repacked Q4_0 meets its columns prepared as for ggml's layout.
+            t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
+                               avx512::qgemm_q4_0_x8, 1};
         }
         return t;
     }();
