@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/graph.h"
 #include "kernels/kernels.h"
+#include "profile.h"
 #include "repack.h"
 
 namespace loom::cpu {
@@ -220,6 +221,16 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
     // others reach the barrier of that node.
     std::atomic<int> abort_after{INT_MAX};
 
+    // Note [Node profile]
+    const bool prof = profiling();
+    GraphTimes times;
+    if (prof) {
+        times.nth = n_threads;
+        times.done.assign(size_t(graph->n_nodes) * size_t(n_threads), 0);
+        times.released.assign(size_t(graph->n_nodes), 0);
+        times.begin = profile_now();
+    }
+
     pool.run(n_threads, [&](int ith) {
         ComputeParams p;
         p.ith     = ith;
@@ -234,15 +245,25 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
                 continue;
             }
             compute_node(p, node);
+            if (prof) {
+                times.done[size_t(i) * size_t(n_threads) + size_t(ith)] = profile_now();
+            }
             if (ith == 0 && run.abort_cb != nullptr && run.abort_cb(run.abort_data)) {
                 abort_after.store(i, std::memory_order_relaxed);
             }
             barrier.wait(); // makes thread 0's store visible to all
+            if (prof && ith == 0) {
+                times.released[size_t(i)] = profile_now();
+            }
             if (abort_after.load(std::memory_order_relaxed) <= i) {
                 break;
             }
         }
     });
+    if (prof) {
+        times.end = profile_now();
+        profile_record(graph, times);
+    }
     return abort_after.load() != INT_MAX ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
 }
 
