@@ -199,6 +199,7 @@ enum ggml_op {
     GGML_OP_FLASH_ATTN_EXT,
 
     GGML_OP_UNARY,
+    GGML_OP_GLU,
 
     GGML_OP_COUNT,
 };
@@ -221,6 +222,18 @@ enum ggml_unary_op {
     GGML_UNARY_OP_EXP         = 13,
 
     GGML_UNARY_OP_COUNT = 14,
+};
+
+// Gated linear units: an activation of x times a gate g (ggml_glu).
+enum ggml_glu_op {
+    GGML_GLU_OP_REGLU       = 0, // relu(x) g
+    GGML_GLU_OP_GEGLU       = 1, // gelu(x) g, tanh approximation
+    GGML_GLU_OP_SWIGLU      = 2, // silu(x) g
+    GGML_GLU_OP_SWIGLU_OAI  = 3, // x' sigmoid(alpha x') (g' + 1), x' = min(x, limit), g' = clamp(g, -limit, limit)
+    GGML_GLU_OP_GEGLU_ERF   = 4, // gelu(x) g, exact (erf)
+    GGML_GLU_OP_GEGLU_QUICK = 5, // x sigmoid(1.702 x) g
+
+    GGML_GLU_OP_COUNT = 6,
 };
 
 enum ggml_log_level {
@@ -316,6 +329,7 @@ GGML_API const char * ggml_type_name(enum ggml_type type);
 GGML_API const char * ggml_op_name(enum ggml_op op);
 GGML_API const char * ggml_op_symbol(enum ggml_op op);
 GGML_API const char * ggml_unary_op_name(enum ggml_unary_op op);
+GGML_API const char * ggml_glu_op_name(enum ggml_glu_op op);
 GGML_API const char * ggml_op_desc(const struct ggml_tensor * t); // unary op name or op name
 
 GGML_API size_t ggml_element_size(const struct ggml_tensor * tensor);
@@ -385,6 +399,7 @@ GGML_API void ggml_unravel_index(const struct ggml_tensor * tensor, int64_t i, i
                                  int64_t * i2, int64_t * i3);
 
 GGML_API enum ggml_unary_op ggml_get_unary_op(const struct ggml_tensor * tensor);
+GGML_API enum ggml_glu_op   ggml_get_glu_op(const struct ggml_tensor * tensor);
 
 GGML_API void *  ggml_get_data(const struct ggml_tensor * tensor);
 GGML_API float * ggml_get_data_f32(const struct ggml_tensor * tensor);
@@ -488,6 +503,34 @@ GGML_API struct ggml_tensor * ggml_exp_inplace(struct ggml_context * ctx, struct
 GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
 GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
                                                  enum ggml_unary_op op);
+
+// Gated linear units. One input: a row of a is [x | g], 2n values, and the
+// result's row is act(x) * g, n values ([g | x] when swapped). Two inputs
+// of the same shape and type: act(a) * b. Rows of the inputs must be
+// contiguous; types F32 and F16.
+GGML_API struct ggml_tensor * ggml_glu(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_glu_op op,
+                                       bool swapped);
+GGML_API struct ggml_tensor * ggml_reglu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_reglu_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_swiglu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_swiglu_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_erf(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_erf_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_quick(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_quick_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_glu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                             enum ggml_glu_op op);
+GGML_API struct ggml_tensor * ggml_reglu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_geglu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_swiglu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_geglu_erf_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                   struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_geglu_quick_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                              float alpha, float limit);
 
 // Normalises each row to zero mean and unit variance.
 GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);

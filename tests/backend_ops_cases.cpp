@@ -214,6 +214,31 @@ void unary_cases(Cases & cases) {
     }
 }
 
+void glu_cases(Cases & cases) {
+    for (int u = 0; u < GGML_GLU_OP_COUNT; ++u) {
+        const auto op = ggml_glu_op(u);
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            if (op != GGML_GLU_OP_SWIGLU_OAI) {
+                for (bool swapped : {false, true}) {
+                    cases.add(std::string(ggml_glu_op_name(op)) + "_" + tn(t) + (swapped ? "_swapped" : ""),
+                              [op, t, swapped](Builder & g) {
+                                  return ggml_glu(g.ctx(), g.input(t, {34, 5, 3, 2}, uniform(-3, 3)), op, swapped);
+                              },
+                              for_type(t));
+                }
+            }
+            cases.add(std::string(ggml_glu_op_name(op)) + "_" + tn(t) + "_split",
+                      [op, t](Builder & g) {
+                          ggml_tensor * a = g.input(t, {17, 5, 3, 2}, uniform(-3, 3));
+                          ggml_tensor * b = g.input(t, {17, 5, 3, 2}, uniform(-3, 3));
+                          return op == GGML_GLU_OP_SWIGLU_OAI ? ggml_swiglu_oai(g.ctx(), a, b, 1.702f, 2.0f)
+                                                              : ggml_glu_split(g.ctx(), a, b, op);
+                      },
+                      for_type(t));
+        }
+    }
+}
+
 void reduce_cases(Cases & cases) {
     struct ReduceOp {
         const char * name;
@@ -676,6 +701,7 @@ const std::vector<OpCase> & all_cases() {
         scale_cases(cases);
         math_cases(cases);
         unary_cases(cases);
+        glu_cases(cases);
         reduce_cases(cases);
         repeat_concat_cases(cases);
         norm_cases(cases);

@@ -7,6 +7,7 @@
 //   gelu, gelu_quick   1e-6   ggml evaluates them through an f16 table of the input
 //   copies, selections exact  (max abs diff 0)
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -516,4 +517,153 @@ TEST(OpsConcat, NonContiguousOperand) {
     fill_random(b_base, rng);
     ggml_tensor * b = ggml_transpose(ctx, b_base); // [7, 5], not contiguous
     check_modes(ctx, ggml_concat(ctx, a, b, 1), ref::concat(A, read_tensor(b), 1), kExact, 0.0);
+}
+
+// ---- gated linear units ----
+
+namespace {
+
+struct GluCase {
+    ggml_glu_op op;
+    ggml_tensor * (*fn)(ggml_context *, ggml_tensor *);
+    ggml_tensor * (*swapped)(ggml_context *, ggml_tensor *);
+    ggml_tensor * (*split)(ggml_context *, ggml_tensor *, ggml_tensor *);
+    double f32_threshold;
+};
+
+const GluCase kGluOps[] = {
+    {GGML_GLU_OP_REGLU, ggml_reglu, ggml_reglu_swapped, ggml_reglu_split, kF32},
+    {GGML_GLU_OP_GEGLU, ggml_geglu, ggml_geglu_swapped, ggml_geglu_split, 1e-6},
+    {GGML_GLU_OP_SWIGLU, ggml_swiglu, ggml_swiglu_swapped, ggml_swiglu_split, kF32},
+    {GGML_GLU_OP_GEGLU_ERF, ggml_geglu_erf, ggml_geglu_erf_swapped, ggml_geglu_erf_split, kF32},
+    {GGML_GLU_OP_GEGLU_QUICK, ggml_geglu_quick, ggml_geglu_quick_swapped, ggml_geglu_quick_split, 1e-6},
+};
+
+// act(x) g in double, from the definitions.
+double glu_ref(ggml_glu_op op, double x, double g, double alpha = 0, double limit = 0) {
+    const double sq2pi = std::sqrt(2.0 / M_PI);
+    switch (op) {
+        case GGML_GLU_OP_REGLU: return (x > 0 ? x : 0.0) * g;
+        case GGML_GLU_OP_GEGLU: return 0.5 * x * (1.0 + std::tanh(sq2pi * (x + 0.044715 * x * x * x))) * g;
+        case GGML_GLU_OP_SWIGLU: return x / (1.0 + std::exp(-x)) * g;
+        case GGML_GLU_OP_GEGLU_ERF: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))) * g;
+        case GGML_GLU_OP_GEGLU_QUICK: return x / (1.0 + std::exp(-1.702 * x)) * g;
+        case GGML_GLU_OP_SWIGLU_OAI: {
+            const double xc = std::min(x, limit);
+            const double gc = std::clamp(g, -limit, limit);
+            return xc / (1.0 + std::exp(-alpha * xc)) * (gc + 1.0);
+        }
+        default: return NAN;
+    }
+}
+
+// The reference of a one-input unit: rows of A are [x | g], or [g | x] swapped.
+Array glu_ref_rows(ggml_glu_op op, const Array & A, bool swapped) {
+    const int64_t n = A.ne[0] / 2;
+    Array         out({n, A.ne[1], A.ne[2], A.ne[3]});
+    for (int64_t i3 = 0; i3 < A.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < A.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < A.ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < n; ++i0) {
+                    const double x = A(swapped ? i0 + n : i0, i1, i2, i3);
+                    const double g = A(swapped ? i0 : i0 + n, i1, i2, i3);
+                    out(i0, i1, i2, i3) = glu_ref(op, x, g);
+                }
+    return out;
+}
+
+Array glu_ref_split(ggml_glu_op op, const Array & X, const Array & G, double alpha = 0, double limit = 0) {
+    Array out(X.ne);
+    for (size_t i = 0; i < out.v.size(); ++i) out.v[i] = glu_ref(op, X.v[i], G.v[i], alpha, limit);
+    return out;
+}
+
+} // namespace
+
+TEST(OpsGlu, OneInputAndSwapped) {
+    for (unsigned seed : seeds()) {
+        for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            for (const GluCase & c : kGluOps) {
+                SCOPED_TRACE(std::string(ggml_glu_op_name(c.op)) + " " + ggml_type_name(type));
+                std::mt19937 rng(seed);
+                Shape        ne = random_shape(rng);
+                ne[0]           = 2 * ne[0];
+                Context       ctx;
+                ggml_tensor * a = new_tensor(ctx, type, ne);
+                const Array   A = unary_input(a, rng);
+                const double  t = type == GGML_TYPE_F32 ? c.f32_threshold : kF16;
+                ggml_tensor * out = c.fn(ctx, a);
+                ASSERT_EQ(out->ne[0], ne[0] / 2);
+                ASSERT_EQ(ggml_get_glu_op(out), c.op);
+                ASSERT_STREQ(ggml_op_desc(out), ggml_glu_op_name(c.op));
+                check_modes(ctx, out, glu_ref_rows(c.op, A, false), t);
+                check_modes(ctx, c.swapped(ctx, a), glu_ref_rows(c.op, A, true), t);
+                check_modes(ctx, ggml_glu(ctx, a, c.op, true), glu_ref_rows(c.op, A, true), t);
+            }
+        }
+    }
+}
+
+TEST(OpsGlu, TwoInputs) {
+    for (unsigned seed : seeds()) {
+        for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            for (const GluCase & c : kGluOps) {
+                SCOPED_TRACE(std::string(ggml_glu_op_name(c.op)) + " " + ggml_type_name(type));
+                std::mt19937  rng(seed);
+                const Shape   ne = random_shape(rng);
+                Context       ctx;
+                ggml_tensor * x  = new_tensor(ctx, type, ne);
+                ggml_tensor * g  = new_tensor(ctx, type, ne);
+                const Array   X  = unary_input(x, rng);
+                const Array   G  = fill_random(g, rng, -3.0, 3.0);
+                const double  t  = type == GGML_TYPE_F32 ? c.f32_threshold : kF16;
+                check_modes(ctx, c.split(ctx, x, g), glu_ref_split(c.op, X, G), t);
+                check_modes(ctx, ggml_glu_split(ctx, x, g, c.op), glu_ref_split(c.op, X, G), t);
+            }
+        }
+    }
+}
+
+TEST(OpsGlu, SwigluOaiClampsAtTheLimit) {
+    std::mt19937  rng(53);
+    Context       ctx;
+    ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 300, 3, 2); // rows longer than one step of 256
+    ggml_tensor * g = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 300, 3, 2);
+    const Array   X = fill_random(x, rng, -12.0, 12.0);
+    const Array   G = fill_random(g, rng, -12.0, 12.0);
+    ggml_tensor * out = ggml_swiglu_oai(ctx, x, g, 1.702f, 7.0f);
+    ASSERT_EQ(ggml_get_glu_op(out), GGML_GLU_OP_SWIGLU_OAI);
+    check_modes(ctx, out, glu_ref_split(GGML_GLU_OP_SWIGLU_OAI, X, G, double(1.702f), 7.0), kF32);
+}
+
+// Rows of the inputs are contiguous, the rest of their layout is not: a
+// view of every other row of a wider tensor, and a permuted second input.
+TEST(OpsGlu, StridedRows) {
+    std::mt19937  rng(59);
+    Context       ctx;
+    ggml_tensor * base = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 40, 10, 3);
+    fill_random(base, rng, -4.0, 4.0);
+    ggml_tensor * a = ggml_view_3d(ctx, base, 34, 5, 3, 2 * base->nb[1], base->nb[2], 3 * sizeof(float));
+    check_modes(ctx, ggml_swiglu(ctx, a), glu_ref_rows(GGML_GLU_OP_SWIGLU, read_tensor(a), false), kF32);
+
+    ggml_tensor * gb = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 34, 3, 5);
+    fill_random(gb, rng, -4.0, 4.0);
+    ggml_tensor * g = ggml_permute(ctx, gb, 0, 2, 1, 3); // [34, 5, 3], rows contiguous
+    check_modes(ctx, ggml_swiglu_split(ctx, a, g),
+                glu_ref_split(GGML_GLU_OP_SWIGLU, read_tensor(a), read_tensor(g)), kF32);
+}
+
+// Odd rows, inputs that differ, and unknown units are refused where the
+// node is made.
+TEST(OpsGluDeath, BadInputs) {
+    Context       ctx;
+    ggml_tensor * odd = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 7, 2);
+    ggml_tensor * a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 2);
+    ggml_tensor * b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 3);
+    ggml_tensor * h   = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 8, 2);
+    EXPECT_DEATH(ggml_swiglu(ctx, odd), "odd length");
+    EXPECT_DEATH(ggml_swiglu_split(ctx, a, b), "differ in shape or type");
+    EXPECT_DEATH(ggml_swiglu_split(ctx, a, h), "differ in shape or type");
+    EXPECT_DEATH(ggml_glu(ctx, a, GGML_GLU_OP_COUNT, false), "unknown gated linear unit");
+    EXPECT_DEATH(ggml_swiglu(ctx, ggml_transpose(ctx, a)), "not contiguous");
 }

@@ -57,7 +57,7 @@ const char * const k_op_names[GGML_OP_COUNT] = {
     "MEAN",       "ARGMAX",    "REPEAT",     "CONCAT",       "NORM",     "RMS_NORM",      "GROUP_NORM",
     "MUL_MAT",    "OUT_PROD",  "SCALE",      "CPY",          "CONT",     "RESHAPE",       "VIEW",
     "PERMUTE",    "TRANSPOSE", "GET_ROWS",   "SET_ROWS",     "DIAG_MASK_INF", "SOFT_MAX", "ROPE",
-    "ARGSORT",    "TOP_K",     "FLASH_ATTN_EXT", "UNARY",
+    "ARGSORT",    "TOP_K",     "FLASH_ATTN_EXT", "UNARY", "GLU",
 };
 
 const char * const k_op_symbols[GGML_OP_COUNT] = {
@@ -66,12 +66,16 @@ const char * const k_op_symbols[GGML_OP_COUNT] = {
     "Σx/n",       "argmax(x)", "repeat(x)",  "concat(x, y)", "norm(x)",  "rms_norm(x)",   "group_norm(x)",
     "X*Y",        "X×Y",       "x*v",        "x-\\>y",       "cont(x)",  "reshape(x)",    "view(x)",
     "permute(x)", "transpose(x)", "get_rows(x)", "set_rows(x)", "diag_mask_inf(x)", "soft_max(x)", "rope(x)",
-    "argsort(x)", "top_k(x)",  "flash_attn_ext(x)", "unary(x)",
+    "argsort(x)", "top_k(x)",  "flash_attn_ext(x)", "unary(x)", "glu(x)",
 };
 
 const char * const k_unary_names[GGML_UNARY_OP_COUNT] = {
     "ABS", "SGN", "NEG", "STEP", "TANH", "ELU", "RELU", "SIGMOID", "GELU", "GELU_QUICK", "SILU", "HARDSWISH",
     "HARDSIGMOID", "EXP",
+};
+
+const char * const k_glu_names[GGML_GLU_OP_COUNT] = {
+    "REGLU", "GEGLU", "SWIGLU", "SWIGLU_OAI", "GEGLU_ERF", "GEGLU_QUICK",
 };
 
 const auto g_time_start = std::chrono::steady_clock::now();
@@ -184,9 +188,15 @@ const char * ggml_op_symbol(ggml_op op) {
 const char * ggml_unary_op_name(ggml_unary_op op) {
     return op >= 0 && op < GGML_UNARY_OP_COUNT ? k_unary_names[op] : "UNKNOWN";
 }
+const char * ggml_glu_op_name(ggml_glu_op op) {
+    return op >= 0 && op < GGML_GLU_OP_COUNT ? k_glu_names[op] : "UNKNOWN";
+}
 const char * ggml_op_desc(const ggml_tensor * t) {
     if (t->op == GGML_OP_UNARY) {
         return ggml_unary_op_name(static_cast<ggml_unary_op>(t->op_params[0]));
+    }
+    if (t->op == GGML_OP_GLU) {
+        return ggml_glu_op_name(static_cast<ggml_glu_op>(t->op_params[0]));
     }
     return ggml_op_name(t->op);
 }

@@ -65,6 +65,32 @@ ggml_tensor * group_norm_impl(ggml_context * ctx, ggml_tensor * a, int n_groups,
     return r;
 }
 
+// GGML_OP_GLU: op params [op, swapped, alpha, limit].
+ggml_tensor * glu_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_glu_op op, bool swapped,
+                       const char * caller) {
+    LOOM_REQUIRE(op >= 0 && op < GGML_GLU_OP_COUNT, "called from %s: unknown gated linear unit %d", caller, int(op));
+    LOOM_REQUIRE(ggml_is_contiguous_rows(a), "called from %s: rows of %s are not contiguous", caller,
+                 describe(a).text);
+    int64_t ne[GGML_MAX_DIMS] = {a->ne[0], a->ne[1], a->ne[2], a->ne[3]};
+    if (b != nullptr) {
+        LOOM_REQUIRE(ggml_is_contiguous_rows(b), "called from %s: rows of %s are not contiguous", caller,
+                     describe(b).text);
+        LOOM_REQUIRE(ggml_are_same_shape(a, b) && a->type == b->type,
+                     "called from %s: %s and %s differ in shape or type", caller, describe(a).text, describe(b).text);
+    } else {
+        LOOM_REQUIRE(a->ne[0] % 2 == 0, "called from %s: rows of %s have an odd length, not x and a gate", caller,
+                     describe(a).text);
+        ne[0] = a->ne[0] / 2;
+    }
+    ggml_tensor * r = new_tensor_impl(ctx, a->type, GGML_MAX_DIMS, ne, nullptr, 0, caller);
+    set_op_param_i32(r, 0, int32_t(op));
+    set_op_param_i32(r, 1, swapped ? 1 : 0);
+    r->op     = GGML_OP_GLU;
+    r->src[0] = a;
+    r->src[1] = b;
+    return r;
+}
+
 } // namespace
 
 extern "C" {
@@ -214,6 +240,41 @@ LOOM_UNARY_PAIR(gelu_quick, GELU_QUICK)
 LOOM_UNARY_PAIR(silu, SILU)
 LOOM_UNARY_PAIR(exp, EXP)
 #undef LOOM_UNARY_PAIR
+
+ggml_tensor * ggml_glu(ggml_context * ctx, ggml_tensor * a, ggml_glu_op op, bool swapped) {
+    return glu_impl(ctx, a, nullptr, op, swapped, __func__);
+}
+ggml_tensor * ggml_glu_split(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_glu_op op) {
+    LOOM_REQUIRE(b != nullptr, "ggml_glu_split: NULL gate");
+    return glu_impl(ctx, a, b, op, false, __func__);
+}
+
+#define LOOM_GLU_FAMILY(fn, OP) \
+    ggml_tensor * ggml_##fn(ggml_context * ctx, ggml_tensor * a) { \
+        return glu_impl(ctx, a, nullptr, GGML_GLU_OP_##OP, false, __func__); \
+    } \
+    ggml_tensor * ggml_##fn##_swapped(ggml_context * ctx, ggml_tensor * a) { \
+        return glu_impl(ctx, a, nullptr, GGML_GLU_OP_##OP, true, __func__); \
+    } \
+    ggml_tensor * ggml_##fn##_split(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { \
+        LOOM_REQUIRE(b != nullptr, "ggml_" #fn "_split: NULL gate"); \
+        return glu_impl(ctx, a, b, GGML_GLU_OP_##OP, false, __func__); \
+    }
+
+LOOM_GLU_FAMILY(reglu, REGLU)
+LOOM_GLU_FAMILY(geglu, GEGLU)
+LOOM_GLU_FAMILY(swiglu, SWIGLU)
+LOOM_GLU_FAMILY(geglu_erf, GEGLU_ERF)
+LOOM_GLU_FAMILY(geglu_quick, GEGLU_QUICK)
+#undef LOOM_GLU_FAMILY
+
+ggml_tensor * ggml_swiglu_oai(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, float alpha, float limit) {
+    LOOM_REQUIRE(b != nullptr, "ggml_swiglu_oai: NULL gate");
+    ggml_tensor * r = glu_impl(ctx, a, b, GGML_GLU_OP_SWIGLU_OAI, false, __func__);
+    set_op_param_f32(r, 2, alpha);
+    set_op_param_f32(r, 3, limit);
+    return r;
+}
 
 ggml_tensor * ggml_hardswish(ggml_context * ctx, ggml_tensor * a) {
     return unary_impl(ctx, a, GGML_UNARY_OP_HARDSWISH, false, __func__);

@@ -186,6 +186,12 @@ enum ggml_unary_op ggml_get_unary_op(const ggml_tensor * t) {
     return static_cast<ggml_unary_op>(op_param_i32(t, 0));
 }
 
+enum ggml_glu_op ggml_get_glu_op(const ggml_tensor * t) {
+    LOOM_REQUIRE(t->op == GGML_OP_GLU, "tensor %s is %s, not a gated linear unit", describe(t).text,
+                 ggml_op_name(t->op));
+    return static_cast<ggml_glu_op>(op_param_i32(t, 0));
+}
+
 void * ggml_get_data(const ggml_tensor * t) {
     return t->data;
 }

@@ -296,9 +296,9 @@ ggml_cgraph * Session::build(uint32_t n_tokens, uint32_t n_kv, Inputs * in) {
 
         h                  = ggml_format_name(ggml_rms_norm(ctx, x, hp.rms_eps), "ffn_rms-%u", il);
         h                  = ggml_format_name(ggml_mul(ctx, h, w.ffn_norm), "ffn_norm-%u", il);
-        ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, h));
+        ggml_tensor * gate = ggml_mul_mat(ctx, w.ffn_gate, h);
         ggml_tensor * up   = ggml_mul_mat(ctx, w.ffn_up, h);
-        x                  = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up)));
+        x                  = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_swiglu_split(ctx, gate, up)));
         ggml_format_name(x, "l_out-%u", il);
     }
     x          = ggml_set_name(ggml_mul(ctx, ggml_rms_norm(ctx, x, hp.rms_eps), model_.output_norm()), "result_norm");

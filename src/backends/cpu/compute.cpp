@@ -35,6 +35,7 @@ void compute_node(const ComputeParams & p, ggml_tensor * node) {
         case GGML_OP_COS:
         case GGML_OP_SCALE:
         case GGML_OP_UNARY: compute_unary(p, node); break;
+        case GGML_OP_GLU: compute_glu(p, node); break;
         case GGML_OP_SUM:
         case GGML_OP_SUM_ROWS:
         case GGML_OP_MEAN:
@@ -127,6 +128,7 @@ bool supports_kernels(const ggml_tensor * op) {
         case GGML_OP_COS:
         case GGML_OP_SCALE:
         case GGML_OP_UNARY: return supports_unary(op);
+        case GGML_OP_GLU: return supports_glu(op);
         case GGML_OP_SUM:
         case GGML_OP_SUM_ROWS:
         case GGML_OP_MEAN:

@@ -82,6 +82,7 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
         case GGML_OP_SOFT_MAX:
         case GGML_OP_ROPE:
         case GGML_OP_UNARY:
+        case GGML_OP_GLU:
             if (n->type != a->type || (n->op == GGML_OP_CONCAT && b->type != a->type)) {
                 return bad("the node must have the type of its source");
             }
@@ -139,6 +140,18 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
                 return bad("unknown unary op");
             }
             return same_shape(n, a) ? true : bad("the node must have src0's shape");
+        case GGML_OP_GLU:
+            if (n->op_params[0] < 0 || n->op_params[0] >= GGML_GLU_OP_COUNT) {
+                return bad("unknown gated linear unit");
+            }
+            if (b != nullptr) {
+                return same_shape(n, a) && same_shape(b, a) && b->type == a->type
+                           ? true
+                           : bad("the gate must have src0's shape and type, the node src0's shape");
+            }
+            return a->ne[0] % 2 == 0 && same_ne(n, a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3])
+                       ? true
+                       : bad("src0's rows are x and a gate, the node's rows half as long");
         case GGML_OP_SUM:
             return ggml_nelements(n) == 1 ? true : bad("a sum is a scalar");
         case GGML_OP_SUM_ROWS:
@@ -251,6 +264,7 @@ Sources sources_of(ggml_op op) {
         case GGML_OP_SET_ROWS:
         case GGML_OP_ROPE: return {2, 3};
         case GGML_OP_SOFT_MAX: return {1, 3};
+        case GGML_OP_GLU: return {1, 2};
         case GGML_OP_FLASH_ATTN_EXT: return {3, 5};
         default: return {1, 1};
     }

@@ -156,6 +156,18 @@ bool supports(const ggml_tensor * op) {
         case GGML_OP_UNARY:
             return unary_code(ggml_get_unary_op(op)) != 0 && is_float(a->type) && op->type == a->type &&
                    ggml_are_same_shape(a, op);
+        case GGML_OP_GLU: {
+            // GEGLU_ERF needs erf, which GLSL lacks.
+            const ggml_tensor * b = op->src[1];
+            const int32_t       u = op->op_params[0];
+            if (u < 0 || u >= GGML_GLU_OP_COUNT || u == GGML_GLU_OP_GEGLU_ERF || !is_float(a->type) ||
+                op->type != a->type) {
+                return false;
+            }
+            return b != nullptr ? is_float(b->type) && ggml_are_same_shape(a, b) && ggml_are_same_shape(a, op)
+                                : a->ne[0] == 2 * op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] &&
+                                      a->ne[3] == op->ne[3];
+        }
         case GGML_OP_SQR:
         case GGML_OP_SQRT:
             return is_float(a->type) && op->type == a->type && ggml_are_same_shape(a, op);
@@ -215,6 +227,21 @@ Dispatch plan(const ggml_tensor * node) {
             p.op     = unary_code(ggml_get_unary_op(node));
             linear_groups(elementwise_groups, d.groups);
             break;
+        case GGML_OP_GLU: {
+            const bool    split   = node->src[1] != nullptr;
+            const bool    swapped = op_param_i32(node, 1) != 0;
+            const int64_t nc      = node->ne[0];
+            d.shader              = Shader::glu;
+            d.slot[1]             = node->src[1];
+            p.op                  = uint32_t(op_param_i32(node, 0));
+            p.ip[0]               = split || !swapped ? 0 : uint32_t(nc);
+            p.ip[1]               = split || swapped ? 0 : uint32_t(nc);
+            p.ip[2]               = split ? 1 : 0;
+            p.fp[0]               = op_param_f32(node, 2);
+            p.fp[1]               = op_param_f32(node, 3);
+            linear_groups(elementwise_groups, d.groups);
+            break;
+        }
         case GGML_OP_SQR:
         case GGML_OP_SQRT:
             d.shader = Shader::unary;

@@ -13,6 +13,9 @@ const uint32_t k_binary[] = {
 const uint32_t k_unary[] = {
 #include "unary.spv.inc"
 };
+const uint32_t k_glu[] = {
+#include "glu.spv.inc"
+};
 const uint32_t k_norm[] = {
 #include "norm.spv.inc"
 };
@@ -41,6 +44,7 @@ ShaderCode shader_code(Shader s) {
     switch (s) {
         case Shader::binary: return {k_binary, sizeof(k_binary)};
         case Shader::unary: return {k_unary, sizeof(k_unary)};
+        case Shader::glu: return {k_glu, sizeof(k_glu)};
         case Shader::norm: return {k_norm, sizeof(k_norm)};
         case Shader::softmax: return {k_softmax, sizeof(k_softmax)};
         case Shader::rope: return {k_rope, sizeof(k_rope)};
@@ -57,6 +61,7 @@ const char * shader_name(Shader s) {
     switch (s) {
         case Shader::binary: return "binary";
         case Shader::unary: return "unary";
+        case Shader::glu: return "glu";
         case Shader::norm: return "norm";
         case Shader::softmax: return "softmax";
         case Shader::rope: return "rope";

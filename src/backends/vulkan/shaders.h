@@ -8,7 +8,7 @@
 
 namespace loom::vk {
 
-enum class Shader { binary, unary, norm, softmax, rope, get_rows, set_rows, mul_mat_vec, mul_mat_tiled, count };
+enum class Shader { binary, unary, glu, norm, softmax, rope, get_rows, set_rows, mul_mat_vec, mul_mat_tiled, count };
 
 struct ShaderCode {
     const uint32_t * words;

@@ -52,6 +52,10 @@ bool supports_binary(const ggml_tensor * op);
 void compute_unary(const ComputeParams & p, ggml_tensor * dst);
 bool supports_unary(const ggml_tensor * op);
 
+// GGML_OP_GLU.
+void compute_glu(const ComputeParams & p, ggml_tensor * dst);
+bool supports_glu(const ggml_tensor * op);
+
 // GGML_OP_SUM, SUM_ROWS, MEAN, ARGMAX.
 void   compute_reduce(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_reduce(const ggml_tensor * op);

@@ -1,6 +1,6 @@
-// Element-wise unary functions: SQR, SQRT, LOG, SIN, COS, SCALE and the
-// GGML_OP_UNARY family. Values are computed in float whatever the storage
-// type, one dst row per thread.
+// Element-wise unary functions: SQR, SQRT, LOG, SIN, COS, SCALE, the
+// GGML_OP_UNARY family and the gated linear units (GGML_OP_GLU). Values are
+// computed in float whatever the storage type, one dst row per thread.
 
 #include <algorithm>
 #include <cmath>
@@ -32,6 +32,7 @@ enum class Fn {
     sigmoid,
     gelu,
     gelu_quick,
+    gelu_erf,
     silu,
     hardswish,
     hardsigmoid,
@@ -127,6 +128,9 @@ void apply(const KernelTable & kt, const UnaryFn & f, const float * x, float * y
             });
             break;
         case Fn::gelu_quick: map(x, y, n, [](float v) { return v * sigmoid(1.702f * v); }); break;
+        case Fn::gelu_erf:
+            map(x, y, n, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); });
+            break;
         case Fn::silu: kt.silu_f32(n, x, y); break;
         case Fn::hardswish:
             map(x, y, n, [](float v) { return v * std::min(1.0f, std::max(0.0f, (v + 3.0f) / 6.0f)); });
@@ -177,6 +181,93 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
             store_floats(dst->type, buf, y + size_t(j0) * dst->nb[0], dst->nb[0], n);
         }
     }
+}
+
+// ---- gated linear units ----
+
+namespace {
+
+Fn glu_activation(int32_t op) {
+    switch (op) {
+        case GGML_GLU_OP_REGLU: return Fn::relu;
+        case GGML_GLU_OP_GEGLU: return Fn::gelu;
+        case GGML_GLU_OP_SWIGLU: return Fn::silu;
+        case GGML_GLU_OP_GEGLU_ERF: return Fn::gelu_erf;
+        case GGML_GLU_OP_GEGLU_QUICK: return Fn::gelu_quick;
+        default: return Fn::invalid; // SWIGLU_OAI has its own loop
+    }
+}
+
+} // namespace
+
+void compute_glu(const ComputeParams & p, ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) {
+        return;
+    }
+    const ggml_tensor * a       = dst->src[0];
+    const ggml_tensor * b       = dst->src[1];
+    const int32_t       op      = op_param_i32(dst, 0);
+    const bool          swapped = op_param_i32(dst, 1) != 0;
+    const float         alpha   = op_param_f32(dst, 2);
+    const float         limit   = op_param_f32(dst, 3);
+    const UnaryFn       act{glu_activation(op)};
+    LOOM_ASSERT(act.fn != Fn::invalid || op == GGML_GLU_OP_SWIGLU_OAI);
+
+    const KernelTable & kt   = kernels(p.use_ref);
+    const int64_t       nc   = dst->ne[0];
+    const size_t        ta   = ggml_type_size(a->type);
+    const int64_t       ne1  = dst->ne[1], ne2 = dst->ne[2];
+    const Range         rows = split_range(ne1 * ne2 * dst->ne[3], p.ith, p.nth);
+    for (int64_t ir = rows.begin; ir < rows.end; ++ir) {
+        const int64_t i1 = ir % ne1;
+        const int64_t i2 = (ir / ne1) % ne2;
+        const int64_t i3 = ir / (ne1 * ne2);
+        const char *  ra = static_cast<const char *>(a->data) + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+        // x is activated, g gates it: two inputs, or two halves of a's row.
+        const char * x = ra;
+        const char * g = nullptr;
+        if (b != nullptr) {
+            g = static_cast<const char *>(b->data) + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+        } else {
+            x = ra + (swapped ? size_t(nc) * ta : 0);
+            g = ra + (swapped ? 0 : size_t(nc) * ta);
+        }
+        char * y = static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        float  xv[kChunk], gv[kChunk];
+        for (int64_t j0 = 0; j0 < nc; j0 += kChunk) {
+            const int64_t n = std::min(kChunk, nc - j0);
+            load_floats(a->type, x + size_t(j0) * ta, ta, n, xv);
+            load_floats(a->type, g + size_t(j0) * ta, ta, n, gv);
+            if (op == GGML_GLU_OP_SWIGLU_OAI) {
+                for (int64_t j = 0; j < n; ++j) {
+                    const float xc = std::min(xv[j], limit);
+                    const float gc = std::clamp(gv[j], -limit, limit);
+                    xv[j]          = xc / (1.0f + std::exp(-alpha * xc)) * (gc + 1.0f);
+                }
+            } else {
+                apply(kt, act, xv, xv, n);
+                for (int64_t j = 0; j < n; ++j) xv[j] *= gv[j];
+            }
+            store_floats(dst->type, xv, y + size_t(j0) * dst->nb[0], dst->nb[0], n);
+        }
+    }
+}
+
+bool supports_glu(const ggml_tensor * op) {
+    const ggml_tensor * a = op->src[0];
+    const ggml_tensor * b = op->src[1];
+    if (op->op != GGML_OP_GLU || a == nullptr || op->op_params[0] < 0 || op->op_params[0] >= GGML_GLU_OP_COUNT) {
+        return false;
+    }
+    if ((a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16) || op->type != a->type ||
+        a->nb[0] != ggml_type_size(a->type) || op->nb[0] != ggml_type_size(op->type)) {
+        return false;
+    }
+    if (b != nullptr) {
+        return b->type == a->type && b->nb[0] == ggml_type_size(b->type) && ggml_are_same_shape(a, b) &&
+               ggml_are_same_shape(op, a);
+    }
+    return a->ne[0] == 2 * op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] && a->ne[3] == op->ne[3];
 }
 
 bool supports_unary(const ggml_tensor * op) {
