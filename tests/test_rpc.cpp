@@ -321,6 +321,23 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         g->set_nodes(0, 9);
         expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "node reference");
     }
+    {   // GLU: one input makes rows half as long; the unit must be known.
+        loom::rpc::GraphComputeRequest req;
+        auto *                         g = req.mutable_graph();
+        describe_f32(g->add_tensors(), h, 0, 16);
+        auto * node = g->add_tensors();
+        describe_f32(node, h, 64, 16);
+        node->set_op(GGML_OP_GLU);
+        int32_t params[2] = {GGML_GLU_OP_SWIGLU, 0};
+        node->set_op_params(params, sizeof(params));
+        node->add_src(1);
+        g->add_nodes(2);
+        loom::rpc::GraphComputeReply rep;
+        expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "half as long");
+        params[0] = GGML_GLU_OP_COUNT;
+        node->set_op_params(params, sizeof(params));
+        expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "unknown gated linear unit");
+    }
     {   // GET_ROWS: an index outside the rows is found before the kernel runs,
         // and a graph that writes its own indices is refused.
         loom::rpc::SetTensorRequest set;
