@@ -190,6 +190,58 @@ TEST(OpsMulMat, GroupedHeadsOneColumn) {
     }
 }
 
+// Products that read the same b, one after another in the graph, are
+// computed as one node (Note [Products sharing a column]): each result is
+// the reference's, and the same bits as the product computed alone, with
+// any number of threads. A float product of more columns than the
+// matrix-vector path takes (the GEMM) ends a group, and a product whose
+// weights are another member's result is computed after it.
+TEST(OpsMulMat, ProductsSharingAColumn) {
+    std::mt19937 rng(157);
+    const std::vector<std::vector<ggml_type>> groups = {
+        {GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_0},
+        {GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q4_0, GGML_TYPE_BF16, GGML_TYPE_Q8_0},
+        {GGML_TYPE_F32, GGML_TYPE_Q4_0},
+    };
+    const int64_t rows[] = {37, 256, 5, 64, 19, 96};
+    for (const auto & types : groups) {
+        for (int64_t N : {1, 3, 9}) {
+            SCOPED_TRACE(std::to_string(types.size()) + " products, " + std::to_string(N) + " columns");
+            const int64_t K = 256;
+            Context       ctx;
+            ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+            const Array   X = fill_random(x, rng);
+            std::vector<ggml_tensor *> outs, alone;
+            std::vector<Array>         want;
+            for (size_t i = 0; i < types.size(); ++i) {
+                ggml_tensor * w = ggml_new_tensor_2d(ctx, types[i], K, rows[i]);
+                want.push_back(ref::mul_mat(fill_random(w, rng), X));
+                outs.push_back(ggml_mul_mat(ctx, w, x));
+                alone.push_back(ggml_mul_mat(ctx, w, x));
+            }
+            // Weights made by the second product (256 x N values).
+            ggml_tensor * made = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, outs[1], K, N), x);
+
+            for (ggml_tensor * t : alone) {
+                ASSERT_EQ(compute(ctx, t, 1), GGML_STATUS_SUCCESS);
+            }
+            for (int threads : {1, 2, 3}) {
+                SCOPED_TRACE(std::to_string(threads) + " threads");
+                ggml_cgraph * g = ggml_new_graph(ctx);
+                for (ggml_tensor * t : outs) ggml_build_forward_expand(g, t);
+                ggml_build_forward_expand(g, made);
+                for (ggml_tensor * t : outs) std::memset(t->data, 0xff, ggml_nbytes(t));
+                ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, g, threads), GGML_STATUS_SUCCESS);
+                for (size_t i = 0; i < outs.size(); ++i) {
+                    EXPECT_TRUE(matches(outs[i], want[i], mul_mat_threshold(types[i]))) << "product " << i;
+                    EXPECT_EQ(0, std::memcmp(outs[i]->data, alone[i]->data, ggml_nbytes(outs[i]))) << "product " << i;
+                }
+                EXPECT_TRUE(matches(made, ref::mul_mat(read_tensor(ggml_reshape_2d(ctx, outs[1], K, N)), X), 1e-10));
+            }
+        }
+    }
+}
+
 TEST(OpsMulMat, ViewOfSrc0Rows) {
     // Weights taken as a view of some rows of a bigger matrix.
     std::mt19937 rng(149);

@@ -239,9 +239,16 @@ ggml_cgraph * Session::build(uint32_t n_tokens, uint32_t n_kv, Inputs * in) {
         ggml_tensor * h = ggml_format_name(ggml_rms_norm(ctx, x, hp.rms_eps), "attn_rms-%u", il);
         h               = ggml_format_name(ggml_mul(ctx, h, w.attn_norm), "attn_norm-%u", il);
 
-        ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wq, h), head_dim, n_head, n);
-        ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wk, h), head_dim, n_head_kv, n);
+        // The products that read h come one after another in the graph,
+        // where the CPU backend computes them as one node.
+        ggml_tensor * q = ggml_mul_mat(ctx, w.wq, h);
+        ggml_tensor * k = ggml_mul_mat(ctx, w.wk, h);
         ggml_tensor * v = ggml_mul_mat(ctx, w.wv, h); // [n_embd_kv, n]
+        ggml_build_forward_expand(gf, q);
+        ggml_build_forward_expand(gf, k);
+        ggml_build_forward_expand(gf, v);
+        q = ggml_reshape_3d(ctx, q, head_dim, n_head, n);
+        k = ggml_reshape_3d(ctx, k, head_dim, n_head_kv, n);
         q = ggml_rope_ext(ctx, q, in->pos, nullptr, int(hp.n_rot), GGML_ROPE_TYPE_NORMAL, int(hp.n_ctx_train),
                           hp.rope_base, hp.rope_scale, 0.0f, 1.0f, 32.0f, 1.0f);
         k = ggml_rope_ext(ctx, k, in->pos, nullptr, int(hp.n_rot), GGML_ROPE_TYPE_NORMAL, int(hp.n_ctx_train),
@@ -298,6 +305,8 @@ ggml_cgraph * Session::build(uint32_t n_tokens, uint32_t n_kv, Inputs * in) {
         h                  = ggml_format_name(ggml_mul(ctx, h, w.ffn_norm), "ffn_norm-%u", il);
         ggml_tensor * gate = ggml_mul_mat(ctx, w.ffn_gate, h);
         ggml_tensor * up   = ggml_mul_mat(ctx, w.ffn_up, h);
+        ggml_build_forward_expand(gf, gate);
+        ggml_build_forward_expand(gf, up);
         x                  = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_swiglu_split(ctx, gate, up)));
         ggml_format_name(x, "l_out-%u", il);
     }

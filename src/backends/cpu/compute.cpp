@@ -5,6 +5,7 @@
 #include <climits>
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "core/common.h"
 #include "core/graph.h"
@@ -89,6 +90,60 @@ size_t node_work_size(const ggml_tensor * node, int n_threads) {
 
 bool supports_kernels(const ggml_tensor * op);
 
+bool overlaps(const ggml_tensor * x, const ggml_tensor * y) {
+    const auto x0 = reinterpret_cast<uintptr_t>(x->data), x1 = x0 + ggml_nbytes(x);
+    const auto y0 = reinterpret_cast<uintptr_t>(y->data), y1 = y0 + ggml_nbytes(y);
+    return x0 < y1 && y0 < x1;
+}
+
+// The node at i and the matrix products after it that read the same b,
+// computed as one (Note [Products sharing a column] in kernels/matmul.cpp);
+// nodes that compute nothing may sit between them. With check_memory (the
+// graph is allocated), no member may read or write what another writes.
+// Returns how many, their indices in members.
+int product_group(const ggml_cgraph * graph, int i, bool check_memory, int (&members)[MAX_PRODUCT_GROUP]) {
+    members[0]                = i;
+    int                 n     = 1;
+    const ggml_tensor * first = graph->nodes[i];
+    if (!matmul_joins_group(first)) {
+        return n;
+    }
+    for (int j = i + 1; j < graph->n_nodes && n < MAX_PRODUCT_GROUP; ++j) {
+        const ggml_tensor * t = graph->nodes[j];
+        if (is_noop(t)) {
+            continue;
+        }
+        if (t->src[1] != first->src[1] || !matmul_joins_group(t)) {
+            break;
+        }
+        bool apart = true;
+        if (check_memory) {
+            apart = !overlaps(t, t->src[1]) && !overlaps(t, t->src[0]);
+            for (int m = 0; m < n && apart; ++m) {
+                const ggml_tensor * o = graph->nodes[members[m]];
+                apart = !overlaps(t, o) && !overlaps(t->src[0], o) && !overlaps(o->src[0], t);
+            }
+        }
+        if (!apart) {
+            break;
+        }
+        members[n++] = j;
+    }
+    return n;
+}
+
+size_t group_work_size(const ggml_cgraph * graph, const int (&members)[MAX_PRODUCT_GROUP], int n, int n_threads) {
+    ggml_tensor * nodes[MAX_PRODUCT_GROUP];
+    for (int m = 0; m < n; ++m) nodes[m] = graph->nodes[members[m]];
+    return work_size_products(nodes, n, n_threads);
+}
+
+// Nodes computed between two barriers: one node, or a group of products.
+struct Phase {
+    int n;
+    int members[MAX_PRODUCT_GROUP];
+};
+
 } // namespace
 
 bool supports_op(const ggml_tensor * op) {
@@ -163,6 +218,13 @@ size_t graph_work_size(const ggml_cgraph * graph, int n_threads) {
         const ggml_tensor * node = graph->nodes[i];
         if (!is_noop(node)) {
             max_size = std::max(max_size, node_work_size(node, n_threads));
+            // Groups as they could form before allocation shows which
+            // members overlap (at most the groups compute_graph forms).
+            int       members[MAX_PRODUCT_GROUP];
+            const int n = product_group(graph, i, false, members);
+            if (n > 1) {
+                max_size = std::max(max_size, group_work_size(graph, members, n, n_threads));
+            }
         }
     }
     // Room to align the start of the scratch to a cache line.
@@ -216,6 +278,26 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         wsize               = wsize > cut ? wsize - cut : 0;
     }
 
+    // The phases: groups of products where they fit the scratch.
+    std::vector<Phase> phases;
+    phases.reserve(size_t(graph->n_nodes));
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        if (is_noop(graph->nodes[i])) {
+            continue;
+        }
+        Phase ph{1, {i}};
+        if (!run.use_ref) {
+            int       members[MAX_PRODUCT_GROUP];
+            const int n = product_group(graph, i, true, members);
+            if (n > 1 && group_work_size(graph, members, n, n_threads) <= wsize) {
+                ph.n = n;
+                std::copy(members, members + n, ph.members);
+            }
+        }
+        phases.push_back(ph);
+        i = ph.members[ph.n - 1];
+    }
+
     Barrier barrier(n_threads, pool.spin());
     // The node after which the abort callback asked to stop. Threads compare
     // it with the node they just passed, not as a plain flag: a thread may
@@ -241,23 +323,28 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         p.wsize   = wsize;
         p.barrier = &barrier;
         p.use_ref = run.use_ref;
-        for (int i = 0; i < graph->n_nodes; ++i) {
-            ggml_tensor * node = graph->nodes[i];
-            if (is_noop(node)) {
-                continue;
+        for (const Phase & ph : phases) {
+            if (ph.n == 1) {
+                compute_node(p, graph->nodes[ph.members[0]]);
+            } else {
+                ggml_tensor * nodes[MAX_PRODUCT_GROUP];
+                for (int m = 0; m < ph.n; ++m) nodes[m] = graph->nodes[ph.members[m]];
+                compute_products(p, nodes, ph.n);
             }
-            compute_node(p, node);
+            const int last = ph.members[ph.n - 1];
             if (prof) {
-                times.done[size_t(i) * size_t(n_threads) + size_t(ith)] = profile_now();
+                const int64_t t = profile_now();
+                for (int m = 0; m < ph.n; ++m) times.done[size_t(ph.members[m]) * size_t(n_threads) + size_t(ith)] = t;
             }
             if (ith == 0 && run.abort_cb != nullptr && run.abort_cb(run.abort_data)) {
-                abort_after.store(i, std::memory_order_relaxed);
+                abort_after.store(last, std::memory_order_relaxed);
             }
             barrier.wait(); // makes thread 0's store visible to all
             if (prof && ith == 0) {
-                times.released[size_t(i)] = profile_now();
+                const int64_t t = profile_now();
+                for (int m = 0; m < ph.n; ++m) times.released[size_t(ph.members[m])] = t;
             }
-            if (abort_after.load(std::memory_order_relaxed) <= i) {
+            if (abort_after.load(std::memory_order_relaxed) <= last) {
                 break;
             }
         }

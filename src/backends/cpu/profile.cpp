@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace loom::cpu {
 
@@ -17,7 +18,7 @@ namespace {
 
 struct KindTotals {
     int64_t nodes   = 0;
-    int64_t span_ns = 0; // thread 0's barrier to barrier
+    double  span_ns = 0; // thread 0's barrier to barrier
     double  busy_ns = 0; // mean over threads of the computing time
 };
 
@@ -31,20 +32,34 @@ class Profile {
         ++graphs_;
         total_ns_ += t.end - t.begin;
         int64_t start = t.begin;
-        for (int i = 0; i < graph->n_nodes; ++i) {
+        for (int i = 0; i < graph->n_nodes;) {
             if (t.released[size_t(i)] == 0) {
+                ++i;
                 continue; // computes nothing
             }
-            KindTotals & k = kinds_[kind(graph->nodes[i])];
-            ++k.nodes;
+            // Nodes computed together (a group of products) share one
+            // release; their time is shared out equally.
+            std::vector<int> together{i};
+            int              j = i + 1;
+            for (; j < graph->n_nodes; ++j) {
+                if (t.released[size_t(j)] == 0) continue;
+                if (t.released[size_t(j)] != t.released[size_t(i)]) break;
+                together.push_back(j);
+            }
+            const double share = 1.0 / double(together.size());
             const int64_t span = t.released[size_t(i)] - start;
-            k.span_ns += span;
-            double busy = 0;
+            double        busy = 0;
             for (int th = 0; th < t.nth; ++th) {
                 busy += double(std::max<int64_t>(0, t.done[size_t(i) * size_t(t.nth) + size_t(th)] - start));
             }
-            k.busy_ns += busy / t.nth;
+            for (int m : together) {
+                KindTotals & k = kinds_[kind(graph->nodes[m])];
+                ++k.nodes;
+                k.span_ns += span * share;
+                k.busy_ns += busy / t.nth * share;
+            }
             start = t.released[size_t(i)];
+            i     = j;
         }
     }
 
@@ -63,7 +78,7 @@ class Profile {
         if (graphs_ == 0) {
             return;
         }
-        int64_t in_nodes = 0;
+        double in_nodes = 0;
         for (const auto & [name, k] : kinds_) in_nodes += k.span_ns;
         std::fprintf(stderr,
                      "loom CPU profile (LOOM_CPU_PROFILE): %lld graphs, %.1f ms computing, %.1f ms of it in nodes\n",

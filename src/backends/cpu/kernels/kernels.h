@@ -90,6 +90,14 @@ void   compute_matmul(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_matmul(const ggml_tensor * op);
 size_t work_size_matmul(const ggml_tensor * op, int n_threads);
 
+// Matrix products that read the same b, computed as one node (Note
+// [Products sharing a column] in matmul.cpp): at most MAX_PRODUCT_GROUP,
+// each one for which matmul_joins_group holds; not on the reference path.
+constexpr int MAX_PRODUCT_GROUP = 4;
+bool          matmul_joins_group(const ggml_tensor * op);
+size_t        work_size_products(ggml_tensor * const * nodes, int n, int n_threads);
+void          compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int n);
+
 // GGML_OP_FLASH_ATTN_EXT.
 void   compute_attention(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_attention(const ggml_tensor * op);

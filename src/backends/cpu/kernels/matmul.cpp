@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 
 #include "core/common.h"
 #include "core/types.h"
@@ -345,51 +346,78 @@ constexpr int64_t GEMV_ITEM_MACS = 32768;
 // them.
 constexpr size_t GEMV_HEADER = 64;
 
-void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_tensor * dst) {
-    const ggml_tensor * a    = dst->src[0];
-    const ggml_tensor * b    = dst->src[1];
-    const VecDotInfo    info = vec_dot_info(a->type);
-    const GemvFn        gemv = gemv_for(kt, a->type);
-    LOOM_ASSERT(gemv != nullptr);
-
-    const int64_t K        = a->ne[0];
-    const bool    packed   = mul_mat_packs_b(a, b);
-    const size_t  row_size = ggml_row_size(info.operand, K);
-    char *        scratch  = static_cast<char *>(p.wdata);
-    LOOM_ASSERT(p.wsize >= GEMV_HEADER + (packed ? row_size * size_t(ggml_nrows(b)) : 0));
-    std::atomic_ref<int64_t> next_item(*reinterpret_cast<int64_t *>(scratch));
-    const BOperand     bop         = b_operand(b, packed ? scratch + GEMV_HEADER : nullptr, row_size);
-    const size_t       ldb         = packed ? row_size : b->nb[1];
-    const QGemmKernels qg          = qgemm_for(kt, a, b);
-    const int64_t      n_cg_b      = (b->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
-    const size_t       group_bytes = qg.gemm != nullptr ? align_up(qg.cols_bytes(K), SCRATCH_ALIGN) : 0;
-    char * const       prepared = scratch + GEMV_HEADER + align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
-    if (qg.gemm != nullptr) {
-        // Each thread takes whole groups of columns: packs them, then
-        // prepares them, so one barrier covers both.
-        LOOM_ASSERT(packed);
-        LOOM_ASSERT(p.wsize >= size_t(prepared - scratch) + qgemm_prepared_bytes(qg, b));
-        const Range r = split_range(n_cg_b * b->ne[2] * b->ne[3], p.ith, p.nth);
-        for (int64_t grp = r.begin; grp < r.end; ++grp) {
-            const int64_t cg    = grp % n_cg_b;
-            const int64_t batch = grp / n_cg_b; // = i3 * ne2 + i2
-            const int64_t i2    = batch % b->ne[2];
-            const int64_t i3    = batch / b->ne[2];
-            const int64_t c0    = cg * GEMV_MAX_COLS;
-            const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, b->ne[1] - c0));
-            for (int64_t c = c0; c < c0 + ncols; ++c) {
-                const char * src = static_cast<const char *>(b->data) + c * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-                char *       out = scratch + GEMV_HEADER + size_t(batch * b->ne[1] + c) * row_size; // bop.column
-                convert_operand(kt, info.operand, src, b->nb[0], out, K);
-            }
-            qg.prepare(K, bop.column(c0, i2, i3), ldb, ncols, prepared + size_t(grp) * group_bytes);
-        }
-    } else if (packed) {
-        ComputeParams pp = p;
-        pp.wdata         = scratch + GEMV_HEADER;
-        pack_b(pp, kt, b, info.operand, row_size);
+// Bytes of one product's part of the scratch after the header: b packed,
+// b's prepared columns, and each thread's partial sums.
+size_t gemv_region_bytes(const ggml_tensor * a, const ggml_tensor * b, int n_threads) {
+    size_t packed_b = 0;
+    if (mul_mat_packs_b(a, b)) {
+        const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
+        packed_b              = align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
     }
-    const auto [M, N, ne2, nbatch, r2, r3] = product_shape(a, b, dst);
+    const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
+    return align_up(packed_b + qgemm_prepared_bytes(qg, b) + qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1)),
+                    SCRATCH_ALIGN);
+}
+
+// One product of the matrix-vector path: its b made ready (packed, and
+// prepared where the kernels take prepared columns) by all threads, then
+// its items computed in any order by any thread.
+class GemvProduct {
+  public:
+    GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * region, size_t region_size, int nth);
+
+    // Thread ith's share of making b ready; every thread's share must be
+    // done (a sync) before any item runs.
+    void prepare(const KernelTable & kt, int ith, int nth) const;
+
+    int64_t items() const { return n_items_; }
+
+    // Items [begin, end) on thread ith. Consecutive items of one matrix may
+    // go to the kernel in one call (merge), so end bounds what one call takes.
+    void run(int ith, int64_t begin, int64_t end) const;
+
+  private:
+    const ggml_tensor * a_;
+    const ggml_tensor * b_;
+    ggml_tensor *       dst_;
+    VecDotInfo          info_;
+    GemvFn              gemv_;
+    int64_t             K_;
+    size_t              row_size_;
+    char *              region_;
+    BOperand            bop_;
+    size_t              ldb_;
+    QGemmKernels        qg_;
+    int64_t             n_cg_b_;
+    size_t              group_bytes_;
+    char *              prepared_;
+    ProductShape        shape_;
+    bool                heads_;
+    int64_t             NC_, NB_;
+    size_t              ldb_c_;
+    int64_t             item_rows_, n_ru_, n_cg_, per_cg_, n_items_;
+    size_t              ldd_;
+    size_t              acc_bytes_;
+    char *              acc_base_;
+    int64_t             nb_k_, kc_;
+    bool                merge_;
+};
+
+GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * region, size_t region_size, int nth)
+    : a_(dst->src[0]), b_(dst->src[1]), dst_(dst), info_(vec_dot_info(a_->type)), gemv_(gemv_for(kt, a_->type)),
+      K_(a_->ne[0]), row_size_(ggml_row_size(info_.operand, K_)), region_(region) {
+    LOOM_ASSERT(gemv_ != nullptr);
+    LOOM_ASSERT(region_size >= gemv_region_bytes(a_, b_, nth));
+    const bool packed = mul_mat_packs_b(a_, b_);
+    bop_              = b_operand(b_, packed ? region : nullptr, row_size_);
+    ldb_              = packed ? row_size_ : b_->nb[1];
+    qg_               = qgemm_for(kt, a_, b_);
+    n_cg_b_           = (b_->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    group_bytes_      = qg_.gemm != nullptr ? align_up(qg_.cols_bytes(K_), SCRATCH_ALIGN) : 0;
+    prepared_         = region + align_up(row_size_ * size_t(ggml_nrows(b_)), SCRATCH_ALIGN);
+    LOOM_ASSERT(qg_.gemm == nullptr || packed);
+    shape_ = product_shape(a_, b_, dst);
+    const auto [M, N, ne2, nbatch, r2, r3] = shape_;
     // Note [Heads as columns]
     // One column per matrix, and r2 > 1 matrices of b meeting each matrix of
     // a (attention with grouped heads during generation: 8 query heads per
@@ -398,21 +426,148 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
     // once per column. Each element's operations are the same either way
     // (gemv sums every (row, column) pair on its own), so the results are
     // too. Items then run over a's matrices (NB) with NC = r2 columns each.
-    const bool    heads = qg.gemm == nullptr && N == 1 && r2 > 1;
-    const int64_t NC    = heads ? r2 : N;
-    const int64_t NB    = heads ? a->ne[2] * dst->ne[3] : nbatch;
-    const size_t  ldb_c = heads ? (packed ? row_size : b->nb[2]) : ldb;
-    const int64_t macs_per_row = std::max<int64_t>(1, K * std::min<int64_t>(NC, GEMV_MAX_COLS));
+    heads_                     = qg_.gemm == nullptr && N == 1 && r2 > 1;
+    NC_                        = heads_ ? r2 : N;
+    NB_                        = heads_ ? a_->ne[2] * dst->ne[3] : nbatch;
+    ldb_c_                     = heads_ ? (packed ? row_size_ : b_->nb[2]) : ldb_;
+    const int64_t macs_per_row = std::max<int64_t>(1, K_ * std::min<int64_t>(NC_, GEMV_MAX_COLS));
     const int64_t min_rows =
         std::clamp<int64_t>(GEMV_ITEM_MACS / macs_per_row, GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) / GEMV_ROW_ALIGN *
         GEMV_ROW_ALIGN;
-    const int64_t item_rows = qg.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
-    const int64_t n_ru      = (M + item_rows - 1) / item_rows;
-    const int64_t n_cg      = (NC + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
-    const bool    cut_col  = NB * n_ru < p.nth && n_cg > 1;
-    const int64_t per_cg   = cut_col ? 1 : n_cg; // column groups per item
-    const int64_t n_items  = NB * n_ru * (n_cg / per_cg);
-    const size_t  ldd      = (heads ? dst->nb[2] : dst->nb[1]) / sizeof(float);
+    item_rows_ = qg_.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
+    n_ru_      = (M + item_rows_ - 1) / item_rows_;
+    n_cg_      = (NC_ + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
+    const bool cut_col = NB_ * n_ru_ < nth && n_cg_ > 1;
+    per_cg_            = cut_col ? 1 : n_cg_; // column groups per item
+    n_items_           = NB_ * n_ru_ * (n_cg_ / per_cg_);
+    ldd_               = (heads_ ? dst->nb[2] : dst->nb[1]) / sizeof(float);
+    acc_bytes_         = qgemm_thread_acc_bytes(qg_, b_);
+    acc_base_          = prepared_ + qgemm_prepared_bytes(qg_, b_);
+    nb_k_              = K_ / ggml_blck_size(a_->type);
+    // K is cut only where many columns meet the same rows.
+    kc_ = qg_.gemm == nullptr ? 0 : b_->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a_) : nb_k_;
+    // Repacked weights with one group of columns and no cut of K: the
+    // consecutive items of a chunk that belong to one matrix go to the kernel
+    // in one call, which reads them as two streams (Note [Repacked quads]).
+    merge_ = is_repacked(a_) && per_cg_ == n_cg_ && n_cg_ == 1 && kc_ == nb_k_;
+}
+
+void GemvProduct::prepare(const KernelTable & kt, int ith, int nth) const {
+    if (qg_.gemm != nullptr) {
+        // Each thread takes whole groups of columns: packs them, then
+        // prepares them, so one sync covers both.
+        const Range r = split_range(n_cg_b_ * b_->ne[2] * b_->ne[3], ith, nth);
+        for (int64_t grp = r.begin; grp < r.end; ++grp) {
+            const int64_t cg    = grp % n_cg_b_;
+            const int64_t batch = grp / n_cg_b_; // = i3 * ne2 + i2
+            const int64_t i2    = batch % b_->ne[2];
+            const int64_t i3    = batch / b_->ne[2];
+            const int64_t c0    = cg * GEMV_MAX_COLS;
+            const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, b_->ne[1] - c0));
+            for (int64_t c = c0; c < c0 + ncols; ++c) {
+                const char * src = static_cast<const char *>(b_->data) + c * b_->nb[1] + i2 * b_->nb[2] + i3 * b_->nb[3];
+                char *       out = region_ + size_t(batch * b_->ne[1] + c) * row_size_; // bop_.column
+                convert_operand(kt, info_.operand, src, b_->nb[0], out, K_);
+            }
+            qg_.prepare(K_, bop_.column(c0, i2, i3), ldb_, ncols, prepared_ + size_t(grp) * group_bytes_);
+        }
+    } else if (bop_.packed) {
+        ComputeParams pp;
+        pp.ith   = ith;
+        pp.nth   = nth;
+        pp.wdata = region_;
+        pack_b(pp, kt, b_, info_.operand, row_size_);
+    }
+}
+
+void GemvProduct::run(int ith, int64_t begin, int64_t end) const {
+    const ggml_tensor * a                    = a_;
+    const ggml_tensor * dst                  = dst_;
+    const auto [M, N, ne2, nbatch, r2, r3]   = shape_;
+    auto * const        acc = reinterpret_cast<float *>(acc_base_ + acc_bytes_ * size_t(ith));
+    const int64_t       groups_per_item      = n_cg_ / per_cg_;
+    for (int64_t it = begin; it < end; ++it) {
+        const int64_t cg0   = (it % groups_per_item) * per_cg_;
+        const int64_t ru    = it / groups_per_item % n_ru_;
+        const int64_t batch = it / groups_per_item / n_ru_;
+        const int64_t i2    = batch % ne2;
+        const int64_t i3    = batch / ne2;
+        const int64_t m0    = ru * item_rows_;
+        int64_t       rows  = std::min<int64_t>(item_rows_, M - m0);
+        if (merge_) {
+            // Items it + 1, ... of the same matrix follow item it's rows.
+            const int64_t last = std::min(end, it + (n_ru_ - ru)) - 1;
+            rows               = std::min<int64_t>(M, (ru + (last - it) + 1) * item_rows_) - m0;
+            it                 = last;
+        }
+
+        const char * a_rows =
+            static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + m0 * a->nb[1];
+        char * d_mat = static_cast<char *>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3];
+        if (qg_.gemm != nullptr) {
+            // Note [Prepared-column blocking]
+            for (int64_t i0 = 0; i0 < nb_k_; i0 += kc_) {
+                const int64_t i1 = std::min(nb_k_, i0 + kc_);
+                for (int64_t cg = cg0; cg < cg0 + per_cg_; ++cg) {
+                    const int64_t c0    = cg * GEMV_MAX_COLS;
+                    const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));
+                    auto *        out   = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
+                    const char *  prep  = prepared_ + size_t((i3 * ne2 + i2) * n_cg_b_ + cg) * group_bytes_;
+                    qg_.gemm(K_, i0, i1, a_rows, a->nb[1], rows, prep, bop_.column(c0, i2, i3), ldb_, ncols,
+                             acc + size_t(cg - cg0) * qgemm_acc_floats(QGEMM_ITEM_ROWS), out, ldd_);
+                }
+            }
+            continue;
+        }
+        for (int64_t cg = cg0; cg < cg0 + per_cg_; ++cg) {
+            const int64_t c0    = cg * GEMV_MAX_COLS;
+            const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, NC_ - c0));
+            if (heads_) {
+                // batch is a's matrix (i2a, i3 / r3); columns are the heads i2a r2 + c.
+                const int64_t i2a = batch % a->ne[2];
+                const int64_t i3h = batch / a->ne[2];
+                const int64_t h0  = i2a * r2 + c0;
+                const char *  ah  = static_cast<const char *>(a->data) + i2a * a->nb[2] + (i3h / r3) * a->nb[3] +
+                                   m0 * a->nb[1];
+                auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h0 * dst->nb[2] +
+                                                       i3h * dst->nb[3]) + m0;
+                gemv_(K_, ah, a->nb[1], rows, bop_.column(0, h0, i3h), ldb_c_, ncols, out, ldd_);
+                continue;
+            }
+            auto * out = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
+            gemv_(K_, a_rows, a->nb[1], rows, bop_.column(c0, i2, i3), ldb_, ncols, out, ldd_);
+        }
+    }
+}
+
+// Note [Products sharing a column]
+// Matrix products that read the same b and take the matrix-vector path
+// (attention's q, k and v of one token; the FFN's gate and up) can be
+// computed as one node: each makes its b ready in its own part of the
+// scratch, one sync, then the threads take chunks of all their items from
+// one counter (Note [Guided chunks]). Small products then no longer end in
+// a barrier each, and a thread done with one product's rows goes on with
+// the next product's instead of waiting. Each element is computed exactly
+// as alone, so the results are the same bits.
+void compute_gemv_products(const ComputeParams & p, const KernelTable & kt, ggml_tensor * const * dsts, int n) {
+    LOOM_ASSERT(n >= 1 && n <= MAX_PRODUCT_GROUP);
+    char * const             scratch = static_cast<char *>(p.wdata);
+    std::atomic_ref<int64_t> next_item(*reinterpret_cast<int64_t *>(scratch));
+    std::optional<GemvProduct> prods[MAX_PRODUCT_GROUP];
+    int64_t                    first_item[MAX_PRODUCT_GROUP + 1];
+    size_t                     offset = GEMV_HEADER;
+    first_item[0]                     = 0;
+    for (int i = 0; i < n; ++i) {
+        const size_t bytes = gemv_region_bytes(dsts[i]->src[0], dsts[i]->src[1], p.nth);
+        LOOM_ASSERT(p.wsize >= offset + bytes);
+        prods[i].emplace(kt, dsts[i], scratch + offset, bytes, p.nth);
+        offset += bytes;
+        first_item[i + 1] = first_item[i] + prods[i]->items();
+    }
+    for (int i = 0; i < n; ++i) {
+        prods[i]->prepare(kt, p.ith, p.nth);
+    }
+    const int64_t n_items = first_item[n];
     // Note [Guided chunks]
     const int64_t share = 2 * int64_t(p.nth);
     const int64_t first = n_items / share; // each thread's first chunk
@@ -420,19 +575,9 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
         next_item.store(first * p.nth, std::memory_order_relaxed);
     }
     p.sync(); // b packed (and prepared) and the counter set before anyone takes a chunk
-    const size_t  acc_bytes = qgemm_thread_acc_bytes(qg, b);
-    auto * const  acc  = reinterpret_cast<float *>(prepared + qgemm_prepared_bytes(qg, b) + acc_bytes * size_t(p.ith));
-    const int64_t nb_k = K / ggml_blck_size(a->type);
-    // K is cut only where many columns meet the same rows.
-    const int64_t kc = qg.gemm == nullptr ? 0 : b->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a) : nb_k;
 
-    // Repacked weights with one group of columns and no cut of K: the
-    // consecutive items of a chunk that belong to one matrix go to the kernel
-    // in one call, which reads them as two streams (Note [Repacked quads]).
-    const bool merge = is_repacked(a) && per_cg == n_cg && n_cg == 1 && kc == nb_k;
-
-    int64_t       begin = first * p.ith;
-    int64_t       end   = begin + first;
+    int64_t begin = first * p.ith;
+    int64_t end   = begin + first;
     for (;;) {
         if (begin >= end) {
             const int64_t left = n_items - next_item.load(std::memory_order_relaxed);
@@ -446,61 +591,19 @@ void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_
             }
             end = std::min(n_items, begin + size);
         }
-        for (int64_t it = begin; it < end; ++it) {
-            const int64_t cg0   = (it % (n_cg / per_cg)) * per_cg;
-            const int64_t ru    = it / (n_cg / per_cg) % n_ru;
-            const int64_t batch = it / (n_cg / per_cg) / n_ru;
-            const int64_t i2    = batch % ne2;
-            const int64_t i3    = batch / ne2;
-            const int64_t m0    = ru * item_rows;
-            int64_t       rows  = std::min<int64_t>(item_rows, M - m0);
-            if (merge) {
-                // Items it + 1, ... of the same matrix follow item it's rows.
-                const int64_t last = std::min(end, it + (n_ru - ru)) - 1;
-                rows               = std::min<int64_t>(M, (ru + (last - it) + 1) * item_rows) - m0;
-                it                 = last;
-            }
-
-            const char * a_rows =
-                static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + m0 * a->nb[1];
-            char * d_mat = static_cast<char *>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3];
-            if (qg.gemm != nullptr) {
-                // Note [Prepared-column blocking]
-                LOOM_ASSERT(p.wsize >= size_t(reinterpret_cast<char *>(acc) - scratch) + acc_bytes);
-                for (int64_t i0 = 0; i0 < nb_k; i0 += kc) {
-                    const int64_t i1 = std::min(nb_k, i0 + kc);
-                    for (int64_t cg = cg0; cg < cg0 + per_cg; ++cg) {
-                        const int64_t c0    = cg * GEMV_MAX_COLS;
-                        const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));
-                        auto *        out   = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
-                        const char *  prep  = prepared + size_t((i3 * ne2 + i2) * n_cg_b + cg) * group_bytes;
-                        qg.gemm(K, i0, i1, a_rows, a->nb[1], rows, prep, bop.column(c0, i2, i3), ldb, ncols,
-                                acc + size_t(cg - cg0) * qgemm_acc_floats(QGEMM_ITEM_ROWS), out, ldd);
-                    }
-                }
-                continue;
-            }
-            for (int64_t cg = cg0; cg < cg0 + per_cg; ++cg) {
-                const int64_t c0    = cg * GEMV_MAX_COLS;
-                const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, NC - c0));
-                if (heads) {
-                    // batch is a's matrix (i2a, i3 / r3); columns are the heads i2a r2 + c.
-                    const int64_t i2a = batch % a->ne[2];
-                    const int64_t i3h = batch / a->ne[2];
-                    const int64_t h0  = i2a * r2 + c0;
-                    const char *  ah  = static_cast<const char *>(a->data) + i2a * a->nb[2] + (i3h / r3) * a->nb[3] +
-                                       m0 * a->nb[1];
-                    auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h0 * dst->nb[2] +
-                                                           i3h * dst->nb[3]) + m0;
-                    gemv(K, ah, a->nb[1], rows, bop.column(0, h0, i3h), ldb_c, ncols, out, ldd);
-                    continue;
-                }
-                auto * out = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
-                gemv(K, a_rows, a->nb[1], rows, bop.column(c0, i2, i3), ldb, ncols, out, ldd);
+        // The chunk, cut where one product's items end and the next's begin.
+        for (int i = 0; i < n && begin < end; ++i) {
+            if (begin < first_item[i + 1]) {
+                const int64_t stop = std::min(end, first_item[i + 1]);
+                prods[i]->run(p.ith, begin - first_item[i], stop - first_item[i]);
+                begin = stop;
             }
         }
-        begin = end;
     }
+}
+
+void compute_mul_mat_gemv(const ComputeParams & p, const KernelTable & kt, ggml_tensor * dst) {
+    compute_gemv_products(p, kt, &dst, 1);
 }
 
 // ---- matrix-matrix path ----
@@ -656,6 +759,27 @@ void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
+bool matmul_joins_group(const ggml_tensor * op) {
+    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) && !mul_mat_uses_gemm(op->src[0], op->src[1]);
+}
+
+size_t work_size_products(ggml_tensor * const * nodes, int n, int n_threads) {
+    size_t need = GEMV_HEADER;
+    for (int i = 0; i < n; ++i) {
+        need += gemv_region_bytes(nodes[i]->src[0], nodes[i]->src[1], n_threads);
+    }
+    return need;
+}
+
+void compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int n) {
+    LOOM_ASSERT(!p.use_ref);
+    for (int i = 0; i < n; ++i) {
+        check_mul_mat(nodes[i]);
+        LOOM_ASSERT(matmul_joins_group(nodes[i]) && nodes[i]->src[1] == nodes[0]->src[1]);
+    }
+    compute_gemv_products(p, best_kernels(), nodes, n);
+}
+
 bool supports_matmul(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
@@ -695,9 +819,7 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             if (mul_mat_uses_gemm(a, b)) {
                 need = std::max({need, packed_b, gemm_work_size(a, b, n_threads)});
             } else {
-                const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
-                need = std::max(need, GEMV_HEADER + packed_b + qgemm_prepared_bytes(qg, b) +
-                                          qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1)));
+                need = std::max(need, GEMV_HEADER + gemv_region_bytes(a, b, n_threads));
             }
             return need;
         }
