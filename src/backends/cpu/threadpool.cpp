@@ -147,8 +147,15 @@ void ThreadPool::apply_options(int ith) const {
 void ThreadPool::worker_main(int ith) {
     apply_options(ith);
     uint32_t seen = 0;
+    // Note [Idle spin] in threadpool.h.
+    int idle = spin() * k_idle_spin_factor;
     for (;;) {
-        spin_then_wait(generation_, seen, spin(), [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        const int  most = spin() * k_idle_spin_factor;
+        const int  now  = std::min(idle, most);
+        const bool spun = spin_then_wait(generation_, seen, now,
+                                         [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        idle = spun ? std::min(most, std::max(2 * now, Barrier::k_min_spin))
+                    : std::max(std::min(Barrier::k_min_spin, most), now / 2);
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load(std::memory_order_acquire)) {
             return;

@@ -42,6 +42,20 @@ class Barrier {
     std::atomic<uint32_t> phase_{0};
 };
 
+// Note [Idle spin]
+// Between two jobs (two graphs: during generation the runner samples a token
+// and builds the next graph in about half a millisecond) a worker spins up
+// to k_idle_spin_factor times the pool's spin before it sleeps, about 1.3 ms
+// at the default spin (a pause takes about 19 ns on the machine of
+// bench/RESULTS.md). Waking a sleeping worker there took about 100 us: the
+// first node of every generation graph, one row of the token embedding,
+// took 120-145 us with the worker asleep and 20-32 us with it spinning. As
+// in the barrier (Note [Adaptive spin]), a wait that had to sleep halves the
+// next idle spin and one that ended while spinning doubles it, so a pool
+// left idle, or sharing its cores with more threads, soon stops spinning;
+// a paused pool does not spin at all.
+constexpr int k_idle_spin_factor = 16;
+
 // How the workers of a pool run (ggml_threadpool_params).
 struct ThreadOptions {
     std::vector<int> cpus;               // CPUs the workers may run on; empty: no affinity set
