@@ -617,7 +617,7 @@ size_t gemm_work_size(const ggml_tensor * a, const ggml_tensor * b, int n_thread
     const size_t        bb    = gemm_b_block_bytes(kt, a->type, b->ne[1]);
     const size_t        pv    = gemm_private_bytes(kt, a->type);
     const size_t        nth   = size_t(std::max(n_threads, 1));
-    const size_t        alone = (bb + pv) * nth;
+    const size_t        alone = GEMM_TEAM_HEADER + (bb + pv) * nth;
     const size_t        team  = GEMM_TEAM_HEADER + bb + pv * nth;
     return std::max(alone, team);
 }
@@ -648,10 +648,19 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
     };
 
     if (nbatch >= p.nth) {
-        LOOM_ASSERT(p.wsize >= (bb + pv) * size_t(p.nth));
-        char *      mine = w + (bb + pv) * size_t(p.ith);
-        const Range r    = split_range(nbatch, p.ith, p.nth);
-        for (int64_t batch = r.begin; batch < r.end; ++batch) {
+        // Each thread starts with matrix ith, then takes the next one not
+        // yet taken: a thread slowed by anything else on the machine leaves
+        // more matrices to the others (attention over a prompt: 32 heads,
+        // 0.4 ms each here, split evenly left the threads busy 84% of the
+        // time). A matrix's results do not depend on the thread.
+        LOOM_ASSERT(p.wsize >= GEMM_TEAM_HEADER + (bb + pv) * size_t(p.nth));
+        std::atomic_ref<int64_t> next(*reinterpret_cast<int64_t *>(w));
+        if (p.ith == 0) {
+            next.store(p.nth, std::memory_order_relaxed);
+        }
+        p.sync();
+        char * mine = w + GEMM_TEAM_HEADER + (bb + pv) * size_t(p.ith);
+        for (int64_t batch = p.ith; batch < nbatch; batch = next.fetch_add(1, std::memory_order_relaxed)) {
             gemm(kt, problem(batch), 0, M, 0, N, mine, mine + bb, nullptr);
         }
         return;
