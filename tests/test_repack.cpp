@@ -1,4 +1,4 @@
-// The CPU device's extra buffer type CPU_REPACK: Q4_0 and Q8_0 weights stored in the
+// The CPU device's extra buffer type CPU_REPACK: Q4_0, Q8_0 and F16 weights stored in the
 // kernels' own layout. Data goes in and out in ggml's layout at any offset;
 // matrix products on repacked weights give the bits of the same product on
 // ggml's layout and agree with a double-precision reference; nothing else
@@ -45,7 +45,7 @@ ggml_backend_buffer_type_t repack_buft() {
         GTEST_SKIP() << "this processor's kernels have no repacked layout (AVX-512 VBMI needed)"; \
     }
 
-const ggml_type k_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0};
+const ggml_type k_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16};
 
 // Rows of random blocks of a quantized type, with finite scales.
 std::vector<uint8_t> random_rows(std::mt19937 & rng, ggml_type type, int64_t K, int64_t rows) {
@@ -136,14 +136,15 @@ void data_in_and_out(ggml_backend_buffer_type_t buft, ggml_type type) {
 TEST(Repack, OtherTensorsStayInGgmlLayout) {
     REQUIRE_REPACK();
     std::mt19937  rng(3);
-    auto          ctx = make_ctx(4);
+    auto          ctx = make_ctx(5);
     ggml_tensor * odd_k    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 96, 16);  // K not a multiple of 128
     ggml_tensor * odd_rows = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q8_0, 128, 12); // rows not in eights
     ggml_tensor * f32      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 128, 16);
-    ggml_tensor * f16      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, 128, 16);
+    ggml_tensor * f16      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, 48, 16); // K not a multiple of 32
+    ggml_tensor * bf16     = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_BF16, 128, 16);
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
     ASSERT_TRUE(buf);
-    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16}) {
+    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16, bf16}) {
         std::vector<uint8_t> bytes(ggml_nbytes(t));
         for (auto & x : bytes) x = uint8_t(rng() & 0x3f); // finite halves and floats
         ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
@@ -188,9 +189,17 @@ std::vector<double> reference(ggml_type type, int64_t K, int64_t M, int64_t N, c
     const auto *       q8 = ggml_get_type_traits(GGML_TYPE_Q8_0);
     std::vector<float> w(size_t(K * M)), x(size_t(K * N));
     q4->to_float(wa.data(), w.data(), K * M);
-    std::vector<uint8_t> qb(ggml_row_size(GGML_TYPE_Q8_0, K) * size_t(N));
-    ggml_quantize_chunk(GGML_TYPE_Q8_0, vb.data(), qb.data(), 0, N, K, nullptr);
-    q8->to_float(qb.data(), x.data(), K * N);
+    if (type == GGML_TYPE_F16) {
+        // The matrix-vector kernels (up to 8 columns) round the activations
+        // to F16; the GEMM (more) reads them as they are.
+        for (size_t i = 0; i < x.size(); ++i) {
+            x[i] = N <= 8 ? ggml_fp16_to_fp32(ggml_fp32_to_fp16(vb[i])) : vb[i];
+        }
+    } else {
+        std::vector<uint8_t> qb(ggml_row_size(GGML_TYPE_Q8_0, K) * size_t(N));
+        ggml_quantize_chunk(GGML_TYPE_Q8_0, vb.data(), qb.data(), 0, N, K, nullptr);
+        q8->to_float(qb.data(), x.data(), K * N);
+    }
     std::vector<double> out(size_t(M * N));
     for (int64_t n = 0; n < N; ++n) {
         for (int64_t m = 0; m < M; ++m) {

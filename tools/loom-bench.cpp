@@ -590,7 +590,7 @@ int main(int argc, char ** argv) {
         std::vector<std::pair<V, bool>> runs;
         for (const V & v : cases) {
             runs.push_back({v, false});
-            if (repack != nullptr && (v.type == GGML_TYPE_Q4_0 || v.type == GGML_TYPE_Q8_0)) {
+            if (repack != nullptr && (v.type == GGML_TYPE_Q4_0 || v.type == GGML_TYPE_Q8_0 || v.type == GGML_TYPE_F16)) {
                 runs.push_back({v, true});
             }
         }

@@ -382,10 +382,10 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
                      (norm ? " (norm weights must be f32)" : " (f32, f16, bf16, q8_0, q4_0)");
             return false;
         }
-        // Q4_0 and Q8_0 matrices of the CPU, which only matrix products read (not the
-        // token embeddings, which get_rows reads), go to CPU_REPACK.
+        // Q4_0, Q8_0 and F16 matrices of the CPU, which only matrix products read
+        // (not the token embeddings, which get_rows reads), go to CPU_REPACK.
         const bool repack = repack_buft != nullptr && !norm && device == cpu &&
-                            (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0) &&
+                            (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16) &&
                             name != "token_embd.weight";
         planned.push_back({*found_id, name, device, nullptr, repack});
         return true;

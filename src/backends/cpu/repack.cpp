@@ -1,4 +1,4 @@
-// The repacked layout of Q4_0 and Q8_0 weights (Note [Repacked weights] in repack.h)
+// The repacked layout of Q4_0, Q8_0 and F16 weights (Note [Repacked weights] in repack.h)
 // and the CPU_REPACK buffers that hold it.
 
 #include "repack.h"
@@ -33,6 +33,13 @@ struct Place {
 };
 
 Place place(ggml_type type, size_t row_size, size_t o) {
+    if (type == GGML_TYPE_F16) {
+        // Values [32 j, 32 j + 32) of row r at 512 j + 64 r.
+        const size_t r = o / row_size;
+        const size_t j = o % row_size / 64;
+        const size_t b = o % 64;
+        return {512 * j + 64 * r + b, 64 - b};
+    }
     const size_t block = ggml_type_size(type); // 18 or 34
     const size_t r     = o / row_size;
     const size_t i     = o % row_size / block; // block in the row
@@ -168,6 +175,10 @@ bool repackable(const ggml_tensor * t) {
         return false;
     }
     const KernelTable & kt = best_kernels();
+    if (t->type == GGML_TYPE_F16) {
+        return kt.gemv_f16_x8 != nullptr && t->ne[0] % REPACK_F16_CHUNK == 0 && t->ne[1] % REPACK_ROWS == 0 &&
+               ggml_is_contiguous(t);
+    }
     const bool kernels = (t->type == GGML_TYPE_Q4_0 && kt.qgemm_q4_0_x8.gemm != nullptr) ||
                          (t->type == GGML_TYPE_Q8_0 && kt.qgemm_q8_0_x8.gemm != nullptr);
     return kernels && t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0 && t->ne[1] % REPACK_ROWS == 0 &&

@@ -21,6 +21,10 @@
 //     [64 + 256 q + 128 h, +128)  block q of rows 4h .. 4h + 3: their weights
 //                          0-15 (row 4h + k at 16 k), then 16-31 likewise
 //
+// and F16 matrices (K a multiple of 32) by chunks of 32 values, chunk j of
+// group g at g * 8 * row_size + 512 j, row r's 32 values at 64 r in it
+// (Note [Repacked F16] in avx512/gemv_float.cpp).
+//
 // So a thread reads its rows as one run of whole, aligned cache lines, and
 // each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
 // four blocks, as the kernel on prepared quads (Note [One row, four blocks])
@@ -45,10 +49,12 @@ namespace loom::cpu {
 
 constexpr int64_t REPACK_ROWS = 8;
 constexpr int64_t REPACK_QUAD = 4; // blocks per quad
+constexpr int64_t REPACK_F16_CHUNK = 32; // F16 values of a row side by side
 
 // Whether t's type and shape have a repacked layout and the kernels this
 // processor runs can use it: Q4_0 or Q8_0 with whole quads per row (ne0 %
-// 128 == 0), rows in whole groups (ne1 % 8 == 0), contiguous.
+// 128 == 0), or F16 with ne0 % 32 == 0; rows in whole groups (ne1 % 8 ==
+// 0), contiguous.
 bool repackable(const ggml_tensor * t);
 
 // Whether t's data is in the repacked layout (t lives in a CPU_REPACK buffer

@@ -93,6 +93,19 @@ struct F32Format {
             for (int i = 0; i < n; ++i) {
                 const char * row = pr.a + size_t(i0 + ir + i) * pr.lda;
                 float *      t   = tmp + i * kt.kc;
+                if (pr.a_repacked) {
+                    // Row r of its group of 8: values [32 j, 32 j + 32) at
+                    // 512 j + 64 r from the group's start.
+                    LOOM_ASSERT(pr.a_type == GGML_TYPE_F16 && k0 % 32 == 0 && kb % 32 == 0);
+                    const int64_t r     = i0 + ir + i;
+                    const char *  group = pr.a + size_t(r / 8) * 8 * pr.lda + size_t(r % 8) * 64;
+                    for (int64_t k = k0; k < k0 + kb; k += 32) {
+                        kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(group + size_t(k / 32) * 512),
+                                            t + (k - k0), 32);
+                    }
+                    src[i] = t;
+                    continue;
+                }
                 switch (pr.a_type) {
                     case GGML_TYPE_F16:
                         kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(row) + k0, t, kb);

@@ -26,6 +26,9 @@ struct GemmProblem {
     float *      c;
     size_t       ldc;
     int64_t      K;
+    // F16 weights in the repacked layout (Note [Repacked weights]); a's
+    // rows are then read in chunks of 32 values.
+    bool a_repacked = false;
 };
 
 // True when gemm() multiplies bf16 weights on the table's BF16 GEMM

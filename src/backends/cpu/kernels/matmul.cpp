@@ -239,8 +239,13 @@ bool mul_mat_uses_gemm(const ggml_tensor * a, const ggml_tensor * b) {
     return gemm_weight_type(a->type) && b->ne[1] > GEMV_MAX_COLS;
 }
 
-GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
-    switch (weight_type) {
+GemvFn gemv_for(const KernelTable & kt, const ggml_tensor * a) {
+    if (is_repacked(a)) {
+        // Note [Repacked weights]: F16 takes a kernel of its own; Q4_0 and
+        // Q8_0 take qgemm_for's.
+        return a->type == GGML_TYPE_F16 ? kt.gemv_f16_x8 : nullptr;
+    }
+    switch (a->type) {
         case GGML_TYPE_F32: return kt.gemv_f32;
         case GGML_TYPE_F16: return kt.gemv_f16;
         case GGML_TYPE_BF16: return kt.gemv_bf16;
@@ -256,7 +261,7 @@ GemvFn gemv_for(const KernelTable & kt, ggml_type weight_type) {
 QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
     static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
     QGemmKernels ops;
-    if (is_repacked(a)) {
+    if (is_repacked(a) && a->type != GGML_TYPE_F16) {
         // Note [Repacked weights]: the only kernels that read this layout.
         ops = a->type == GGML_TYPE_Q4_0 ? kt.qgemm_q4_0_x8 : kt.qgemm_q8_0_x8;
         LOOM_ASSERT(ops.gemm != nullptr && ops.min_cols <= 1);
@@ -404,14 +409,14 @@ class GemvProduct {
 };
 
 GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * region, size_t region_size, int nth)
-    : a_(dst->src[0]), b_(dst->src[1]), dst_(dst), info_(vec_dot_info(a_->type)), gemv_(gemv_for(kt, a_->type)),
+    : a_(dst->src[0]), b_(dst->src[1]), dst_(dst), info_(vec_dot_info(a_->type)), gemv_(gemv_for(kt, a_)),
       K_(a_->ne[0]), row_size_(ggml_row_size(info_.operand, K_)), region_(region) {
-    LOOM_ASSERT(gemv_ != nullptr);
     LOOM_ASSERT(region_size >= gemv_region_bytes(a_, b_, nth));
     const bool packed = mul_mat_packs_b(a_, b_);
     bop_              = b_operand(b_, packed ? region : nullptr, row_size_);
     ldb_              = packed ? row_size_ : b_->nb[1];
     qg_               = qgemm_for(kt, a_, b_);
+    LOOM_ASSERT(gemv_ != nullptr || qg_.gemm != nullptr);
     n_cg_b_           = (b_->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     group_bytes_      = qg_.gemm != nullptr ? align_up(qg_.cols_bytes(K_), SCRATCH_ALIGN) : 0;
     prepared_         = region + align_up(row_size_ * size_t(ggml_nrows(b_)), SCRATCH_ALIGN);
@@ -449,7 +454,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     // Repacked weights with one group of columns and no cut of K: the
     // consecutive items of a chunk that belong to one matrix go to the kernel
     // in one call, which reads them as two streams (Note [Repacked quads]).
-    merge_ = is_repacked(a_) && per_cg_ == n_cg_ && n_cg_ == 1 && kc_ == nb_k_;
+    merge_ = is_repacked(a_) && per_cg_ == n_cg_ && n_cg_ == 1 && (kc_ == nb_k_ || qg_.gemm == nullptr);
 }
 
 void GemvProduct::prepare(const KernelTable & kt, int ith, int nth) const {
@@ -636,6 +641,7 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
         const int64_t i3 = batch / ne2;
         GemmProblem   pr;
         pr.a_type = a->type;
+        pr.a_repacked = is_repacked(a);
         pr.a      = static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
         pr.lda    = a->nb[1];
         pr.b      = static_cast<const char *>(b->data) + i2 * b->nb[2] + i3 * b->nb[3];

@@ -178,6 +178,10 @@ struct KernelTable {
     // ggml's layout.
     QGemmKernels qgemm_q4_0_x8;
     QGemmKernels qgemm_q8_0_x8;
+    // F16 weights in the repacked layout (rows in groups of 8, K a multiple
+    // of 32), any number of rows in whole groups; null where the table has
+    // none. The same bits as gemv_f16 on the same weights in ggml's layout.
+    GemvFn gemv_f16_x8 = nullptr;
 
     // Weighted sums of f32 and f16 rows (attention's values).
     MadRowsFn mad_rows_f32 = nullptr;

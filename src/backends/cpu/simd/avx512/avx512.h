@@ -14,6 +14,8 @@ void gemv_f32(int64_t K, const void * a, size_t lda, int64_t nrows, const void *
               size_t ldd);
 void gemv_f16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
               size_t ldd);
+void gemv_f16_x8(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+                 size_t ldd);
 void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd);
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,

@@ -71,14 +71,60 @@ struct F16 {
     return pair_sums(l3[0], l3[1], near_lo, near_hi);
 }
 
+// The rows of a tile: R rows lda bytes apart (ggml's layout).
+template <class T, int R> struct PlainRows {
+    const T * ar[R];
+    size_t    lda;
+    PlainRows(const char * a, size_t lda_) : lda(lda_) {
+        for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const T *>(a + size_t(r) * lda);
+    }
+    const T * at(int r, int64_t k) const { return ar[r] + k; }
+    // The same line of the next tile's rows.
+    void prefetch(int r, int64_t k) const {
+        _mm_prefetch(reinterpret_cast<const char *>(ar[r] + k) + R * lda, _MM_HINT_T0);
+    }
+};
+
+// Note [Repacked F16]
+// F16 weights in the CPU_REPACK buffer (repack.h): rows in groups of 8, and
+// in a group values [32 j, 32 j + 32) of its row q at 512 j + 64 q bytes, so
+// a tile's rows are read as one run of whole lines. The tile's arithmetic is
+// the one over ggml's layout (the same values meet the same lanes in the
+// same order), so the results are the same bits.
+constexpr size_t F16X8_GROUP_CHUNK = 512;
+constexpr size_t F16X8_PREFETCH    = 4096; // bytes ahead in the run
+
+// Rows 0-7 from one group, 8-15 from another (two runs read side by side).
+struct RepackedF16TwoGroups {
+    const char * group[2];
+    const uint16_t * at(int r, int64_t k) const {
+        return reinterpret_cast<const uint16_t *>(group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK +
+                                                  size_t(r % 8) * 64 + size_t(k & 31) * 2);
+    }
+    void prefetch(int r, int64_t k) const {
+        _mm_prefetch(group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(r % 8) * 64 + F16X8_PREFETCH,
+                     _MM_HINT_T0);
+    }
+};
+
+template <int R> struct RepackedF16Rows {
+    const char * group; // the group's first byte
+    int          q0;    // the tile's first row in the group
+    const uint16_t * at(int r, int64_t k) const {
+        return reinterpret_cast<const uint16_t *>(group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 +
+                                                  size_t(k & 31) * 2);
+    }
+    void prefetch(int r, int64_t k) const {
+        _mm_prefetch(group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 + F16X8_PREFETCH, _MM_HINT_T0);
+    }
+};
+
 // R rows x C columns over all of K.
-template <class Ops, int R, int C>
-[[gnu::always_inline]] inline void tile(int64_t K, const char * a, size_t lda, const char * b, size_t ldb, float * dst,
+template <class Ops, int R, int C, class Rows>
+[[gnu::always_inline]] inline void tile(int64_t K, const Rows & ar, const char * b, size_t ldb, float * dst,
                                         size_t ldd) {
     using T = typename Ops::T;
-    const T * ar[R];
     const T * bc[C];
-    for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const T *>(a + size_t(r) * lda);
     for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const T *>(b + size_t(c) * ldb);
     __m512 acc[R][C];
     for (int r = 0; r < R; ++r) {
@@ -88,19 +134,16 @@ template <class Ops, int R, int C>
         __m512 bv[C];
         for (int c = 0; c < C; ++c) bv[c] = Ops::load16(bc[c] + k, m...);
         for (int r = 0; r < R; ++r) {
-            const __m512 av = Ops::load16(ar[r] + k, m...);
+            const __m512 av = Ops::load16(ar.at(r, k), m...);
             for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(av, bv[c], acc[r][c]);
         }
     };
-    // Elements per cache line: the same line of the next tile's rows is
-    // fetched once per line, as the other gemv kernels do.
+    // Elements per cache line: a line of every row is fetched ahead once.
     constexpr int64_t LINE = 64 / sizeof(T);
     int64_t           k    = 0;
     for (; k + 16 <= K; k += 16) {
         if (k % LINE == 0) {
-            for (int r = 0; r < R; ++r) {
-                _mm_prefetch(reinterpret_cast<const char *>(ar[r] + k) + R * lda, _MM_HINT_T0);
-            }
+            for (int r = 0; r < R; ++r) ar.prefetch(r, k);
         }
         step(k);
     }
@@ -121,17 +164,54 @@ template <class Ops, int R, int C>
     }
 }
 
+// Rows per tile for C columns.
+template <int C> constexpr int tile_rows() {
+    return C == 1 ? 8 : C <= 5 ? 4 : 2;
+}
+
 // Rows in tiles of R, then one at a time (callers start row ranges at
 // multiples of GEMV_ROW_ALIGN, which R divides, so a row always meets the
 // same code).
 template <class Ops, int C>
 void rows(int64_t K, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst, size_t ldd) {
-    constexpr int R = C == 1 ? 8 : C <= 5 ? 4 : 2;
+    using T         = typename Ops::T;
+    constexpr int R = tile_rows<C>();
     static_assert(GEMV_ROW_ALIGN % R == 0);
     static_assert(R * C + C + 1 <= 32, "accumulators, columns and a row fit in the registers");
     int64_t r = 0;
-    for (; r + R <= nrows; r += R) tile<Ops, R, C>(K, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
-    for (; r < nrows; ++r) tile<Ops, 1, C>(K, a + size_t(r) * lda, lda, b, ldb, dst + r, ldd);
+    for (; r + R <= nrows; r += R) {
+        tile<Ops, R, C>(K, PlainRows<T, R>(a + size_t(r) * lda, lda), b, ldb, dst + r, ldd);
+    }
+    for (; r < nrows; ++r) tile<Ops, 1, C>(K, PlainRows<T, 1>(a + size_t(r) * lda, lda), b, ldb, dst + r, ldd);
+}
+
+// Note [Repacked F16]: whole groups of 8 rows, R of them a tile.
+template <int C>
+void rows_f16_x8(int64_t K, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
+                 size_t ldd) {
+    constexpr int R = tile_rows<C>();
+    static_assert(8 % R == 0);
+    int64_t r0 = 0;
+    if constexpr (C == 1) {
+        // One column: the groups of the first and the second half side by
+        // side, sixteen rows a tile (the same sums as two tiles of eight).
+        const int64_t half = nrows / 8 / 2;
+        const size_t  gb   = 8 * lda;
+        for (int64_t g = 0; g < half; ++g) {
+            float                      out[16];
+            const RepackedF16TwoGroups rr{{a + size_t(g) * gb, a + size_t(half + g) * gb}};
+            tile<F16, 16, 1>(K, rr, b, ldb, out, 16);
+            for (int i = 0; i < 8; ++i) {
+                dst[8 * g + i]          = out[i];
+                dst[8 * (half + g) + i] = out[8 + i];
+            }
+        }
+        r0 = 2 * half * 8;
+    }
+    for (int64_t r = r0; r + R <= nrows; r += R) {
+        const RepackedF16Rows<R> rr{a + size_t(r / 8) * 8 * lda, int(r % 8)};
+        tile<F16, R, C>(K, rr, b, ldb, dst + r, ldd);
+    }
 }
 
 template <class Ops>
@@ -162,6 +242,22 @@ void gemv_f32(int64_t K, const void * a, size_t lda, int64_t nrows, const void *
 void gemv_f16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
               size_t ldd) {
     gemv<F16>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_f16_x8(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    const auto * ac = static_cast<const char *>(a);
+    const auto * bc = static_cast<const char *>(b);
+    switch (ncols) {
+        case 1: rows_f16_x8<1>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 2: rows_f16_x8<2>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 3: rows_f16_x8<3>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 4: rows_f16_x8<4>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 5: rows_f16_x8<5>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 6: rows_f16_x8<6>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 7: rows_f16_x8<7>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        default: rows_f16_x8<8>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+    }
 }
 
 } // namespace loom::cpu::avx512

@@ -63,6 +63,7 @@ const KernelTable * avx512_kernels() {
                            : QGemmKernels{avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0,
                                           GEMV_MAX_COLS + 1};
         t.qgemm_q8_0_x8 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0_x8, 1};
+        t.gemv_f16_x8   = avx512::gemv_f16_x8;
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
