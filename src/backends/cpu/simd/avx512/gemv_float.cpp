@@ -80,9 +80,7 @@ template <class T, int R> struct PlainRows {
     }
     const T * at(int r, int64_t k) const { return ar[r] + k; }
     // The same line of the next tile's rows.
-    void prefetch(int r, int64_t k) const {
-        _mm_prefetch(reinterpret_cast<const char *>(ar[r] + k) + R * lda, _MM_HINT_T0);
-    }
+    const char * ahead(int r, int64_t k) const { return reinterpret_cast<const char *>(ar[r] + k) + R * lda; }
 };
 
 // Note [Repacked F16]
@@ -101,9 +99,8 @@ struct RepackedF16TwoGroups {
         return reinterpret_cast<const uint16_t *>(group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK +
                                                   size_t(r % 8) * 64 + size_t(k & 31) * 2);
     }
-    void prefetch(int r, int64_t k) const {
-        _mm_prefetch(group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(r % 8) * 64 + F16X8_PREFETCH,
-                     _MM_HINT_T0);
+    const char * ahead(int r, int64_t k) const {
+        return group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(r % 8) * 64 + F16X8_PREFETCH;
     }
 };
 
@@ -114,8 +111,8 @@ template <int R> struct RepackedF16Rows {
         return reinterpret_cast<const uint16_t *>(group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 +
                                                   size_t(k & 31) * 2);
     }
-    void prefetch(int r, int64_t k) const {
-        _mm_prefetch(group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 + F16X8_PREFETCH, _MM_HINT_T0);
+    const char * ahead(int r, int64_t k) const {
+        return group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 + F16X8_PREFETCH;
     }
 };
 
@@ -143,7 +140,7 @@ template <class Ops, int R, int C, class Rows>
     int64_t           k    = 0;
     for (; k + 16 <= K; k += 16) {
         if (k % LINE == 0) {
-            for (int r = 0; r < R; ++r) ar.prefetch(r, k);
+            for (int r = 0; r < R; ++r) _mm_prefetch(ar.ahead(r, k), _MM_HINT_T0);
         }
         step(k);
     }
