@@ -157,11 +157,9 @@ bool supports(const ggml_tensor * op) {
             return unary_code(ggml_get_unary_op(op)) != 0 && is_float(a->type) && op->type == a->type &&
                    ggml_are_same_shape(a, op);
         case GGML_OP_GLU: {
-            // GEGLU_ERF needs erf, which GLSL lacks.
             const ggml_tensor * b = op->src[1];
             const int32_t       u = op->op_params[0];
-            if (u < 0 || u >= GGML_GLU_OP_COUNT || u == GGML_GLU_OP_GEGLU_ERF || !is_float(a->type) ||
-                op->type != a->type) {
+            if (u < 0 || u >= GGML_GLU_OP_COUNT || !is_float(a->type) || op->type != a->type) {
                 return false;
             }
             return b != nullptr ? is_float(b->type) && ggml_are_same_shape(a, b) && ggml_are_same_shape(a, op)
