@@ -157,11 +157,17 @@ void compute_tile(const MulMatJob & job, int64_t m0, int64_t m1, int64_t c0, int
 size_t ref_unpack_bytes(const ggml_tensor * a) {
     return is_repacked(a) ? align_up(a->nb[1], SCRATCH_ALIGN) : 0;
 }
-size_t ref_unpack_offset(const ggml_tensor * a, const ggml_tensor * b) {
+// Bytes of b packed into the operand type of a's dot product, aligned (0
+// where b is read in place); the reference and matrix-vector paths put it
+// first in the scratch.
+size_t packed_b_bytes(const ggml_tensor * a, const ggml_tensor * b) {
     if (!mul_mat_packs_b(a, b)) {
         return 0;
     }
     return align_up(ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]) * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
+}
+size_t ref_unpack_offset(const ggml_tensor * a, const ggml_tensor * b) {
+    return packed_b_bytes(a, b);
 }
 
 void check_mul_mat(const ggml_tensor * dst) {
@@ -354,13 +360,9 @@ constexpr size_t GEMV_HEADER = 64;
 // Bytes of one product's part of the scratch after the header: b packed,
 // b's prepared columns, and each thread's partial sums.
 size_t gemv_region_bytes(const ggml_tensor * a, const ggml_tensor * b, int n_threads) {
-    size_t packed_b = 0;
-    if (mul_mat_packs_b(a, b)) {
-        const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
-        packed_b              = align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
-    }
     const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
-    return align_up(packed_b + qgemm_prepared_bytes(qg, b) + qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1)),
+    return align_up(packed_b_bytes(a, b) + qgemm_prepared_bytes(qg, b) +
+                        qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1)),
                     SCRATCH_ALIGN);
 }
 
@@ -419,7 +421,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     LOOM_ASSERT(gemv_ != nullptr || qg_.gemm != nullptr);
     n_cg_b_           = (b_->ne[1] + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     group_bytes_      = qg_.gemm != nullptr ? align_up(qg_.cols_bytes(K_), SCRATCH_ALIGN) : 0;
-    prepared_         = region + align_up(row_size_ * size_t(ggml_nrows(b_)), SCRATCH_ALIGN);
+    prepared_         = region + packed_b_bytes(a_, b_);
     LOOM_ASSERT(qg_.gemm == nullptr || packed);
     shape_ = product_shape(a_, b_, dst);
     const auto [M, N, ne2, nbatch, r2, r3] = shape_;
@@ -824,15 +826,10 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             // The reference path and the gemv path pack b; the GEMM path
             // needs panels per thread. use_ref is not known when the plan
             // is made, so the larger need is reserved.
-            size_t packed_b = 0;
-            if (mul_mat_packs_b(a, b)) {
-                const size_t row_size = ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]);
-                packed_b              = align_up(row_size * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
-            }
             // The reference path's rows of repacked weights.
             size_t need = ref_unpack_offset(a, b) + ref_unpack_bytes(a) * size_t(std::max(n_threads, 1));
             if (mul_mat_uses_gemm(a, b)) {
-                need = std::max({need, packed_b, gemm_work_size(a, b, n_threads)});
+                need = std::max(need, gemm_work_size(a, b, n_threads));
             } else {
                 need = std::max(need, GEMV_HEADER + gemv_region_bytes(a, b, n_threads));
             }
