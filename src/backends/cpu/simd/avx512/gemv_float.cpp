@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/simd/kernel_table.h"
 
@@ -92,28 +93,20 @@ template <class T, int R> struct PlainRows {
 constexpr size_t F16X8_GROUP_CHUNK = 512;
 constexpr size_t F16X8_PREFETCH    = 4096; // bytes ahead in the run
 
-// Rows 0-7 from one group, 8-15 from another (two runs read side by side).
-struct RepackedF16TwoGroups {
+// A tile's rows in the repacked layout: rows q0, q0 + 1, ... of group[0],
+// continuing with group[1] past its eighth row (one column reads the groups
+// of two halves side by side, 16 rows a tile).
+struct RepackedF16Rows {
     const char * group[2];
+    int          q0;
+    const char * line(int r, int64_t k) const {
+        const int q = q0 + r;
+        return group[q / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q % 8) * 64;
+    }
     const uint16_t * at(int r, int64_t k) const {
-        return reinterpret_cast<const uint16_t *>(group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK +
-                                                  size_t(r % 8) * 64 + size_t(k & 31) * 2);
+        return reinterpret_cast<const uint16_t *>(line(r, k) + size_t(k & 31) * 2);
     }
-    const char * ahead(int r, int64_t k) const {
-        return group[r / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(r % 8) * 64 + F16X8_PREFETCH;
-    }
-};
-
-template <int R> struct RepackedF16Rows {
-    const char * group; // the group's first byte
-    int          q0;    // the tile's first row in the group
-    const uint16_t * at(int r, int64_t k) const {
-        return reinterpret_cast<const uint16_t *>(group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 +
-                                                  size_t(k & 31) * 2);
-    }
-    const char * ahead(int r, int64_t k) const {
-        return group + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q0 + r) * 64 + F16X8_PREFETCH;
-    }
+    const char * ahead(int r, int64_t k) const { return line(r, k) + F16X8_PREFETCH; }
 };
 
 // R rows x C columns over all of K.
@@ -196,7 +189,7 @@ void rows_f16_x8(int64_t K, const char * a, size_t lda, int64_t nrows, const cha
         const size_t  gb   = 8 * lda;
         for (int64_t g = 0; g < half; ++g) {
             float                      out[16];
-            const RepackedF16TwoGroups rr{{a + size_t(g) * gb, a + size_t(half + g) * gb}};
+            const RepackedF16Rows rr{{a + size_t(g) * gb, a + size_t(half + g) * gb}, 0};
             tile<F16, 16, 1>(K, rr, b, ldb, out, 16);
             for (int i = 0; i < 8; ++i) {
                 dst[8 * g + i]          = out[i];
@@ -206,27 +199,33 @@ void rows_f16_x8(int64_t K, const char * a, size_t lda, int64_t nrows, const cha
         r0 = 2 * half * 8;
     }
     for (int64_t r = r0; r + R <= nrows; r += R) {
-        const RepackedF16Rows<R> rr{a + size_t(r / 8) * 8 * lda, int(r % 8)};
+        const char *          group = a + size_t(r / 8) * 8 * lda;
+        const RepackedF16Rows rr{{group, group}, int(r % 8)};
         tile<F16, R, C>(K, rr, b, ldb, dst + r, ldd);
+    }
+}
+
+// f(std::integral_constant<int, ncols>{}), ncols from 1 to GEMV_MAX_COLS.
+template <class F> void by_columns(int ncols, F && f) {
+    static_assert(GEMV_MAX_COLS == 8);
+    switch (ncols) {
+        case 1: f(std::integral_constant<int, 1>{}); break;
+        case 2: f(std::integral_constant<int, 2>{}); break;
+        case 3: f(std::integral_constant<int, 3>{}); break;
+        case 4: f(std::integral_constant<int, 4>{}); break;
+        case 5: f(std::integral_constant<int, 5>{}); break;
+        case 6: f(std::integral_constant<int, 6>{}); break;
+        case 7: f(std::integral_constant<int, 7>{}); break;
+        default: f(std::integral_constant<int, 8>{}); break;
     }
 }
 
 template <class Ops>
 void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
           size_t ldd) {
-    static_assert(GEMV_MAX_COLS == 8);
     const auto * ac = static_cast<const char *>(a);
     const auto * bc = static_cast<const char *>(b);
-    switch (ncols) {
-        case 1: rows<Ops, 1>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 2: rows<Ops, 2>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 3: rows<Ops, 3>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 4: rows<Ops, 4>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 5: rows<Ops, 5>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 6: rows<Ops, 6>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 7: rows<Ops, 7>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        default: rows<Ops, 8>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-    }
+    by_columns(ncols, [&](auto c) { rows<Ops, decltype(c)::value>(K, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
 
 } // namespace
@@ -245,16 +244,7 @@ void gemv_f16_x8(int64_t K, const void * a, size_t lda, int64_t nrows, const voi
                  float * dst, size_t ldd) {
     const auto * ac = static_cast<const char *>(a);
     const auto * bc = static_cast<const char *>(b);
-    switch (ncols) {
-        case 1: rows_f16_x8<1>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 2: rows_f16_x8<2>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 3: rows_f16_x8<3>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 4: rows_f16_x8<4>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 5: rows_f16_x8<5>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 6: rows_f16_x8<6>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 7: rows_f16_x8<7>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        default: rows_f16_x8<8>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
-    }
+    by_columns(ncols, [&](auto c) { rows_f16_x8<decltype(c)::value>(K, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
 
 } // namespace loom::cpu::avx512
