@@ -39,20 +39,21 @@ class Profile {
             }
             // Nodes computed together (a group of products) share one
             // release; their time is shared out equally.
-            std::vector<int> together{i};
-            int              j = i + 1;
+            int members = 1;
+            int j       = i + 1;
             for (; j < graph->n_nodes; ++j) {
                 if (t.released[size_t(j)] == 0) continue;
                 if (t.released[size_t(j)] != t.released[size_t(i)]) break;
-                together.push_back(j);
+                ++members;
             }
-            const double share = 1.0 / double(together.size());
+            const double share = 1.0 / double(members);
             const int64_t span = t.released[size_t(i)] - start;
             double        busy = 0;
             for (int th = 0; th < t.nth; ++th) {
                 busy += double(std::max<int64_t>(0, t.done[size_t(i) * size_t(t.nth) + size_t(th)] - start));
             }
-            for (int m : together) {
+            for (int m = i; m < j; ++m) {
+                if (t.released[size_t(m)] == 0) continue;
                 KindTotals & k = kinds_[kind(graph->nodes[m])];
                 ++k.nodes;
                 k.span_ns += span * share;
