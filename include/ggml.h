@@ -201,6 +201,11 @@ enum ggml_op {
     GGML_OP_UNARY,
     GGML_OP_GLU,
 
+    GGML_OP_MAP_CUSTOM1,
+    GGML_OP_MAP_CUSTOM2,
+    GGML_OP_MAP_CUSTOM3,
+    GGML_OP_CUSTOM,
+
     GGML_OP_COUNT,
 };
 
@@ -531,6 +536,51 @@ GGML_API struct ggml_tensor * ggml_geglu_quick_split(struct ggml_context * ctx, 
                                                      struct ggml_tensor * b);
 GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
                                               float alpha, float limit);
+
+// Custom operators: a function of the caller's, run by the CPU backend as a
+// node of the graph. n_tasks threads call it (GGML_N_TASKS_MAX: every thread
+// of the computation; otherwise at most n_tasks of them), each with its own
+// ith in [0, nth) and nth the number of threads that call it, so that it can
+// split its work. The function and userdata are kept in the node as
+// pointers: only backends in this process can run such a node (the CPU);
+// others, a remote device among them, do not accept it.
+typedef void (*ggml_custom1_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
+                                  void * userdata);
+typedef void (*ggml_custom2_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a,
+                                  const struct ggml_tensor * b, int ith, int nth, void * userdata);
+typedef void (*ggml_custom3_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a,
+                                  const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth,
+                                  void * userdata);
+typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+#define GGML_N_TASKS_MAX (-1)
+
+// dst has a's shape and type (the _inplace forms: a view of a).
+GGML_API struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks,
+                                               void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks,
+                                                       void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, struct ggml_tensor * c,
+                                               ggml_custom3_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * b, struct ggml_tensor * c,
+                                                       ggml_custom3_op_t fun, int n_tasks, void * userdata);
+// A new tensor of the given type and shape, with args (n_args < GGML_MAX_SRC)
+// as its sources dst->src[0 .. n_args - 1].
+GGML_API struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1,
+                                             int64_t ne2, int64_t ne3, struct ggml_tensor ** args, int n_args,
+                                             ggml_custom_op_t fun, int n_tasks, void * userdata);
+// A view of a, with a as dst->src[0] and args (n_args < GGML_MAX_SRC - 1) after it.
+GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun,
+                                                  int n_tasks, void * userdata);
 
 // Normalises each row to zero mean and unit variance.
 GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);

@@ -230,6 +230,50 @@ TEST_F(Rpc, SchedulerSplitMatchesTheCpu) {
     }
 }
 
+namespace {
+void negate_rows(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, void *) {
+    for (int64_t r = ith; r < ggml_nrows(dst); r += nth) {
+        for (int64_t i = 0; i < dst->ne[0]; ++i) {
+            static_cast<float *>(dst->data)[r * dst->ne[0] + i] = -static_cast<const float *>(a->data)[r * a->ne[0] + i];
+        }
+    }
+}
+} // namespace
+
+// A custom op runs on the CPU even with the remote device first: the device
+// does not take it, and the scheduler places it where it runs.
+TEST_F(Rpc, CustomOpsStayOnTheCpu) {
+    TestServer       s1;
+    ggml_backend_ptr cpu(ggml_backend_cpu_init());
+    ggml_backend_ptr r1(ggml_backend_rpc_init(s1.endpoint().c_str(), 0));
+    ASSERT_NE(r1, nullptr);
+    ggml_init_params p   = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(p);
+    ggml_tensor *    x   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 3);
+    ggml_set_input(x);
+    ggml_tensor * y   = ggml_scale(ctx, x, 2.0f);
+    ggml_tensor * z   = ggml_map_custom1(ctx, y, negate_rows, GGML_N_TASKS_MAX, nullptr);
+    ggml_tensor * out = ggml_scale(ctx, z, 0.5f);
+    ggml_set_output(out);
+    EXPECT_FALSE(ggml_backend_supports_op(r1.get(), z));
+    EXPECT_TRUE(ggml_backend_supports_op(cpu.get(), z));
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    ggml_backend_t       backends[2] = {r1.get(), cpu.get()};
+    ggml_backend_sched_t sched       = ggml_backend_sched_new(backends, nullptr, 2, 64, false, true);
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g));
+    EXPECT_EQ(ggml_backend_sched_get_tensor_backend(sched, z), cpu.get());
+    std::vector<float> xs(24);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i) - 5.0f;
+    ggml_backend_tensor_set(x, xs.data(), 0, sizeof(float) * xs.size());
+    ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g), GGML_STATUS_SUCCESS);
+    std::vector<float> got(24);
+    ggml_backend_tensor_get(out, got.data(), 0, sizeof(float) * got.size());
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(got[i], -xs[i]) << i;
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+}
+
 TEST_F(Rpc, WrongOrMissingTokenIsRefused) {
     TestServer server;
     loom_rpc_set_token("not-the-token");
@@ -337,6 +381,22 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         params[0] = GGML_GLU_OP_COUNT;
         node->set_op_params(params, sizeof(params));
         expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "unknown gated linear unit");
+    }
+    {   // Custom ops name a function of the sender's process: never run.
+        for (ggml_op op : {GGML_OP_MAP_CUSTOM1, GGML_OP_CUSTOM}) {
+            loom::rpc::GraphComputeRequest req;
+            auto *                         g = req.mutable_graph();
+            describe_f32(g->add_tensors(), h, 0, 16);
+            auto * node = g->add_tensors();
+            describe_f32(node, h, 64, 16);
+            node->set_op(uint32_t(op));
+            const uint64_t params[3] = {0x401000, 1, 0}; // a function address, n_tasks, userdata
+            node->set_op_params(params, sizeof(params));
+            node->add_src(1);
+            g->add_nodes(2);
+            loom::rpc::GraphComputeReply rep;
+            expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "op not accepted");
+        }
     }
     {   // GET_ROWS: an index outside the rows is found before the kernel runs,
         // and a graph that writes its own indices is refused.

@@ -58,6 +58,7 @@ const char * const k_op_names[GGML_OP_COUNT] = {
     "MUL_MAT",    "OUT_PROD",  "SCALE",      "CPY",          "CONT",     "RESHAPE",       "VIEW",
     "PERMUTE",    "TRANSPOSE", "GET_ROWS",   "SET_ROWS",     "DIAG_MASK_INF", "SOFT_MAX", "ROPE",
     "ARGSORT",    "TOP_K",     "FLASH_ATTN_EXT", "UNARY", "GLU",
+    "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3", "CUSTOM",
 };
 
 const char * const k_op_symbols[GGML_OP_COUNT] = {
@@ -67,6 +68,7 @@ const char * const k_op_symbols[GGML_OP_COUNT] = {
     "X*Y",        "X×Y",       "x*v",        "x-\\>y",       "cont(x)",  "reshape(x)",    "view(x)",
     "permute(x)", "transpose(x)", "get_rows(x)", "set_rows(x)", "diag_mask_inf(x)", "soft_max(x)", "rope(x)",
     "argsort(x)", "top_k(x)",  "flash_attn_ext(x)", "unary(x)", "glu(x)",
+    "f(x)", "f(x,y)", "f(x,y,z)", "custom(x)",
 };
 
 const char * const k_unary_names[GGML_UNARY_OP_COUNT] = {

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <atomic>
 #include <memory>
 #include <vector>
 
 #include "core/common.h"
+#include "core/custom.h"
 #include "core/graph.h"
 #include "kernels/kernels.h"
 #include "profile.h"
@@ -20,6 +22,24 @@ namespace {
 // Ops that only reinterpret memory: nothing to compute.
 bool is_noop(const ggml_tensor * t) {
     return t->op == GGML_OP_NONE || is_view_op(t->op) || ggml_is_empty(t);
+}
+
+// Note [Custom ops] in core/custom.h.
+void compute_custom(const ComputeParams & p, ggml_tensor * node) {
+    CustomOpParams cp;
+    std::memcpy(&cp, node->op_params, sizeof(cp));
+    const int nth = cp.n_tasks == GGML_N_TASKS_MAX ? p.nth : std::min(cp.n_tasks, p.nth);
+    if (p.ith >= nth) {
+        return;
+    }
+    switch (node->op) {
+        case GGML_OP_MAP_CUSTOM1: cp.fn.f1(node, node->src[0], p.ith, nth, cp.userdata); break;
+        case GGML_OP_MAP_CUSTOM2: cp.fn.f2(node, node->src[0], node->src[1], p.ith, nth, cp.userdata); break;
+        case GGML_OP_MAP_CUSTOM3:
+            cp.fn.f3(node, node->src[0], node->src[1], node->src[2], p.ith, nth, cp.userdata);
+            break;
+        default: cp.fn.f(node, p.ith, nth, cp.userdata); break;
+    }
 }
 
 void compute_node(const ComputeParams & p, ggml_tensor * node) {
@@ -59,6 +79,10 @@ void compute_node(const ComputeParams & p, ggml_tensor * node) {
         case GGML_OP_MUL_MAT:
         case GGML_OP_OUT_PROD: compute_matmul(p, node); break;
         case GGML_OP_FLASH_ATTN_EXT: compute_attention(p, node); break;
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3:
+        case GGML_OP_CUSTOM: compute_custom(p, node); break;
         default: LOOM_ASSERT(false && "op without a CPU kernel reached compute");
     }
 }
@@ -206,6 +230,10 @@ bool supports_kernels(const ggml_tensor * op) {
         case GGML_OP_MUL_MAT:
         case GGML_OP_OUT_PROD: return supports_matmul(op);
         case GGML_OP_FLASH_ATTN_EXT: return supports_attention(op);
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3:
+        case GGML_OP_CUSTOM: return true; // any types: the function's business
         default: return false;
     }
 }
