@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/features.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
+#include "ggml-backend.h"
 #include "ggml.h"
 
 using namespace loom::cpu;
@@ -33,6 +36,15 @@ int main() {
         std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
         ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
         ggml_quantize_chunk(bt, x.data(), b.data(), 0, 8, K, nullptr);
+        std::map<ggml_type, ggml_tensor *> repacked; // the weights in a CPU_REPACK buffer, where repackable
+        ggml_init_params                   rp   = {ggml_tensor_overhead(), nullptr, true};
+        ggml_context *                     rctx = ggml_init(rp);
+        ggml_tensor *                      rt   = ggml_new_tensor_2d(rctx, t, K, M);
+        ggml_backend_buffer_t              rbuf = ggml_backend_alloc_ctx_tensors_from_buft(rctx, repack_buffer_type());
+        if (rbuf != nullptr && is_repacked(rt)) {
+            ggml_backend_tensor_set(rt, a.data(), 0, a.size());
+            repacked[t] = rt;
+        }
         for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
                 const GemvFn fn = t == GGML_TYPE_Q4_0   ? kt->gemv_q4_0
@@ -66,8 +78,36 @@ int main() {
                     std::printf("%-9s %-5s %4d %12.1f %12.1f  (columns prepared)\n", kt->name, ggml_type_name(t), cols,
                                 double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
                 }
+                // The repacked layout (Note [Repacked weights]), columns prepared.
+                const QGemmKernels xk = t == GGML_TYPE_Q4_0   ? kt->qgemm_q4_0_x8
+                                        : t == GGML_TYPE_Q8_0 ? kt->qgemm_q8_0_x8
+                                                              : QGemmKernels{};
+                const GemvFn       xf = t == GGML_TYPE_F16 ? kt->gemv_f16_x8 : nullptr;
+                if ((xk.gemm != nullptr || xf != nullptr) && repacked.count(t) != 0) {
+                    const void *      ra = repacked.at(t)->data;
+                    std::vector<char> prep(xk.gemm != nullptr ? xk.cols_bytes(K) : 0);
+                    if (xk.gemm != nullptr) {
+                        xk.prepare(K, b.data(), ggml_row_size(bt, K), cols, prep.data());
+                    }
+                    best = 1e9;
+                    for (int rep = 0; rep < 500; ++rep) {
+                        const auto t0 = std::chrono::steady_clock::now();
+                        if (xk.gemm != nullptr) {
+                            xk.gemm(K, 0, K / 32, ra, ggml_row_size(t, K), M, prep.data(), b.data(),
+                                    ggml_row_size(bt, K), cols, nullptr, dst.data(), M);
+                        } else {
+                            xf(K, ra, ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols, dst.data(), M);
+                        }
+                        best = std::min(best,
+                                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                    }
+                    std::printf("%-9s %-5s %4d %12.1f %12.1f  (repacked)\n", kt->name, ggml_type_name(t), cols,
+                                double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
+                }
             }
         }
+        ggml_backend_buffer_free(rbuf);
+        ggml_free(rctx);
     }
     return 0;
 }
