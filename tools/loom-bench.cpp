@@ -2,7 +2,7 @@
 // machine's limits measured in the same run, and beside a BLAS library when
 // the build found one.
 //
-//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type q4_0|q8_0|f16|f32] [--no-blas]
+//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type q4_0|q8_0|f16|f32] [--no-blas]
 //
 // Limits, measured first with the same thread count:
 //   - FMA peak: each thread runs independent chains of 8-lane (AVX2) fused
@@ -551,7 +551,7 @@ std::string cpu_name() {
 }
 
 void usage() {
-    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv] [--type q4_0|q8_0|f16|f32] [--gemv-shape KxM ...] [--no-blas]\n");
+    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type q4_0|q8_0|f16|f32] [--gemv-shape KxM ...] [--no-blas]\n");
 }
 
 } // namespace
@@ -587,8 +587,9 @@ int main(int argc, char ** argv) {
                      o.type.c_str());
         return 2;
     }
-    if (!o.only.empty() && o.only != "gemm" && o.only != "gemv") {
-        std::fprintf(stderr, "loom-bench: --only %s: the case families are gemm and gemv\n", o.only.c_str());
+    if (!o.only.empty() && o.only != "gemm" && o.only != "gemv" && o.only != "limits") {
+        std::fprintf(stderr, "loom-bench: --only %s: the case families are gemm and gemv (limits: no cases)\n",
+                     o.only.c_str());
         return 2;
     }
     if (o.only == "gemm" && !o.type.empty() && o.type != "f32") {
@@ -737,7 +738,9 @@ int main(int argc, char ** argv) {
         std::printf("FMA peak (AVX-512, 16 lanes): %7.1f GFLOP/s (loom's AVX-512 kernels: the F32 GEMM, the Q4_0, Q8_0 and BF16 products)\n", peak5);
     }
     std::printf("memory bandwidth, triad:      %7.1f GB/s (read-only sum: %.1f GB/s)\n\n", bw.triad, bw.read);
-    std::printf("%-36s %7s (%7s)\n", "case", "best", "median");
+    if (!rows.empty()) {
+        std::printf("%-36s %7s (%7s)\n", "case", "best", "median");
+    }
     // The GEMM is compared with the peak of the instructions it runs on:
     // AVX-512 unless LOOM_CPU_KERNELS keeps a lesser table.
     const bool gemm512 = has512 && (kernels_env == nullptr || (std::strcmp(kernels_env, "avx2") != 0 &&

@@ -297,8 +297,11 @@ int run(const Options & o) {
     std::fprintf(stderr, "\nloom-run: stopped at %s\n", stop.c_str());
     std::fprintf(stderr, "loom-run: prompt     %5zu tokens in %9.2f ms (%9.1f tokens/s)\n", prompt.size(), prompt_ms,
                  prompt_ms > 0 ? double(prompt.size()) * 1000.0 / prompt_ms : 0.0);
-    std::fprintf(stderr, "loom-run: generation %5d tokens in %9.2f ms (%9.1f tokens/s), %d tokens generated\n",
-                 n_evals, gen_ms, gen_ms > 0 ? double(n_evals) * 1000.0 / gen_ms : 0.0, n_generated);
+    const double gen_rate = gen_ms > 0 ? double(n_evals) * 1000.0 / gen_ms : 0.0;
+    std::fprintf(stderr,
+                 "loom-run: generation %5d tokens in %9.2f ms (%9.1f tokens/s, %.1f GB/s of weights), %d tokens "
+                 "generated\n",
+                 n_evals, gen_ms, gen_rate, gen_rate * double(model->token_bytes()) / 1e9, n_generated);
     std::fprintf(stderr, "loom-run: memory (MiB)   %10s %10s %10s\n", "weights", "KV cache", "compute");
     for (size_t d = 0; d < backends->size(); ++d) {
         std::fprintf(stderr, "loom-run:   %-12s %10.2f %10.2f %10.2f\n", backends->name(d), mib(model->weight_bytes(d)),

@@ -623,6 +623,14 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         l.ffn_up         = planned[f + 7].tensor;
         l.ffn_down       = planned[f + 8].tensor;
     }
+    // Weights a generated token reads: all of them, but one row of the
+    // token embeddings unless they are the output matrix too.
+    for (const Planned & p : planned) {
+        m->token_bytes_ += ggml_nbytes(p.tensor);
+    }
+    if (m->output_ != m->tok_embd_) {
+        m->token_bytes_ -= ggml_nbytes(m->tok_embd_) - m->tok_embd_->nb[1];
+    }
     return m;
 }
 
