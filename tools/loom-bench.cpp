@@ -23,8 +23,8 @@
 //   - GEMV (one column) with Q4_0, Q8_0, F16 (and F32, beside BLAS sgemv)
 //     weights of 4096 x 14336 and 14336 x 4096 (K x M), in GB/s of weight
 //     bytes read, % of the triad and % of the read-only sum (a product only
-//     reads its weights), and the median share of a triad run just before
-//     each product (Note [Paired triads]). Several copies of the weights,
+//     reads its weights), and the median run's share of triads run just
+//     before and after the case (Note [Triads around a case]). Several copies of the weights,
 //     together well past the last-level cache, are used in turn so that
 //     every product reads its weights from memory.
 // Each case runs at least 5 times after a warm-up run; rates come from the
@@ -298,8 +298,13 @@ struct Timing {
     double median;
 };
 
-Timing time_runs(double min_time, const std::function<void()> & fn) {
-    fn();
+// warmup: untimed runs first (on the VM of bench/RESULTS.md the first
+// product over each copy of the weights read at a third to a half of the
+// rate of later ones, so the matrix-vector cases warm up over every copy).
+Timing time_runs(double min_time, const std::function<void()> & fn, int warmup = 1) {
+    for (int i = 0; i < warmup; ++i) {
+        fn();
+    }
     std::vector<double> ts;
     const auto          start = Clock::now();
     while (ts.size() < 5 || (seconds_since(start) < min_time && ts.size() < 1000)) {
@@ -311,22 +316,25 @@ Timing time_runs(double min_time, const std::function<void()> & fn) {
     return {ts.front(), ts[ts.size() / 2]};
 }
 
-// Note [Paired triads]
+// Note [Triads around a case]
 // On a shared machine the memory bandwidth a process gets moves by a factor
 // of two within minutes, so a product timed now and a triad timed a minute
-// earlier do not compare. For the matrix-vector cases every timed product
-// therefore comes right after a triad of its own (arrays of PAIRED_TRIAD_MIB
-// MiB each, far past any last-level cache, a few milliseconds), and the
-// case's share of the triad is the median of those pairs' ratios, printed
-// with their quartiles. The triad is a custom op (ggml_custom_4d) of a
-// graph of its own, so it runs on the backend's threads like the product:
-// no other thread spins beside either of them.
-constexpr size_t PAIRED_TRIAD_MIB = 64;
+// earlier do not compare. Each matrix-vector case is therefore compared
+// with triads run right before and right after it (best of
+// AROUND_TRIAD_RUNS each, on arrays of 128 MiB as the limit's triad): its
+// median rate over their mean. The triad is a custom op (ggml_custom_4d) of
+// a graph of its own, so it runs on the backend's threads as the products
+// do, with no other thread spinning beside it. (Pairing every single product
+// with a triad just before it was tried: a triad right after a short Q4_0
+// product ran at 85-106 GB/s where one after an F32 product ran at 75-80,
+// so the pairs measured the neighbour more than the machine.)
+constexpr size_t AROUND_TRIAD_MIB  = 128;
+constexpr int    AROUND_TRIAD_RUNS = 3;
 
-class PairedTriad {
+class BackendTriad {
   public:
-    explicit PairedTriad(ggml_backend_t backend)
-        : backend_(backend), n_(PAIRED_TRIAD_MIB << 18), a_(n_), b_(n_), c_(n_) {
+    explicit BackendTriad(ggml_backend_t backend)
+        : backend_(backend), n_(AROUND_TRIAD_MIB << 18), a_(n_), b_(n_), c_(n_) {
         for (size_t i = 0; i < n_; ++i) {
             a_.p[i] = 0.0f;
             b_.p[i] = 1.0f;
@@ -338,20 +346,24 @@ class PairedTriad {
         ggml_build_forward_expand(graph_, ggml_custom_4d(ctx_, GGML_TYPE_F32, 1, 1, 1, 1, nullptr, 0, part,
                                                          GGML_N_TASKS_MAX, this));
     }
-    ~PairedTriad() { ggml_free(ctx_); }
-    PairedTriad(const PairedTriad &)             = delete;
-    PairedTriad & operator=(const PairedTriad &) = delete;
+    ~BackendTriad() { ggml_free(ctx_); }
+    BackendTriad(const BackendTriad &)             = delete;
+    BackendTriad & operator=(const BackendTriad &) = delete;
 
-    // GB/s of one triad over the arrays.
+    // GB/s: the best of AROUND_TRIAD_RUNS triads over the arrays.
     double run() {
-        const auto t0 = Clock::now();
-        ggml_backend_graph_compute(backend_, graph_);
-        return 3.0 * double(n_) * sizeof(float) / seconds_since(t0) / 1e9;
+        double best = 0.0;
+        for (int r = 0; r < AROUND_TRIAD_RUNS; ++r) {
+            const auto t0 = Clock::now();
+            ggml_backend_graph_compute(backend_, graph_);
+            best = std::max(best, 3.0 * double(n_) * sizeof(float) / seconds_since(t0) / 1e9);
+        }
+        return best;
     }
 
   private:
     static void part(ggml_tensor *, int ith, int nth, void * self) {
-        auto &       t   = *static_cast<PairedTriad *>(self);
+        auto &       t   = *static_cast<BackendTriad *>(self);
         const size_t per = t.n_ / size_t(nth) / 256 * 256;
         const size_t lo  = per * size_t(ith);
         triad_part(t.a_.p, t.b_.p, t.c_.p, lo, ith == nth - 1 ? t.n_ : lo + per, 0.5f);
@@ -363,38 +375,6 @@ class PairedTriad {
     ggml_context * ctx_   = nullptr;
     ggml_cgraph *  graph_ = nullptr;
 };
-
-struct Paired {
-    Timing t;
-    // rate / the triad just before: quartiles over the pairs
-    double q1 = 0.0, median = 0.0, q3 = 0.0;
-    int    pairs = 0;
-};
-
-// time_runs() with a triad before every timed run of fn (Note [Paired
-// triads]); amount: bytes per run of fn, warmup: untimed runs first. (On the
-// VM of bench/RESULTS.md the first product over each copy of the weights
-// read at a third to a half of the rate of later ones, so the warm-up is a
-// pass over every copy.)
-Paired time_runs_paired(double min_time, double amount, int warmup, PairedTriad & triad,
-                        const std::function<void()> & fn) {
-    for (int i = 0; i < warmup; ++i) {
-        fn();
-    }
-    std::vector<double> ts, ratios;
-    const auto          start = Clock::now();
-    while (ts.size() < 5 || (seconds_since(start) < min_time && ts.size() < 1000)) {
-        const double bw = triad.run();
-        const auto   t0 = Clock::now();
-        fn();
-        ts.push_back(seconds_since(t0));
-        ratios.push_back(amount / ts.back() / 1e9 / bw);
-    }
-    std::sort(ts.begin(), ts.end());
-    std::sort(ratios.begin(), ratios.end());
-    const size_t n = ratios.size();
-    return {{ts.front(), ts[ts.size() / 2]}, ratios[n / 4], ratios[n / 2], ratios[3 * n / 4], int(n)};
-}
 
 // ---- loom cases ----
 
@@ -509,7 +489,7 @@ struct Row {
     const char * limit_name;
     Timing       ref;    // BLAS timing, {0, 0} when none
     double       read_limit = 0; // GB/s of the read-only sum, for cases that only read
-    Paired       paired     = {};   // matrix-vector cases: shares of the triad run beside each product
+    double       around[2]  = {0, 0}; // matrix-vector cases: the triads before and after (GB/s)
 };
 
 // Rates from the best run, the median run's rate in parentheses.
@@ -520,9 +500,9 @@ void print_row(const Row & r) {
     if (r.read_limit > 0.0) {
         std::printf(" %5.1f%% of read", 100.0 * best / r.read_limit);
     }
-    if (r.paired.pairs > 0) {
-        std::printf("  beside its triad %5.1f%% (quartiles %3.0f-%3.0f%%)", 100.0 * r.paired.median,
-                    100.0 * r.paired.q1, 100.0 * r.paired.q3);
+    if (r.around[0] > 0.0) {
+        std::printf("  median %5.1f%% of the triads around it (%.1f, %.1f)", 100.0 * med / (0.5 * (r.around[0] + r.around[1])),
+                    r.around[0], r.around[1]);
     }
     if (r.ref.best > 0.0) {
         const double rb = r.amount / r.ref.best / 1e9, rm = r.amount / r.ref.median / 1e9;
@@ -679,7 +659,7 @@ int main(int argc, char ** argv) {
         // Each case in ggml's layout, then, where the CPU offers it for the
         // type, in the CPU_REPACK buffer (Note [Repacked weights]).
         ggml_backend_buffer_type_t repack = repack_buffer_type();
-        PairedTriad                triad(backend);
+        BackendTriad               triad(backend);
         std::vector<std::pair<V, bool>> runs;
         for (const V & v : cases) {
             runs.push_back({v, false});
@@ -695,11 +675,15 @@ int main(int argc, char ** argv) {
             const int    copies = copies_for(wbytes);
             MulMatBench  mb(v.type, v.K, v.M, 1, copies, repacked ? repack : nullptr);
             size_t       next = 0;
-            const Paired p    = time_runs_paired(o.min_time, double(wbytes), copies, triad, [&] {
-                ggml_backend_graph_compute(backend, mb.graphs[next]);
-                next = (next + 1) % mb.graphs.size();
-            });
-            const Timing t    = p.t;
+            const double before = triad.run();
+            const Timing t      = time_runs(
+                o.min_time,
+                [&] {
+                    ggml_backend_graph_compute(backend, mb.graphs[next]);
+                    next = (next + 1) % mb.graphs.size();
+                },
+                copies);
+            const double after = triad.run();
             Timing       ref{0.0, 0.0};
 #if defined(LOOM_BENCH_BLAS)
             if (have_blas && v.type == GGML_TYPE_F32) {
@@ -712,16 +696,13 @@ int main(int argc, char ** argv) {
                                 y.data(), 1);
                     nb = (nb + 1) % mb.weights.size();
                 };
-                for (int i = 1; i < copies; ++i) {
-                    one(); // a pass over the copies, with time_runs' own warm-up run
-                }
-                ref = time_runs(o.min_time, one);
+                ref = time_runs(o.min_time, one, copies);
             }
 #endif
             char name[96];
             std::snprintf(name, sizeof(name), "gemv %s%s K=%lld M=%lld (%.0f MB)", ggml_type_name(v.type),
                           repacked ? " repacked" : "", (long long) v.K, (long long) v.M, double(wbytes) / 1e6);
-            rows.push_back({name, double(wbytes), t, "GB/s", 0.0, "triad", ref, 0.0, p});
+            rows.push_back({name, double(wbytes), t, "GB/s", 0.0, "triad", ref, 0.0, {before, after}});
             std::fprintf(stderr, "%s done\n", name);
         }
     }
