@@ -19,8 +19,17 @@ using namespace loomtest;
 
 namespace {
 
-// What one node's calls saw: each call's (ith, nth) and userdata.
+struct Calls;
+Calls * g_calls = nullptr; // the calls of the node being tested
+
+// What one node's calls saw: each call's (ith, nth) and userdata. The
+// functions below record into the Calls object alive at the time.
 struct Calls {
+    Calls() { g_calls = this; }
+    ~Calls() { g_calls = nullptr; }
+    Calls(const Calls &)             = delete;
+    Calls & operator=(const Calls &) = delete;
+
     std::mutex                       mu;
     std::vector<std::pair<int, int>> seen;
     std::vector<void *>              userdata;
@@ -51,8 +60,6 @@ std::pair<int64_t, int64_t> share(int64_t n, int ith, int nth) {
     const int64_t per = (n + nth - 1) / nth;
     return {std::min(n, per * ith), std::min(n, per * (ith + 1))};
 }
-
-Calls * g_calls = nullptr; // the calls of the node being tested
 
 void twice(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, void * ud) {
     g_calls->add(ith, nth, ud);
@@ -106,6 +113,13 @@ void fill_f32(ggml_tensor * t, float scale) {
     }
 }
 
+// A new F32 vector of n elements, filled as fill_f32 does.
+ggml_tensor * filled_1d(ggml_context * ctx, int64_t n, float scale) {
+    ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    fill_f32(t, scale);
+    return t;
+}
+
 float f32_at(const ggml_tensor * t, int64_t i) {
     return static_cast<const float *>(t->data)[i];
 }
@@ -116,7 +130,6 @@ char g_userdata[] = "userdata";
 
 TEST(OpsCustom, Custom1OnTwoOfFourThreads) {
     Calls calls;
-    g_calls = &calls;
     Context       ctx;
     ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 10, 2);
     fill_f32(a, 1.0f);
@@ -138,7 +151,6 @@ TEST(OpsCustom, Custom1OnTwoOfFourThreads) {
 TEST(OpsCustom, Custom2OnEveryThread) {
     for (int n_threads : {1, 3, 4}) {
         Calls calls;
-        g_calls = &calls;
         Context       ctx;
         ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 10, 7);
         ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 10, 7);
@@ -156,14 +168,10 @@ TEST(OpsCustom, Custom2OnEveryThread) {
 
 TEST(OpsCustom, Custom3OnOneThread) {
     Calls calls;
-    g_calls = &calls;
     Context       ctx;
-    ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 33);
-    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 33);
-    ggml_tensor * c = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 33);
-    fill_f32(a, 1.0f);
-    fill_f32(b, 0.5f);
-    fill_f32(c, -1.0f);
+    ggml_tensor * a = filled_1d(ctx, 33, 1.0f);
+    ggml_tensor * b = filled_1d(ctx, 33, 0.5f);
+    ggml_tensor * c = filled_1d(ctx, 33, -1.0f);
     ggml_tensor * r = ggml_map_custom3(ctx, a, b, c, fma3, 1, g_userdata);
     ASSERT_EQ(compute(ctx, r, 4), GGML_STATUS_SUCCESS);
     EXPECT_TRUE(calls.once_each(1));
@@ -175,7 +183,6 @@ TEST(OpsCustom, Custom3OnOneThread) {
 
 TEST(OpsCustom, Custom4dWithFiveArguments) {
     Calls calls;
-    g_calls = &calls;
     Context       ctx;
     ggml_tensor * args[5];
     for (int s = 0; s < 5; ++s) {
@@ -198,12 +205,9 @@ TEST(OpsCustom, Custom4dWithFiveArguments) {
 
 TEST(OpsCustom, InPlaceForms) {
     Calls calls;
-    g_calls = &calls;
     Context       ctx;
-    ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 100);
-    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 100);
-    fill_f32(a, 1.0f);
-    fill_f32(b, 10.0f);
+    ggml_tensor * a = filled_1d(ctx, 100, 1.0f);
+    ggml_tensor * b = filled_1d(ctx, 100, 10.0f);
     ggml_tensor * args[] = {b};
     ggml_tensor * r      = ggml_custom_inplace(ctx, a, args, 1, add_in_place, 2, nullptr);
     EXPECT_EQ(r->data, a->data);
@@ -214,7 +218,6 @@ TEST(OpsCustom, InPlaceForms) {
     for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(f32_at(a, i), 11.0f * float(i + 1)) << i;
 
     Calls calls1;
-    g_calls          = &calls1;
     ggml_tensor * r1 = ggml_map_custom1_inplace(ctx, a, twice, 1, nullptr);
     EXPECT_EQ(r1->data, a->data);
     ASSERT_EQ(compute(ctx, r1, 2), GGML_STATUS_SUCCESS);
@@ -230,7 +233,6 @@ TEST(OpsCustom, BetweenOtherNodesOnTheBackend) {
     constexpr int64_t n = 100003;
     for (int n_threads : {1, 2, 4}) {
         Calls calls;
-        g_calls                = &calls;
         ggml_backend_t backend = ggml_backend_cpu_init();
         ASSERT_NE(backend, nullptr);
         ggml_backend_cpu_set_n_threads(backend, n_threads);
