@@ -9,6 +9,7 @@
 
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
+#include "log_capture.h"
 #include "testdev_api.h"
 
 namespace loomtest {
@@ -37,40 +38,6 @@ inline void testdev_reset() {
         testdev_configure(ggml_backend_reg_dev_get(reg, i), "reset", "");
     }
 }
-
-// Collects what loom logs while it exists, instead of printing it.
-class LogCapture {
-  public:
-    LogCapture() {
-        ggml_log_get(&prev_cb_, &prev_ud_);
-        ggml_log_set(&LogCapture::callback, this);
-    }
-    ~LogCapture() { ggml_log_set(prev_cb_, prev_ud_); }
-    LogCapture(const LogCapture &)             = delete;
-    LogCapture & operator=(const LogCapture &) = delete;
-
-    std::string text() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return text_;
-    }
-    bool contains(const std::string & s) { return text().find(s) != std::string::npos; }
-    void clear() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        text_.clear();
-    }
-
-  private:
-    static void callback(ggml_log_level, const char * text, void * user_data) {
-        auto *                      self = static_cast<LogCapture *>(user_data);
-        std::lock_guard<std::mutex> lock(self->mutex_);
-        self->text_ += text;
-    }
-
-    ggml_log_callback prev_cb_ = nullptr;
-    void *            prev_ud_ = nullptr;
-    std::mutex        mutex_;
-    std::string       text_;
-};
 
 // A context whose tensors get memory from backend buffers, not the arena.
 inline ggml_context_ptr no_alloc_context(size_t n_tensors = 64) {

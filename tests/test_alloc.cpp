@@ -27,8 +27,11 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "log_capture.h"
 
 namespace {
+
+using loomtest::LogCapture;
 
 // ---- a host buffer type with a chosen alignment and maximum size ----------
 
@@ -68,32 +71,6 @@ class TestBufferType final : public ggml_backend_buffer_type {
     const char * name_;
     size_t       alignment_;
     size_t       max_size_;
-};
-
-// ---- log capture -----------------------------------------------------------
-
-class LogCapture {
-  public:
-    LogCapture() {
-        ggml_log_get(&prev_, &prev_ud_);
-        ggml_log_set(&LogCapture::callback, this);
-    }
-    ~LogCapture() { ggml_log_set(prev_, prev_ud_); }
-    bool contains(const std::string & s) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return text_.find(s) != std::string::npos;
-    }
-
-  private:
-    static void callback(ggml_log_level, const char * text, void * ud) {
-        auto *                      self = static_cast<LogCapture *>(ud);
-        std::lock_guard<std::mutex> lock(self->mutex_);
-        self->text_ += text;
-    }
-    ggml_log_callback prev_    = nullptr;
-    void *            prev_ud_ = nullptr;
-    std::mutex        mutex_;
-    std::string       text_;
 };
 
 // ---- graphs and the two ways of computing them ----------------------------
