@@ -34,11 +34,9 @@ struct Place {
 
 Place place(ggml_type type, size_t row_size, size_t o) {
     if (type == GGML_TYPE_F16) {
-        // Values [32 j, 32 j + 32) of row r at 512 j + 64 r.
-        const size_t r = o / row_size;
-        const size_t j = o % row_size / 64;
-        const size_t b = o % 64;
-        return {512 * j + 64 * r + b, 64 - b};
+        const size_t chunk = REPACK_F16_CHUNK * sizeof(ggml_fp16_t);
+        const size_t b     = o % chunk;
+        return {repacked_f16_chunk(o / row_size, o % row_size / chunk) + b, chunk - b};
     }
     const size_t block = ggml_type_size(type); // 18 or 34
     const size_t r     = o / row_size;

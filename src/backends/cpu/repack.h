@@ -51,6 +51,12 @@ constexpr int64_t REPACK_ROWS = 8;
 constexpr int64_t REPACK_QUAD = 4; // blocks per quad
 constexpr int64_t REPACK_F16_CHUNK = 32; // F16 values of a row side by side
 
+// Byte offset, from its group's start, of chunk j (values [32 j, 32 j + 32))
+// of row r (0..7) of a group of repacked F16 rows.
+constexpr size_t repacked_f16_chunk(size_t r, size_t j) {
+    return size_t(REPACK_ROWS * REPACK_F16_CHUNK) * 2 * j + size_t(REPACK_F16_CHUNK) * 2 * r;
+}
+
 // Whether t's type and shape have a repacked layout and the kernels this
 // processor runs can use it: Q4_0 or Q8_0 with whole quads per row (ne0 %
 // 128 == 0), or F16 with ne0 % 32 == 0; rows in whole groups (ne1 % 8 ==

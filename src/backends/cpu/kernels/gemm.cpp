@@ -42,6 +42,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "backends/cpu/repack.h"
 #include "core/common.h"
 
 namespace loom::cpu {
@@ -94,14 +95,14 @@ struct F32Format {
                 const char * row = pr.a + size_t(i0 + ir + i) * pr.lda;
                 float *      t   = tmp + i * kt.kc;
                 if (pr.a_repacked) {
-                    // Row r of its group of 8: values [32 j, 32 j + 32) at
-                    // 512 j + 64 r from the group's start.
-                    LOOM_ASSERT(pr.a_type == GGML_TYPE_F16 && k0 % 32 == 0 && kb % 32 == 0);
+                    // Note [Repacked weights]: the row's values by chunks.
+                    constexpr int64_t CH = REPACK_F16_CHUNK;
+                    LOOM_ASSERT(pr.a_type == GGML_TYPE_F16 && k0 % CH == 0 && kb % CH == 0);
                     const int64_t r     = i0 + ir + i;
-                    const char *  group = pr.a + size_t(r / 8) * 8 * pr.lda + size_t(r % 8) * 64;
-                    for (int64_t k = k0; k < k0 + kb; k += 32) {
-                        kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(group + size_t(k / 32) * 512),
-                                            t + (k - k0), 32);
+                    const char *  group = pr.a + size_t(r / REPACK_ROWS) * REPACK_ROWS * pr.lda;
+                    for (int64_t k = k0; k < k0 + kb; k += CH) {
+                        const char * chunk = group + repacked_f16_chunk(size_t(r % REPACK_ROWS), size_t(k / CH));
+                        kt.fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t *>(chunk), t + (k - k0), CH);
                     }
                     src[i] = t;
                     continue;

@@ -166,9 +166,6 @@ size_t packed_b_bytes(const ggml_tensor * a, const ggml_tensor * b) {
     }
     return align_up(ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]) * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
 }
-size_t ref_unpack_offset(const ggml_tensor * a, const ggml_tensor * b) {
-    return packed_b_bytes(a, b);
-}
 
 void check_mul_mat(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
@@ -194,7 +191,7 @@ void compute_mul_mat_ref(const ComputeParams & p, ggml_tensor * dst) {
     }
     void * row = nullptr;
     if (is_repacked(a)) {
-        const size_t at = ref_unpack_offset(a, b) + ref_unpack_bytes(a) * size_t(p.ith);
+        const size_t at = packed_b_bytes(a, b) + ref_unpack_bytes(a) * size_t(p.ith);
         LOOM_ASSERT(p.wsize >= at + ref_unpack_bytes(a));
         row = static_cast<char *>(p.wdata) + at;
     }
@@ -827,7 +824,7 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
             // needs panels per thread. use_ref is not known when the plan
             // is made, so the larger need is reserved.
             // The reference path's rows of repacked weights.
-            size_t need = ref_unpack_offset(a, b) + ref_unpack_bytes(a) * size_t(std::max(n_threads, 1));
+            size_t need = packed_b_bytes(a, b) + ref_unpack_bytes(a) * size_t(std::max(n_threads, 1));
             if (mul_mat_uses_gemm(a, b)) {
                 need = std::max(need, gemm_work_size(a, b, n_threads));
             } else {

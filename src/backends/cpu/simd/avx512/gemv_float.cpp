@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 
 #include "target_begin.h"
@@ -90,8 +91,7 @@ template <class T, int R> struct PlainRows {
 // a tile's rows are read as one run of whole lines. The tile's arithmetic is
 // the one over ggml's layout (the same values meet the same lanes in the
 // same order), so the results are the same bits.
-constexpr size_t F16X8_GROUP_CHUNK = 512;
-constexpr size_t F16X8_PREFETCH    = 4096; // bytes ahead in the run
+constexpr size_t F16X8_PREFETCH = 4096; // bytes ahead in the run
 
 // A tile's rows in the repacked layout: rows q0, q0 + 1, ... of group[0],
 // continuing with group[1] past its eighth row (one column reads the groups
@@ -101,10 +101,10 @@ struct RepackedF16Rows {
     int          q0;
     const char * line(int r, int64_t k) const {
         const int q = q0 + r;
-        return group[q / 8] + size_t(k >> 5) * F16X8_GROUP_CHUNK + size_t(q % 8) * 64;
+        return group[q / 8] + repacked_f16_chunk(size_t(q % 8), size_t(k) / REPACK_F16_CHUNK);
     }
     const uint16_t * at(int r, int64_t k) const {
-        return reinterpret_cast<const uint16_t *>(line(r, k) + size_t(k & 31) * 2);
+        return reinterpret_cast<const uint16_t *>(line(r, k)) + size_t(k) % REPACK_F16_CHUNK;
     }
     const char * ahead(int r, int64_t k) const { return line(r, k) + F16X8_PREFETCH; }
 };
