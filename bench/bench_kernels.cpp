@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -36,14 +35,15 @@ int main() {
         std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
         ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
         ggml_quantize_chunk(bt, x.data(), b.data(), 0, 8, K, nullptr);
-        std::map<ggml_type, ggml_tensor *> repacked; // the weights in a CPU_REPACK buffer, where repackable
-        ggml_init_params                   rp   = {ggml_tensor_overhead(), nullptr, true};
-        ggml_context *                     rctx = ggml_init(rp);
-        ggml_tensor *                      rt   = ggml_new_tensor_2d(rctx, t, K, M);
-        ggml_backend_buffer_t              rbuf = ggml_backend_alloc_ctx_tensors_from_buft(rctx, repack_buffer_type());
+        // The same weights in a CPU_REPACK buffer (ra: null where the type is not repacked).
+        ggml_init_params      rp   = {ggml_tensor_overhead(), nullptr, true};
+        ggml_context *        rctx = ggml_init(rp);
+        ggml_tensor *         rt   = ggml_new_tensor_2d(rctx, t, K, M);
+        ggml_backend_buffer_t rbuf = ggml_backend_alloc_ctx_tensors_from_buft(rctx, repack_buffer_type());
+        const void *          ra   = nullptr;
         if (rbuf != nullptr && is_repacked(rt)) {
             ggml_backend_tensor_set(rt, a.data(), 0, a.size());
-            repacked[t] = rt;
+            ra = rt->data;
         }
         for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
@@ -83,8 +83,7 @@ int main() {
                                         : t == GGML_TYPE_Q8_0 ? kt->qgemm_q8_0_x8
                                                               : QGemmKernels{};
                 const GemvFn       xf = t == GGML_TYPE_F16 ? kt->gemv_f16_x8 : nullptr;
-                if ((xk.gemm != nullptr || xf != nullptr) && repacked.count(t) != 0) {
-                    const void *      ra = repacked.at(t)->data;
+                if ((xk.gemm != nullptr || xf != nullptr) && ra != nullptr) {
                     std::vector<char> prep(xk.gemm != nullptr ? xk.cols_bytes(K) : 0);
                     if (xk.gemm != nullptr) {
                         xk.prepare(K, b.data(), ggml_row_size(bt, K), cols, prep.data());

@@ -245,16 +245,20 @@ struct Bandwidth {
     double read;  // GB/s
 };
 
+// Thread ith's part [first, second) of n elements: a multiple of 256 each,
+// the last thread taking the rest.
+std::pair<size_t, size_t> thread_part(size_t n, int ith, int nth) {
+    const size_t per = n / size_t(nth) / 256 * 256;
+    const size_t lo  = per * size_t(ith);
+    return {lo, ith == nth - 1 ? n : lo + per};
+}
+
 // Arrays of 32 Mi floats (128 MiB each, 384 MiB for the triad).
 Bandwidth memory_bandwidth(int n_threads) {
     const size_t  n = size_t(32) << 20;
     AlignedFloats a(n), b(n), c(n);
     // Each thread first touches the part it works on.
-    auto part = [&](int ith) {
-        const size_t per = n / size_t(n_threads) / 256 * 256;
-        const size_t lo  = per * size_t(ith);
-        return std::pair<size_t, size_t>(lo, ith == n_threads - 1 ? n : lo + per);
-    };
+    auto part = [&](int ith) { return thread_part(n, ith, n_threads); };
     run_threads(n_threads, [&](int ith) {
         const auto [lo, hi] = part(ith);
         for (size_t i = lo; i < hi; ++i) {
@@ -363,10 +367,9 @@ class BackendTriad {
 
   private:
     static void part(ggml_tensor *, int ith, int nth, void * self) {
-        auto &       t   = *static_cast<BackendTriad *>(self);
-        const size_t per = t.n_ / size_t(nth) / 256 * 256;
-        const size_t lo  = per * size_t(ith);
-        triad_part(t.a_.p, t.b_.p, t.c_.p, lo, ith == nth - 1 ? t.n_ : lo + per, 0.5f);
+        auto &     t        = *static_cast<BackendTriad *>(self);
+        const auto [lo, hi] = thread_part(t.n_, ith, nth);
+        triad_part(t.a_.p, t.b_.p, t.c_.p, lo, hi, 0.5f);
     }
 
     ggml_backend_t backend_;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "devices.h"
 #include "gguf.h"
@@ -623,15 +624,17 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         l.ffn_up         = planned[f + 7].tensor;
         l.ffn_down       = planned[f + 8].tensor;
     }
-    // Weights a generated token reads: all of them, but one row of the
-    // token embeddings unless they are the output matrix too.
-    for (const Planned & p : planned) {
-        m->token_bytes_ += ggml_nbytes(p.tensor);
-    }
-    if (m->output_ != m->tok_embd_) {
-        m->token_bytes_ -= ggml_nbytes(m->tok_embd_) - m->tok_embd_->nb[1];
-    }
     return m;
+}
+
+size_t Model::token_bytes() const {
+    // Every weight, but one row of the token embeddings unless they are the
+    // output matrix too.
+    size_t bytes = std::accumulate(weight_bytes_.begin(), weight_bytes_.end(), size_t(0));
+    if (output_ != tok_embd_) {
+        bytes -= ggml_nbytes(tok_embd_) - tok_embd_->nb[1];
+    }
+    return bytes;
 }
 
 } // namespace loom_run

@@ -105,7 +105,7 @@ class Model {
     size_t n_params() const { return n_params_; }
     // Bytes of weights one generated token reads (every matrix, one row of
     // the token embeddings): the memory traffic generation is bound by.
-    size_t token_bytes() const { return token_bytes_; }
+    size_t token_bytes() const;
     bool   mapped() const { return map_ != nullptr; }
 
   private:
@@ -126,8 +126,7 @@ class Model {
     std::vector<int>          layer_device_;
     int                       output_device_ = 0;
     std::vector<size_t>       weight_bytes_;
-    size_t                    n_params_    = 0;
-    size_t                    token_bytes_ = 0;
+    size_t                    n_params_ = 0;
 };
 
 } // namespace loom_run
