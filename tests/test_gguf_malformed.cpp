@@ -88,6 +88,15 @@ std::vector<uint8_t> one_tensor(std::vector<uint64_t> ne, int32_t type, uint64_t
     return b.bytes();
 }
 
+// Two F32 tensors: a of na values at offset oa, then b of nb at ob, and data
+// bytes of zeros after the padded header.
+std::vector<uint8_t> two_tensors(const std::string & a, uint64_t na, uint64_t oa, const std::string & b_name,
+                                 uint64_t nb, uint64_t ob, size_t data) {
+    Builder b;
+    b.header(2, 0).tensor(a, {na}, GGML_TYPE_F32, oa).tensor(b_name, {nb}, GGML_TYPE_F32, ob).pad().zeros(data);
+    return b.bytes();
+}
+
 class GgufBadFile : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(GgufBadFile, RejectedWithMessage) {
@@ -165,34 +174,12 @@ const BadCase kBadCases[] = {
     {"misaligned_offset", [] { return one_tensor({4}, GGML_TYPE_F32, 4); }, "has offset 4, expected 0"},
     {"offset_out_of_file", [] { return one_tensor({16}, GGML_TYPE_F32, 0, 32); }, "beyond the end of the file"},
     {"huge_offset", [] { return one_tensor({4}, GGML_TYPE_F32, uint64_t(1) << 63); }, "expected 0"},
-    {"data_beyond_file",
-     [] {
-         Builder b;
-         b.header(2, 0).tensor("a", {8}, GGML_TYPE_F32, 0).tensor("b", {1024}, GGML_TYPE_F32, 32).pad().zeros(64);
-         return b.bytes();
-     },
-     "tensor 'b'"},
-    {"offsets_out_of_order",
-     [] {
-         Builder b;
-         b.header(2, 0).tensor("a", {8}, GGML_TYPE_F32, 32).tensor("b", {8}, GGML_TYPE_F32, 0).pad().zeros(64);
-         return b.bytes();
-     },
+    {"data_beyond_file", [] { return two_tensors("a", 8, 0, "b", 1024, 32, 64); }, "tensor 'b'"},
+    {"offsets_out_of_order", [] { return two_tensors("a", 8, 32, "b", 8, 0, 64); },
      "tensor 'a' has offset 32, expected 0"},
-    {"overlapping_tensors",
-     [] {
-         Builder b;
-         b.header(2, 0).tensor("a", {16}, GGML_TYPE_F32, 0).tensor("b", {8}, GGML_TYPE_F32, 32).pad().zeros(96);
-         return b.bytes();
-     },
+    {"overlapping_tensors", [] { return two_tensors("a", 16, 0, "b", 8, 32, 96); },
      "tensor 'b' has offset 32, expected 64"},
-    {"duplicate_tensor",
-     [] {
-         Builder b;
-         b.header(2, 0).tensor("w", {8}, GGML_TYPE_F32, 0).tensor("w", {8}, GGML_TYPE_F32, 32).pad().zeros(64);
-         return b.bytes();
-     },
-     "duplicate tensor name 'w'"},
+    {"duplicate_tensor", [] { return two_tensors("w", 8, 0, "w", 8, 32, 64); }, "duplicate tensor name 'w'"},
     {"long_tensor_name", [] { return one_tensor({4}, GGML_TYPE_F32, 0, 64, std::string(64, 'n')); }, "too long"},
     {"nul_in_tensor_name",
      [] { return one_tensor({4}, GGML_TYPE_F32, 0, 64, std::string("a\0b", 3)); },
