@@ -136,18 +136,46 @@ struct ggml_context;
 struct ggml_cgraph;
 
 // Values are ggml's, so quantized data and GGUF files are interchangeable.
-// Types loom does not implement are absent.
 enum ggml_type {
-    GGML_TYPE_F32   = 0,
-    GGML_TYPE_F16   = 1,
-    GGML_TYPE_Q4_0  = 2,
-    GGML_TYPE_Q8_0  = 8,
-    GGML_TYPE_I8    = 24,
-    GGML_TYPE_I16   = 25,
-    GGML_TYPE_I32   = 26,
-    GGML_TYPE_I64   = 27,
-    GGML_TYPE_BF16  = 30,
-    GGML_TYPE_COUNT = 43,
+    GGML_TYPE_F32     = 0,
+    GGML_TYPE_F16     = 1,
+    GGML_TYPE_Q4_0    = 2,
+    GGML_TYPE_Q4_1    = 3,
+    // 4 and 5 were Q4_2 and Q4_3, no longer a format
+    GGML_TYPE_Q5_0    = 6,
+    GGML_TYPE_Q5_1    = 7,
+    GGML_TYPE_Q8_0    = 8,
+    GGML_TYPE_Q8_1    = 9,
+    GGML_TYPE_Q2_K    = 10,
+    GGML_TYPE_Q3_K    = 11,
+    GGML_TYPE_Q4_K    = 12,
+    GGML_TYPE_Q5_K    = 13,
+    GGML_TYPE_Q6_K    = 14,
+    GGML_TYPE_Q8_K    = 15,
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS  = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S   = 19,
+    GGML_TYPE_IQ4_NL  = 20,
+    GGML_TYPE_IQ3_S   = 21,
+    GGML_TYPE_IQ2_S   = 22,
+    GGML_TYPE_IQ4_XS  = 23,
+    GGML_TYPE_I8      = 24,
+    GGML_TYPE_I16     = 25,
+    GGML_TYPE_I32     = 26,
+    GGML_TYPE_I64     = 27,
+    GGML_TYPE_F64     = 28,
+    GGML_TYPE_IQ1_M   = 29,
+    GGML_TYPE_BF16    = 30,
+    // 31-33 were Q4_0 interleaved by 4 or 8, now a CPU buffer layout
+    GGML_TYPE_TQ1_0   = 34,
+    GGML_TYPE_TQ2_0   = 35,
+    // 36-38 were IQ4_NL interleaved, now a CPU buffer layout
+    GGML_TYPE_MXFP4   = 39,
+    GGML_TYPE_NVFP4   = 40,
+    GGML_TYPE_Q1_0    = 41,
+    GGML_TYPE_Q2_0    = 42,
+    GGML_TYPE_COUNT   = 43,
 };
 
 enum ggml_prec {
@@ -157,76 +185,135 @@ enum ggml_prec {
 
 enum ggml_op {
     GGML_OP_NONE = 0,
+    GGML_OP_DUP = 1,
+    GGML_OP_ADD = 2,
+    GGML_OP_ADD_ID = 3,
+    GGML_OP_ADD1 = 4,
+    GGML_OP_ACC = 5,
+    GGML_OP_SUB = 6,
+    GGML_OP_MUL = 7,
+    GGML_OP_DIV = 8,
+    GGML_OP_SQR = 9,
+    GGML_OP_SQRT = 10,
+    GGML_OP_LOG = 11,
+    GGML_OP_SIN = 12,
+    GGML_OP_COS = 13,
+    GGML_OP_SUM = 14,
+    GGML_OP_SUM_ROWS = 15,
+    GGML_OP_CUMSUM = 16,
+    GGML_OP_MEAN = 17,
+    GGML_OP_ARGMAX = 18,
+    GGML_OP_COUNT_EQUAL = 19,
+    GGML_OP_REPEAT = 20,
+    GGML_OP_REPEAT_BACK = 21,
+    GGML_OP_CONCAT = 22,
+    GGML_OP_SILU_BACK = 23,
+    GGML_OP_NORM = 24,
+    GGML_OP_RMS_NORM = 25,
+    GGML_OP_RMS_NORM_BACK = 26,
+    GGML_OP_GROUP_NORM = 27,
+    GGML_OP_L2_NORM = 28,
+    GGML_OP_MUL_MAT = 29,
+    GGML_OP_MUL_MAT_ID = 30,
+    GGML_OP_OUT_PROD = 31,
+    GGML_OP_SCALE = 32,
+    GGML_OP_SET = 33,
+    GGML_OP_CPY = 34,
+    GGML_OP_CONT = 35,
+    GGML_OP_RESHAPE = 36,
+    GGML_OP_VIEW = 37,
+    GGML_OP_PERMUTE = 38,
+    GGML_OP_TRANSPOSE = 39,
+    GGML_OP_GET_ROWS = 40,
+    GGML_OP_GET_ROWS_BACK = 41,
+    GGML_OP_SET_ROWS = 42,
+    GGML_OP_DIAG = 43,
+    GGML_OP_DIAG_MASK_INF = 44,
+    GGML_OP_DIAG_MASK_ZERO = 45,
+    GGML_OP_SOFT_MAX = 46,
+    GGML_OP_SOFT_MAX_BACK = 47,
+    GGML_OP_ROPE = 48,
+    GGML_OP_ROPE_BACK = 49,
+    GGML_OP_CLAMP = 50,
+    GGML_OP_CONV_TRANSPOSE_1D = 51,
+    GGML_OP_IM2COL = 52,
+    GGML_OP_IM2COL_BACK = 53,
+    GGML_OP_IM2COL_3D = 54,
+    GGML_OP_COL2IM_1D = 55,
+    GGML_OP_CONV_2D = 56,
+    GGML_OP_CONV_3D = 57,
+    GGML_OP_CONV_2D_DW = 58,
+    GGML_OP_CONV_TRANSPOSE_2D = 59,
+    GGML_OP_POOL_1D = 60,
+    GGML_OP_POOL_2D = 61,
+    GGML_OP_POOL_2D_BACK = 62,
+    GGML_OP_UPSCALE = 63,
+    GGML_OP_PAD = 64,
+    GGML_OP_PAD_REFLECT_1D = 65,
+    GGML_OP_ROLL = 66,
+    GGML_OP_ARANGE = 67,
+    GGML_OP_TIMESTEP_EMBEDDING = 68,
+    GGML_OP_ARGSORT = 69,
+    GGML_OP_TOP_K = 70,
+    GGML_OP_LEAKY_RELU = 71,
+    GGML_OP_TRI = 72,
+    GGML_OP_FILL = 73,
+    GGML_OP_FLASH_ATTN_EXT = 74,
+    GGML_OP_FLASH_ATTN_BACK = 75,
+    GGML_OP_SSM_CONV = 76,
+    GGML_OP_SSM_SCAN = 77,
+    GGML_OP_WIN_PART = 78,
+    GGML_OP_WIN_UNPART = 79,
+    GGML_OP_GET_REL_POS = 80,
+    GGML_OP_ADD_REL_POS = 81,
+    GGML_OP_RWKV_WKV6 = 82,
+    GGML_OP_GATED_LINEAR_ATTN = 83,
+    GGML_OP_RWKV_WKV7 = 84,
+    GGML_OP_SOLVE_TRI = 85,
+    GGML_OP_GATED_DELTA_NET = 86,
+    GGML_OP_LIGHTNING_INDEXER = 87,
+    GGML_OP_DSV4_HC_COMB = 88,
+    GGML_OP_DSV4_HC_PRE = 89,
+    GGML_OP_DSV4_HC_POST = 90,
+    GGML_OP_UNARY = 91,
+    GGML_OP_MAP_CUSTOM1 = 92,
+    GGML_OP_MAP_CUSTOM2 = 93,
+    GGML_OP_MAP_CUSTOM3 = 94,
+    GGML_OP_CUSTOM = 95,
+    GGML_OP_CROSS_ENTROPY_LOSS = 96,
+    GGML_OP_CROSS_ENTROPY_LOSS_BACK = 97,
+    GGML_OP_OPT_STEP_ADAMW = 98,
+    GGML_OP_OPT_STEP_SGD = 99,
+    GGML_OP_GLU = 100,
 
-    GGML_OP_DUP,
-    GGML_OP_ADD,
-    GGML_OP_ADD1,
-    GGML_OP_SUB,
-    GGML_OP_MUL,
-    GGML_OP_DIV,
-    GGML_OP_SQR,
-    GGML_OP_SQRT,
-    GGML_OP_LOG,
-    GGML_OP_SIN,
-    GGML_OP_COS,
-    GGML_OP_SUM,
-    GGML_OP_SUM_ROWS,
-    GGML_OP_MEAN,
-    GGML_OP_ARGMAX,
-    GGML_OP_REPEAT,
-    GGML_OP_CONCAT,
-    GGML_OP_NORM,
-    GGML_OP_RMS_NORM,
-    GGML_OP_GROUP_NORM,
-
-    GGML_OP_MUL_MAT,
-    GGML_OP_OUT_PROD,
-
-    GGML_OP_SCALE,
-    GGML_OP_CPY,
-    GGML_OP_CONT,
-    GGML_OP_RESHAPE,
-    GGML_OP_VIEW,
-    GGML_OP_PERMUTE,
-    GGML_OP_TRANSPOSE,
-    GGML_OP_GET_ROWS,
-    GGML_OP_SET_ROWS,
-    GGML_OP_DIAG_MASK_INF,
-    GGML_OP_SOFT_MAX,
-    GGML_OP_ROPE,
-    GGML_OP_ARGSORT,
-    GGML_OP_TOP_K,
-    GGML_OP_FLASH_ATTN_EXT,
-
-    GGML_OP_UNARY,
-    GGML_OP_GLU,
-
-    GGML_OP_MAP_CUSTOM1,
-    GGML_OP_MAP_CUSTOM2,
-    GGML_OP_MAP_CUSTOM3,
-    GGML_OP_CUSTOM,
-
-    GGML_OP_COUNT,
+    GGML_OP_COUNT = 101,
 };
 
 // Values are ggml's.
 enum ggml_unary_op {
-    GGML_UNARY_OP_ABS         = 0,
-    GGML_UNARY_OP_SGN         = 1,
-    GGML_UNARY_OP_NEG         = 2,
-    GGML_UNARY_OP_STEP        = 3,
-    GGML_UNARY_OP_TANH        = 4,
-    GGML_UNARY_OP_ELU         = 5,
-    GGML_UNARY_OP_RELU        = 6,
-    GGML_UNARY_OP_SIGMOID     = 7,
-    GGML_UNARY_OP_GELU        = 8,
-    GGML_UNARY_OP_GELU_QUICK  = 9,
-    GGML_UNARY_OP_SILU        = 10,
-    GGML_UNARY_OP_HARDSWISH   = 11,
+    GGML_UNARY_OP_ABS = 0,
+    GGML_UNARY_OP_SGN = 1,
+    GGML_UNARY_OP_NEG = 2,
+    GGML_UNARY_OP_STEP = 3,
+    GGML_UNARY_OP_TANH = 4,
+    GGML_UNARY_OP_ELU = 5,
+    GGML_UNARY_OP_RELU = 6,
+    GGML_UNARY_OP_SIGMOID = 7,
+    GGML_UNARY_OP_GELU = 8,
+    GGML_UNARY_OP_GELU_QUICK = 9,
+    GGML_UNARY_OP_SILU = 10,
+    GGML_UNARY_OP_HARDSWISH = 11,
     GGML_UNARY_OP_HARDSIGMOID = 12,
-    GGML_UNARY_OP_EXP         = 13,
-
-    GGML_UNARY_OP_COUNT = 14,
+    GGML_UNARY_OP_EXP = 13,
+    GGML_UNARY_OP_EXPM1 = 14,
+    GGML_UNARY_OP_SOFTPLUS = 15,
+    GGML_UNARY_OP_GELU_ERF = 16,
+    GGML_UNARY_OP_XIELU = 17,
+    GGML_UNARY_OP_FLOOR = 18,
+    GGML_UNARY_OP_CEIL = 19,
+    GGML_UNARY_OP_ROUND = 20,
+    GGML_UNARY_OP_TRUNC = 21,
+    GGML_UNARY_OP_COUNT = 22,
 };
 
 // Gated linear units: an activation of x times a gate g (ggml_glu).
@@ -237,8 +324,9 @@ enum ggml_glu_op {
     GGML_GLU_OP_SWIGLU_OAI  = 3, // x' sigmoid(alpha x') (g' + 1), x' = min(x, limit), g' = clamp(g, -limit, limit)
     GGML_GLU_OP_GEGLU_ERF   = 4, // gelu(x) g, exact (erf)
     GGML_GLU_OP_GEGLU_QUICK = 5, // x sigmoid(1.702 x) g
+    GGML_GLU_OP_SWIGLU_CLAMP = 6, // silu(x') g', x' = min(x, limit), g' = clamp(g, -limit, limit)
 
-    GGML_GLU_OP_COUNT = 6,
+    GGML_GLU_OP_COUNT = 7,
 };
 
 enum ggml_log_level {
@@ -504,6 +592,28 @@ GGML_API struct ggml_tensor * ggml_hardswish(struct ggml_context * ctx, struct g
 GGML_API struct ggml_tensor * ggml_hardsigmoid(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_exp(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_exp_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// exp(x) - 1
+GGML_API struct ggml_tensor * ggml_expm1(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_expm1_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// log(1 + exp(x)), x itself above 20
+GGML_API struct ggml_tensor * ggml_softplus(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_softplus_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// GELU, exact (erf)
+GGML_API struct ggml_tensor * ggml_gelu_erf(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_erf_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// Rounding, as the C functions of the same names.
+GGML_API struct ggml_tensor * ggml_floor(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_floor_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_ceil(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_ceil_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_round(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_round_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_trunc(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_trunc_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// xIELU: alpha_p' x^2 + beta x for x > 0, (expm1(min(x, eps)) - x) alpha_n' + beta x
+// otherwise, with alpha_p' = softplus(alpha_p), alpha_n' = beta + softplus(alpha_n).
+GGML_API struct ggml_tensor * ggml_xielu(struct ggml_context * ctx, struct ggml_tensor * a, float alpha_n,
+                                         float alpha_p, float beta, float eps);
 
 GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
 GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
@@ -536,6 +646,9 @@ GGML_API struct ggml_tensor * ggml_geglu_quick_split(struct ggml_context * ctx, 
                                                      struct ggml_tensor * b);
 GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
                                               float alpha, float limit);
+// silu(min(a, limit)) * clamp(b, -limit, limit); b may be NULL (a holds both halves).
+GGML_API struct ggml_tensor * ggml_swiglu_clamp(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * b, float limit);
 
 // Custom operators: a function of the caller's, run by the CPU backend as a
 // node of the graph. n_tasks threads call it (GGML_N_TASKS_MAX: every thread

@@ -231,8 +231,9 @@ void glu_cases(Cases & cases) {
                       [op, t](Builder & g) {
                           ggml_tensor * a = g.input(t, {17, 5, 3, 2}, uniform(-3, 3));
                           ggml_tensor * b = g.input(t, {17, 5, 3, 2}, uniform(-3, 3));
-                          return op == GGML_GLU_OP_SWIGLU_OAI ? ggml_swiglu_oai(g.ctx(), a, b, 1.702f, 2.0f)
-                                                              : ggml_glu_split(g.ctx(), a, b, op);
+                          if (op == GGML_GLU_OP_SWIGLU_OAI) return ggml_swiglu_oai(g.ctx(), a, b, 1.702f, 2.0f);
+                          if (op == GGML_GLU_OP_SWIGLU_CLAMP) return ggml_swiglu_clamp(g.ctx(), a, b, 2.0f);
+                          return ggml_glu_split(g.ctx(), a, b, op);
                       },
                       for_type(t));
         }

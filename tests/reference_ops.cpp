@@ -90,6 +90,13 @@ double unary_value(ggml_unary_op op, double x) {
         case GGML_UNARY_OP_HARDSWISH: return x * std::min(1.0, std::max(0.0, (x + 3.0) / 6.0));
         case GGML_UNARY_OP_HARDSIGMOID: return std::min(1.0, std::max(0.0, (x + 3.0) / 6.0));
         case GGML_UNARY_OP_EXP: return std::exp(x);
+        case GGML_UNARY_OP_EXPM1: return std::expm1(x);
+        case GGML_UNARY_OP_SOFTPLUS: return x > 20.0 ? x : std::log1p(std::exp(x));
+        case GGML_UNARY_OP_GELU_ERF: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+        case GGML_UNARY_OP_FLOOR: return std::floor(x);
+        case GGML_UNARY_OP_CEIL: return std::ceil(x);
+        case GGML_UNARY_OP_ROUND: return std::round(x);
+        case GGML_UNARY_OP_TRUNC: return std::trunc(x);
         default: throw std::invalid_argument("unary_value: unknown op");
     }
 }

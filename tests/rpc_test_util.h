@@ -9,6 +9,7 @@
 
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
+#include "../src/backends/rpc/protocol.h"
 
 namespace loomtest::rpc {
 
@@ -60,7 +61,7 @@ class RawClient {
             stream_ctx_->AddMetadata("authorization", "Bearer " + token_);
         }
         loom::rpc::ConnectRequest req;
-        req.set_protocol_version(1);
+        req.set_protocol_version(loom::rpc::k_protocol_version);
         stream_ = stub_->Connect(stream_ctx_.get(), req);
         loom::rpc::ConnectEvent ev;
         if (!stream_->Read(&ev)) {

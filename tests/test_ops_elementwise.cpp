@@ -331,12 +331,19 @@ const UnaryCase kUnaryOps[] = {
     {GGML_UNARY_OP_HARDSWISH, ggml_hardswish, kF32},
     {GGML_UNARY_OP_HARDSIGMOID, ggml_hardsigmoid, kF32},
     {GGML_UNARY_OP_EXP, ggml_exp, kF32},
+    {GGML_UNARY_OP_EXPM1, ggml_expm1, kF32},
+    {GGML_UNARY_OP_SOFTPLUS, ggml_softplus, kF32},
+    {GGML_UNARY_OP_GELU_ERF, ggml_gelu_erf, kF32},
+    {GGML_UNARY_OP_FLOOR, ggml_floor, kExact},
+    {GGML_UNARY_OP_CEIL, ggml_ceil, kExact},
+    {GGML_UNARY_OP_ROUND, ggml_round, kExact},
+    {GGML_UNARY_OP_TRUNC, ggml_trunc, kExact},
 };
 
 // Inputs in [-5, 5] plus the points where the functions change form.
 Array unary_input(ggml_tensor * t, std::mt19937 & rng) {
     Array        v       = random_array(shape_of(t), rng, -5.0, 5.0);
-    const double specials[] = {0.0, -0.0, -3.0, 3.0, 1.0, -1.0};
+    const double specials[] = {0.0, -0.0, -3.0, 3.0, 1.0, -1.0, 2.5, -0.5, -2.5};
     for (size_t i = 0; i < v.v.size() && i < std::size(specials); ++i) {
         v.v[i * 3 % v.v.size()] = specials[i];
     }
@@ -553,6 +560,10 @@ double glu_ref(ggml_glu_op op, double x, double g, double alpha = 0, double limi
             const double gc = std::clamp(g, -limit, limit);
             return xc / (1.0 + std::exp(-alpha * xc)) * (gc + 1.0);
         }
+        case GGML_GLU_OP_SWIGLU_CLAMP: {
+            const double xc = std::min(x, limit);
+            return xc / (1.0 + std::exp(-xc)) * std::clamp(g, -limit, limit);
+        }
         default: return NAN;
     }
 }
@@ -634,6 +645,36 @@ TEST(OpsGlu, SwigluOaiClampsAtTheLimit) {
     ggml_tensor * out = ggml_swiglu_oai(ctx, x, g, 1.702f, 7.0f);
     ASSERT_EQ(ggml_get_glu_op(out), GGML_GLU_OP_SWIGLU_OAI);
     check_modes(ctx, out, glu_ref_split(GGML_GLU_OP_SWIGLU_OAI, X, G, double(1.702f), 7.0), kF32);
+}
+
+TEST(OpsGlu, SwigluClampClampsBothHalves) {
+    std::mt19937  rng(54);
+    Context       ctx;
+    ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 300, 3, 2);
+    ggml_tensor * g = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 300, 3, 2);
+    const Array   X = fill_random(x, rng, -12.0, 12.0);
+    const Array   G = fill_random(g, rng, -12.0, 12.0);
+    ggml_tensor * out = ggml_swiglu_clamp(ctx, x, g, 7.0f);
+    ASSERT_EQ(ggml_get_glu_op(out), GGML_GLU_OP_SWIGLU_CLAMP);
+    check_modes(ctx, out, glu_ref_split(GGML_GLU_OP_SWIGLU_CLAMP, X, G, 0.0, 7.0), kF32);
+}
+
+// xIELU against its definition, with the parameters ggml_xielu derives.
+TEST(OpsUnary, Xielu) {
+    std::mt19937  rng(55);
+    Context       ctx;
+    ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 37, 5, 2);
+    const Array   A = fill_random(a, rng, -6.0, 6.0);
+    const double  an = 0.8, ap = 0.3, beta = 0.5, eps = -1e-6;
+    auto          softplus = [](double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); };
+    const double  an2 = beta + softplus(double(float(an))), ap2 = softplus(double(float(ap)));
+    Array         R = A;
+    for (double & v : R.v) {
+        v = v > 0.0 ? ap2 * v * v + beta * v : (std::expm1(std::min(v, eps)) - v) * an2 + beta * v;
+    }
+    ggml_tensor * out = ggml_xielu(ctx, a, float(an), float(ap), float(beta), float(eps));
+    ASSERT_EQ(ggml_get_unary_op(out), GGML_UNARY_OP_XIELU);
+    check_modes(ctx, out, R, kF32);
 }
 
 // Rows of the inputs are contiguous, the rest of their layout is not: a

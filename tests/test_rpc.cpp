@@ -348,7 +348,7 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         describe_f32(g->add_tensors(), h, 0, 16);
         auto * node = g->add_tensors();
         describe_f32(node, h, 64, 16);
-        node->set_op(2); // GGML_OP_ADD
+        node->set_op(GGML_OP_ADD);
         node->add_src(1);
         node->add_src(7);
         g->add_nodes(2);
@@ -413,7 +413,7 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         *g->add_tensors() = set.tensor();
         auto * node = g->add_tensors();
         describe_f32(node, h, 1024, 8, 2);
-        node->set_op(30); // GGML_OP_GET_ROWS
+        node->set_op(GGML_OP_GET_ROWS);
         node->add_src(1);
         node->add_src(2);
         g->add_nodes(3);

@@ -16,7 +16,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "../core/op_table.h"
 #include "ggml-backend.h"
+
+// Plugins see operator numbers in the graphs they compute: the API version
+// belongs to one operator table (core/op_table.h). A change to the table
+// stops the build here until LOOM_BACKEND_API_VERSION is bumped and the
+// fingerprint updated.
+static_assert(LOOM_BACKEND_API_VERSION == 2 && loom::op_table_fingerprint() == 0xba27ff98240e64cbull,
+              "the operator table changed: bump LOOM_BACKEND_API_VERSION and update this fingerprint");
 
 // Keeps the classes' type information and virtual tables visible to plugins
 // even if libloom is ever built with hidden visibility.

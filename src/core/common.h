@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ggml.h"
+#include "op_table.h"
 
 namespace loom {
 
@@ -63,11 +64,6 @@ inline void set_op_param_i32(ggml_tensor * t, int i, int32_t v) {
 }
 inline void set_op_param_f32(ggml_tensor * t, int i, float v) {
     std::memcpy(&t->op_params[i], &v, sizeof(v));
-}
-
-// Ops that only reinterpret their source's memory: nothing to compute.
-inline bool is_view_op(ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
 }
 
 // Whether a SET_ROWS node holds together as ggml_set_rows builds one: its

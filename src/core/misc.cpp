@@ -51,33 +51,13 @@ void vlog(ggml_log_level level, const char * fmt, va_list args) {
     va_end(copy);
 }
 
-const char * const k_op_names[GGML_OP_COUNT] = {
-    "NONE",       "DUP",       "ADD",        "ADD1",         "SUB",      "MUL",           "DIV",
-    "SQR",        "SQRT",      "LOG",        "SIN",          "COS",      "SUM",           "SUM_ROWS",
-    "MEAN",       "ARGMAX",    "REPEAT",     "CONCAT",       "NORM",     "RMS_NORM",      "GROUP_NORM",
-    "MUL_MAT",    "OUT_PROD",  "SCALE",      "CPY",          "CONT",     "RESHAPE",       "VIEW",
-    "PERMUTE",    "TRANSPOSE", "GET_ROWS",   "SET_ROWS",     "DIAG_MASK_INF", "SOFT_MAX", "ROPE",
-    "ARGSORT",    "TOP_K",     "FLASH_ATTN_EXT", "UNARY", "GLU",
-    "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3", "CUSTOM",
-};
-
-const char * const k_op_symbols[GGML_OP_COUNT] = {
-    "none",       "x",         "x+y",        "x+y",          "x-y",      "x*y",           "x/y",
-    "x^2",        "√x",        "log(x)",     "sin(x)",       "cos(x)",   "Σx",            "Σx_k",
-    "Σx/n",       "argmax(x)", "repeat(x)",  "concat(x, y)", "norm(x)",  "rms_norm(x)",   "group_norm(x)",
-    "X*Y",        "X×Y",       "x*v",        "x-\\>y",       "cont(x)",  "reshape(x)",    "view(x)",
-    "permute(x)", "transpose(x)", "get_rows(x)", "set_rows(x)", "diag_mask_inf(x)", "soft_max(x)", "rope(x)",
-    "argsort(x)", "top_k(x)",  "flash_attn_ext(x)", "unary(x)", "glu(x)",
-    "f(x)", "f(x,y)", "f(x,y,z)", "custom(x)",
-};
-
 const char * const k_unary_names[GGML_UNARY_OP_COUNT] = {
-    "ABS", "SGN", "NEG", "STEP", "TANH", "ELU", "RELU", "SIGMOID", "GELU", "GELU_QUICK", "SILU", "HARDSWISH",
-    "HARDSIGMOID", "EXP",
+    "ABS",         "SGN", "NEG",   "STEP",     "TANH",     "ELU",   "RELU",  "SIGMOID", "GELU", "GELU_QUICK", "SILU",
+    "HARDSWISH", "HARDSIGMOID", "EXP", "EXPM1", "SOFTPLUS", "GELU_ERF", "XIELU", "FLOOR", "CEIL", "ROUND", "TRUNC",
 };
 
 const char * const k_glu_names[GGML_GLU_OP_COUNT] = {
-    "REGLU", "GEGLU", "SWIGLU", "SWIGLU_OAI", "GEGLU_ERF", "GEGLU_QUICK",
+    "REGLU", "GEGLU", "SWIGLU", "SWIGLU_OAI", "GEGLU_ERF", "GEGLU_QUICK", "SWIGLU_CLAMP",
 };
 
 const auto g_time_start = std::chrono::steady_clock::now();
@@ -182,10 +162,12 @@ FILE * ggml_fopen(const char * fname, const char * mode) {
 }
 
 const char * ggml_op_name(ggml_op op) {
-    return op >= 0 && op < GGML_OP_COUNT ? k_op_names[op] : "UNKNOWN";
+    const loom::OpInfo * i = loom::op_info(op);
+    return i != nullptr ? i->name : "UNKNOWN";
 }
 const char * ggml_op_symbol(ggml_op op) {
-    return op >= 0 && op < GGML_OP_COUNT ? k_op_symbols[op] : "?";
+    const loom::OpInfo * i = loom::op_info(op);
+    return i != nullptr ? i->symbol : "?";
 }
 const char * ggml_unary_op_name(ggml_unary_op op) {
     return op >= 0 && op < GGML_UNARY_OP_COUNT ? k_unary_names[op] : "UNKNOWN";

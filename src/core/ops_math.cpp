@@ -1,6 +1,7 @@
 // Op constructors for element-wise arithmetic, unary functions, reductions
 // and normalisations.
 
+#include <cmath>
 #include "common.h"
 #include "context.h"
 #include "types.h"
@@ -239,7 +240,30 @@ LOOM_UNARY_PAIR(gelu, GELU)
 LOOM_UNARY_PAIR(gelu_quick, GELU_QUICK)
 LOOM_UNARY_PAIR(silu, SILU)
 LOOM_UNARY_PAIR(exp, EXP)
+LOOM_UNARY_PAIR(expm1, EXPM1)
+LOOM_UNARY_PAIR(softplus, SOFTPLUS)
+LOOM_UNARY_PAIR(gelu_erf, GELU_ERF)
+LOOM_UNARY_PAIR(floor, FLOOR)
+LOOM_UNARY_PAIR(ceil, CEIL)
+LOOM_UNARY_PAIR(round, ROUND)
+LOOM_UNARY_PAIR(trunc, TRUNC)
 #undef LOOM_UNARY_PAIR
+
+namespace {
+// softplus as ggml's constructors apply it to XIELU's parameters.
+float softplus_f32(float x) {
+    return x > 20.0f ? x : std::log(1.0f + std::exp(x));
+}
+} // namespace
+
+ggml_tensor * ggml_xielu(ggml_context * ctx, ggml_tensor * a, float alpha_n, float alpha_p, float beta, float eps) {
+    ggml_tensor * r = unary_impl(ctx, a, GGML_UNARY_OP_XIELU, false, __func__);
+    set_op_param_f32(r, 1, beta + softplus_f32(alpha_n));
+    set_op_param_f32(r, 2, softplus_f32(alpha_p));
+    set_op_param_f32(r, 3, beta);
+    set_op_param_f32(r, 4, eps);
+    return r;
+}
 
 ggml_tensor * ggml_glu(ggml_context * ctx, ggml_tensor * a, ggml_glu_op op, bool swapped) {
     return glu_impl(ctx, a, nullptr, op, swapped, __func__);
@@ -272,6 +296,12 @@ ggml_tensor * ggml_swiglu_oai(ggml_context * ctx, ggml_tensor * a, ggml_tensor *
     LOOM_REQUIRE(b != nullptr, "ggml_swiglu_oai: NULL gate");
     ggml_tensor * r = glu_impl(ctx, a, b, GGML_GLU_OP_SWIGLU_OAI, false, __func__);
     set_op_param_f32(r, 2, alpha);
+    set_op_param_f32(r, 3, limit);
+    return r;
+}
+
+ggml_tensor * ggml_swiglu_clamp(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, float limit) {
+    ggml_tensor * r = glu_impl(ctx, a, b, GGML_GLU_OP_SWIGLU_CLAMP, false, __func__);
     set_op_param_f32(r, 3, limit);
     return r;
 }

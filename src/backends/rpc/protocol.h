@@ -8,10 +8,18 @@
 #include <cstdint>
 #include <string>
 
+#include "../../core/op_table.h"
+
 namespace loom::rpc {
 
 // Bumped whenever a message changes meaning; a server refuses other versions.
-constexpr uint32_t k_protocol_version = 1;
+constexpr uint32_t k_protocol_version = 2;
+
+// Graphs travel with raw operator numbers, so the version belongs to one
+// operator table. A change to the table (core/op_table.h) stops the build
+// here until k_protocol_version is bumped and the fingerprint updated.
+static_assert(loom::op_table_fingerprint() == 0xba27ff98240e64cbull,
+              "the operator table changed: bump k_protocol_version and update this fingerprint");
 
 // Metadata keys (gRPC metadata keys are lower case).
 constexpr const char * k_auth_key    = "authorization";

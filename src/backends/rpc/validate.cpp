@@ -243,33 +243,6 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
     }
 }
 
-// Sources an op needs (present), and how many it may have at most.
-struct Sources {
-    int required;
-    int allowed;
-};
-Sources sources_of(ggml_op op) {
-    switch (op) {
-        case GGML_OP_NONE: return {0, 0};
-        case GGML_OP_ADD:
-        case GGML_OP_SUB:
-        case GGML_OP_MUL:
-        case GGML_OP_DIV:
-        case GGML_OP_ADD1:
-        case GGML_OP_CONCAT:
-        case GGML_OP_MUL_MAT:
-        case GGML_OP_OUT_PROD:
-        case GGML_OP_CPY:
-        case GGML_OP_GET_ROWS:
-        case GGML_OP_SET_ROWS:
-        case GGML_OP_ROPE: return {2, 3};
-        case GGML_OP_SOFT_MAX: return {1, 3};
-        case GGML_OP_GLU: return {1, 2};
-        case GGML_OP_FLASH_ATTN_EXT: return {3, 5};
-        default: return {1, 1};
-    }
-}
-
 bool checked_add(uint64_t a, uint64_t b, uint64_t * out) {
     return !__builtin_add_overflow(a, b, out);
 }
@@ -402,12 +375,12 @@ bool check_node(const ggml_tensor * node, std::string * why) {
         // No computation: the view's own memory was checked against its buffer.
         return node->src[0] != nullptr ? true : fail_with(why, "a view needs its source");
     }
-    const Sources s = sources_of(node->op);
+    const OpInfo & s = *op_info(node->op);
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        if (i < s.required && node->src[i] == nullptr) {
+        if (i < s.min_src && node->src[i] == nullptr) {
             return fail_with(why, std::string(ggml_op_desc(node)) + ": source " + std::to_string(i) + " missing");
         }
-        if (i >= s.allowed && node->src[i] != nullptr) {
+        if (i >= s.max_src && node->src[i] != nullptr) {
             return fail_with(why, std::string(ggml_op_desc(node)) + ": unexpected source " + std::to_string(i));
         }
     }

@@ -159,7 +159,8 @@ bool supports(const ggml_tensor * op) {
         case GGML_OP_GLU: {
             const ggml_tensor * b = op->src[1];
             const int32_t       u = op->op_params[0];
-            if (u < 0 || u >= GGML_GLU_OP_COUNT || !is_float(a->type) || op->type != a->type) {
+            // The shader computes the units up to GEGLU_QUICK.
+            if (u < 0 || u > GGML_GLU_OP_GEGLU_QUICK || !is_float(a->type) || op->type != a->type) {
                 return false;
             }
             return b != nullptr ? is_float(b->type) && ggml_are_same_shape(a, b) && ggml_are_same_shape(a, op)

@@ -37,6 +37,13 @@ enum class Fn {
     hardswish,
     hardsigmoid,
     exp,
+    expm1,
+    softplus,
+    xielu,
+    floor,
+    ceil,
+    round,
+    trunc,
     invalid,
 };
 
@@ -44,6 +51,8 @@ struct UnaryFn {
     Fn    fn = Fn::invalid;
     float s  = 1.0f; // SCALE: y = x * s + b
     float b  = 0.0f;
+    // XIELU: alpha_n, alpha_p, beta, eps as ggml_xielu stores them
+    float xp[4] = {};
 };
 
 Fn from_unary_op(int32_t u) {
@@ -62,6 +71,14 @@ Fn from_unary_op(int32_t u) {
         case GGML_UNARY_OP_HARDSWISH: return Fn::hardswish;
         case GGML_UNARY_OP_HARDSIGMOID: return Fn::hardsigmoid;
         case GGML_UNARY_OP_EXP: return Fn::exp;
+        case GGML_UNARY_OP_EXPM1: return Fn::expm1;
+        case GGML_UNARY_OP_SOFTPLUS: return Fn::softplus;
+        case GGML_UNARY_OP_GELU_ERF: return Fn::gelu_erf;
+        case GGML_UNARY_OP_XIELU: return Fn::xielu;
+        case GGML_UNARY_OP_FLOOR: return Fn::floor;
+        case GGML_UNARY_OP_CEIL: return Fn::ceil;
+        case GGML_UNARY_OP_ROUND: return Fn::round;
+        case GGML_UNARY_OP_TRUNC: return Fn::trunc;
         default: return Fn::invalid;
     }
 }
@@ -79,7 +96,10 @@ UnaryFn decode(const ggml_tensor * dst) {
             f.s  = op_param_f32(dst, 0);
             f.b  = op_param_f32(dst, 1);
             break;
-        case GGML_OP_UNARY: f.fn = from_unary_op(op_param_i32(dst, 0)); break;
+        case GGML_OP_UNARY:
+            f.fn = from_unary_op(op_param_i32(dst, 0));
+            for (int i = 0; i < 4; ++i) f.xp[i] = op_param_f32(dst, 1 + i);
+            break;
         default: break;
     }
     return f;
@@ -139,6 +159,20 @@ void apply(const KernelTable & kt, const UnaryFn & f, const float * x, float * y
             map(x, y, n, [](float v) { return std::min(1.0f, std::max(0.0f, (v + 3.0f) / 6.0f)); });
             break;
         case Fn::exp: map(x, y, n, [](float v) { return std::exp(v); }); break;
+        // exp(x) - 1 as ggml computes it (not std::expm1), so results match.
+        case Fn::expm1: map(x, y, n, [](float v) { return std::exp(v) - 1.0f; }); break;
+        case Fn::softplus: map(x, y, n, [](float v) { return v > 20.0f ? v : std::log(1.0f + std::exp(v)); }); break;
+        case Fn::xielu: {
+            const float an = f.xp[0], ap = f.xp[1], beta = f.xp[2], eps = f.xp[3];
+            map(x, y, n, [=](float v) {
+                return v > 0.0f ? ap * v * v + beta * v : (std::expm1(std::min(v, eps)) - v) * an + beta * v;
+            });
+            break;
+        }
+        case Fn::floor: map(x, y, n, [](float v) { return std::floor(v); }); break;
+        case Fn::ceil: map(x, y, n, [](float v) { return std::ceil(v); }); break;
+        case Fn::round: map(x, y, n, [](float v) { return std::round(v); }); break;
+        case Fn::trunc: map(x, y, n, [](float v) { return std::trunc(v); }); break;
         case Fn::invalid: LOOM_ASSERT(false && "unary kernel called for an unsupported op"); break;
     }
 }
@@ -194,7 +228,7 @@ Fn glu_activation(int32_t op) {
         case GGML_GLU_OP_SWIGLU: return Fn::silu;
         case GGML_GLU_OP_GEGLU_ERF: return Fn::gelu_erf;
         case GGML_GLU_OP_GEGLU_QUICK: return Fn::gelu_quick;
-        default: return Fn::invalid; // SWIGLU_OAI has its own loop
+        default: return Fn::invalid; // SWIGLU_OAI and SWIGLU_CLAMP have their own loops
     }
 }
 
@@ -211,7 +245,7 @@ void compute_glu(const ComputeParams & p, ggml_tensor * dst) {
     const float         alpha   = op_param_f32(dst, 2);
     const float         limit   = op_param_f32(dst, 3);
     const UnaryFn       act{glu_activation(op)};
-    LOOM_ASSERT(act.fn != Fn::invalid || op == GGML_GLU_OP_SWIGLU_OAI);
+    LOOM_ASSERT(act.fn != Fn::invalid || op == GGML_GLU_OP_SWIGLU_OAI || op == GGML_GLU_OP_SWIGLU_CLAMP);
 
     const KernelTable & kt   = kernels(p.use_ref);
     const int64_t       nc   = dst->ne[0];
@@ -243,6 +277,11 @@ void compute_glu(const ComputeParams & p, ggml_tensor * dst) {
                     const float xc = std::min(xv[j], limit);
                     const float gc = std::clamp(gv[j], -limit, limit);
                     xv[j]          = xc / (1.0f + std::exp(-alpha * xc)) * (gc + 1.0f);
+                }
+            } else if (op == GGML_GLU_OP_SWIGLU_CLAMP) {
+                for (int64_t j = 0; j < n; ++j) {
+                    const float xc = std::min(xv[j], limit);
+                    xv[j]          = xc / (1.0f + std::exp(-xc)) * std::clamp(gv[j], -limit, limit);
                 }
             } else {
                 apply(kt, act, xv, xv, n);

@@ -1,0 +1,179 @@
+#pragma once
+
+// The one description of every operator: its number, name and symbol (as
+// ggml's ggml_op_name / ggml_op_symbol give them), how many sources it
+// needs and may have, and its kind. Names, the view test, the RPC server's
+// source checks and the protocol's fingerprint read this table instead of
+// listing operators again; backends keep only what is theirs (which
+// kernel computes an operator, which types it takes).
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "ggml.h"
+
+namespace loom {
+
+enum class OpKind : uint8_t {
+    none,     // GGML_OP_NONE: a leaf
+    compute,  // computes its result from its sources
+    view,     // reinterprets src[0]'s memory: nothing to compute
+    custom,   // runs a function of the program's (Note [Custom ops])
+    training, // a backward or optimizer operator
+};
+
+struct OpInfo {
+    ggml_op      op;
+    const char * name;
+    const char * symbol;
+    uint8_t      min_src; // sources that must be present (src[0..min_src))
+    uint8_t      max_src; // sources it may have at most
+    OpKind       kind;
+};
+
+inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
+    {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none},
+    {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute},
+    {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute},
+    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute},
+    {GGML_OP_ADD1, "ADD1", "x+y", 2, 2, OpKind::compute},
+    {GGML_OP_ACC, "ACC", "view(x,nb,offset)+=y->x", 2, 2, OpKind::compute},
+    {GGML_OP_SUB, "SUB", "x-y", 2, 2, OpKind::compute},
+    {GGML_OP_MUL, "MUL", "x*y", 2, 2, OpKind::compute},
+    {GGML_OP_DIV, "DIV", "x/y", 2, 2, OpKind::compute},
+    {GGML_OP_SQR, "SQR", "x^2", 1, 1, OpKind::compute},
+    {GGML_OP_SQRT, "SQRT", "√x", 1, 1, OpKind::compute},
+    {GGML_OP_LOG, "LOG", "log(x)", 1, 1, OpKind::compute},
+    {GGML_OP_SIN, "SIN", "sin(x)", 1, 1, OpKind::compute},
+    {GGML_OP_COS, "COS", "cos(x)", 1, 1, OpKind::compute},
+    {GGML_OP_SUM, "SUM", "Σx", 1, 1, OpKind::compute},
+    {GGML_OP_SUM_ROWS, "SUM_ROWS", "Σx_k", 1, 1, OpKind::compute},
+    {GGML_OP_CUMSUM, "CUMSUM", "cumsum(x)", 1, 1, OpKind::compute},
+    {GGML_OP_MEAN, "MEAN", "Σx/n", 1, 1, OpKind::compute},
+    {GGML_OP_ARGMAX, "ARGMAX", "argmax(x)", 1, 1, OpKind::compute},
+    {GGML_OP_COUNT_EQUAL, "COUNT_EQUAL", "count_equal(x)", 2, 2, OpKind::compute},
+    {GGML_OP_REPEAT, "REPEAT", "repeat(x)", 1, 1, OpKind::compute},
+    {GGML_OP_REPEAT_BACK, "REPEAT_BACK", "repeat_back(x)", 1, 1, OpKind::training},
+    {GGML_OP_CONCAT, "CONCAT", "concat(x, y)", 2, 2, OpKind::compute},
+    {GGML_OP_SILU_BACK, "SILU_BACK", "silu_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_NORM, "NORM", "norm(x)", 1, 1, OpKind::compute},
+    {GGML_OP_RMS_NORM, "RMS_NORM", "rms_norm(x)", 1, 1, OpKind::compute},
+    {GGML_OP_RMS_NORM_BACK, "RMS_NORM_BACK", "rms_norm_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_GROUP_NORM, "GROUP_NORM", "group_norm(x)", 1, 1, OpKind::compute},
+    {GGML_OP_L2_NORM, "L2_NORM", "l2_norm(x)", 1, 1, OpKind::compute},
+    {GGML_OP_MUL_MAT, "MUL_MAT", "X*Y", 2, 2, OpKind::compute},
+    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute},
+    {GGML_OP_OUT_PROD, "OUT_PROD", "X*Y", 2, 2, OpKind::compute},
+    {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute},
+    {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute},
+    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute},
+    {GGML_OP_CONT, "CONT", "cont(x)", 1, 1, OpKind::compute},
+    {GGML_OP_RESHAPE, "RESHAPE", "reshape(x)", 1, 1, OpKind::view},
+    {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view},
+    {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view},
+    {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view},
+    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute},
+    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute},
+    {GGML_OP_DIAG, "DIAG", "diag(x)", 1, 1, OpKind::compute},
+    {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute},
+    {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute},
+    {GGML_OP_SOFT_MAX, "SOFT_MAX", "soft_max(x)", 1, 3, OpKind::compute},
+    {GGML_OP_SOFT_MAX_BACK, "SOFT_MAX_BACK", "soft_max_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute},
+    {GGML_OP_ROPE_BACK, "ROPE_BACK", "rope_back(x)", 2, 3, OpKind::training},
+    {GGML_OP_CLAMP, "CLAMP", "clamp(x)", 1, 1, OpKind::compute},
+    {GGML_OP_CONV_TRANSPOSE_1D, "CONV_TRANSPOSE_1D", "conv_transpose_1d(x)", 2, 2, OpKind::compute},
+    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute},
+    {GGML_OP_IM2COL_BACK, "IM2COL_BACK", "im2col_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_IM2COL_3D, "IM2COL_3D", "im2col_3d(x)", 2, 2, OpKind::compute},
+    {GGML_OP_COL2IM_1D, "COL2IM_1D", "col2im_1d(x)", 2, 2, OpKind::compute},
+    {GGML_OP_CONV_2D, "CONV_2D", "conv_2d(x)", 2, 2, OpKind::compute},
+    {GGML_OP_CONV_3D, "CONV_3D", "conv_3d(x)", 2, 2, OpKind::compute},
+    {GGML_OP_CONV_2D_DW, "CONV_2D_DW", "conv_2d_dw(x)", 2, 2, OpKind::compute},
+    {GGML_OP_CONV_TRANSPOSE_2D, "CONV_TRANSPOSE_2D", "conv_transpose_2d(x)", 2, 2, OpKind::compute},
+    {GGML_OP_POOL_1D, "POOL_1D", "pool_1d(x)", 1, 1, OpKind::compute},
+    {GGML_OP_POOL_2D, "POOL_2D", "pool_2d(x)", 1, 1, OpKind::compute},
+    {GGML_OP_POOL_2D_BACK, "POOL_2D_BACK", "pool_2d_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_UPSCALE, "UPSCALE", "upscale(x)", 1, 1, OpKind::compute},
+    {GGML_OP_PAD, "PAD", "pad(x)", 1, 1, OpKind::compute},
+    {GGML_OP_PAD_REFLECT_1D, "PAD_REFLECT_1D", "pad_reflect_1d(x)", 1, 1, OpKind::compute},
+    {GGML_OP_ROLL, "ROLL", "roll(x)", 1, 1, OpKind::compute},
+    {GGML_OP_ARANGE, "ARANGE", "arange(start, stop, step)", 0, 0, OpKind::compute},
+    {GGML_OP_TIMESTEP_EMBEDDING, "TIMESTEP_EMBEDDING", "timestep_embedding(timesteps, dim, max_period)", 1, 1, OpKind::compute},
+    {GGML_OP_ARGSORT, "ARGSORT", "argsort(x)", 1, 1, OpKind::compute},
+    {GGML_OP_TOP_K, "TOP_K", "top_k(x)", 1, 1, OpKind::compute},
+    {GGML_OP_LEAKY_RELU, "LEAKY_RELU", "leaky_relu(x)", 1, 1, OpKind::compute},
+    {GGML_OP_TRI, "TRI", "tri(x)", 1, 1, OpKind::compute},
+    {GGML_OP_FILL, "FILL", "fill(x, c)", 1, 1, OpKind::compute},
+    {GGML_OP_FLASH_ATTN_EXT, "FLASH_ATTN_EXT", "flash_attn_ext(x)", 3, 5, OpKind::compute},
+    {GGML_OP_FLASH_ATTN_BACK, "FLASH_ATTN_BACK", "flash_attn_back(x)", 3, 4, OpKind::training},
+    {GGML_OP_SSM_CONV, "SSM_CONV", "ssm_conv(x)", 2, 2, OpKind::compute},
+    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute},
+    {GGML_OP_WIN_PART, "WIN_PART", "win_part(x)", 1, 1, OpKind::compute},
+    {GGML_OP_WIN_UNPART, "WIN_UNPART", "win_unpart(x)", 1, 1, OpKind::compute},
+    {GGML_OP_GET_REL_POS, "GET_REL_POS", "get_rel_pos(x)", 1, 1, OpKind::compute},
+    {GGML_OP_ADD_REL_POS, "ADD_REL_POS", "add_rel_pos(x)", 3, 3, OpKind::compute},
+    {GGML_OP_RWKV_WKV6, "RWKV_WKV6", "rwkv_wkv6(k, v, r, tf, td, s)", 6, 6, OpKind::compute},
+    {GGML_OP_GATED_LINEAR_ATTN, "GATED_LINEAR_ATTN", "gated_linear_attn(k, v, q, gate, s)", 5, 5, OpKind::compute},
+    {GGML_OP_RWKV_WKV7, "RWKV_WKV7", "rwkv_wkv7(r, w, k, v, a, b, s)", 7, 7, OpKind::compute},
+    {GGML_OP_SOLVE_TRI, "SOLVE_TRI", "A X = B, A triangular, solve X", 2, 2, OpKind::compute},
+    {GGML_OP_GATED_DELTA_NET, "GATED_DELTA_NET", "gated_delta_net(q, k, v, g, beta, s)", 6, 6, OpKind::compute},
+    {GGML_OP_LIGHTNING_INDEXER, "LIGHTNING_INDEXER", "lightning_indexer(q, k, weights, mask)", 3, 4, OpKind::compute},
+    {GGML_OP_DSV4_HC_COMB, "DSV4_HC_COMB", "dsv4_hc_comb(mixes, scale, base)", 3, 3, OpKind::compute},
+    {GGML_OP_DSV4_HC_PRE, "DSV4_HC_PRE", "dsv4_hc_pre(x, weights)", 2, 2, OpKind::compute},
+    {GGML_OP_DSV4_HC_POST, "DSV4_HC_POST", "dsv4_hc_post(x, residual, post, comb)", 4, 4, OpKind::compute},
+    {GGML_OP_UNARY, "UNARY", "unary(x)", 1, 1, OpKind::compute},
+    {GGML_OP_MAP_CUSTOM1, "MAP_CUSTOM1", "map_custom(x)", 1, 1, OpKind::custom},
+    {GGML_OP_MAP_CUSTOM2, "MAP_CUSTOM2", "map_custom(x,y)", 2, 2, OpKind::custom},
+    {GGML_OP_MAP_CUSTOM3, "MAP_CUSTOM3", "map_custom(x,y,z)", 3, 3, OpKind::custom},
+    {GGML_OP_CUSTOM, "CUSTOM", "custom(x)", 0, GGML_MAX_SRC, OpKind::custom},
+    {GGML_OP_CROSS_ENTROPY_LOSS, "CROSS_ENTROPY_LOSS", "cross_entropy_loss(x,y)", 2, 2, OpKind::training},
+    {GGML_OP_CROSS_ENTROPY_LOSS_BACK, "CROSS_ENTROPY_LOSS_BACK", "cross_entropy_loss_back(x,y)", 3, 3, OpKind::training},
+    {GGML_OP_OPT_STEP_ADAMW, "OPT_STEP_ADAMW", "adamw(x)", 5, 5, OpKind::training},
+    {GGML_OP_OPT_STEP_SGD, "OPT_STEP_SGD", "sgd(x)", 3, 3, OpKind::training},
+    {GGML_OP_GLU, "GLU", "glu(x)", 1, 2, OpKind::compute},
+}};
+
+// Every row sits at its operator's number.
+consteval bool op_table_in_order() {
+    for (size_t i = 0; i < k_ops.size(); ++i) {
+        if (size_t(k_ops[i].op) != i || k_ops[i].max_src < k_ops[i].min_src || k_ops[i].max_src > GGML_MAX_SRC) {
+            return false;
+        }
+    }
+    return true;
+}
+static_assert(op_table_in_order(), "k_ops: a row is out of place or its source counts are wrong");
+
+// The description of op; nullptr for a value that is not an operator.
+constexpr const OpInfo * op_info(int op) {
+    return op >= 0 && op < GGML_OP_COUNT ? &k_ops[size_t(op)] : nullptr;
+}
+
+// Ops that only reinterpret their source's memory: nothing to compute.
+constexpr bool is_view_op(ggml_op op) {
+    const OpInfo * i = op_info(op);
+    return i != nullptr && i->kind == OpKind::view;
+}
+
+// A hash (FNV-1a) of the operators' numbers and names in order: two builds
+// whose tables differ give different values. Wire protocols and plugin
+// interfaces that carry operator numbers tie their versions to it with a
+// static_assert, so renumbering an operator cannot go unnoticed.
+consteval uint64_t op_table_fingerprint() {
+    uint64_t h    = 0xcbf29ce484222325ull;
+    auto     byte = [&h](uint8_t b) {
+        h ^= b;
+        h *= 0x100000001b3ull;
+    };
+    for (const OpInfo & i : k_ops) {
+        byte(uint8_t(i.op));
+        for (char c : std::string_view(i.name)) byte(uint8_t(c));
+        byte(0);
+    }
+    return h;
+}
+
+} // namespace loom
