@@ -41,6 +41,10 @@ struct TypeTable {
         info[GGML_TYPE_I16]  = {"i16", 1, 2, false, nullptr, nullptr};
         info[GGML_TYPE_I32]  = {"i32", 1, 4, false, nullptr, nullptr};
         info[GGML_TYPE_I64]  = {"i64", 1, 8, false, nullptr, nullptr};
+        add_legacy_types(info);
+        add_k_types(info);
+        add_iq_types(info);
+        add_other_types(info);
     }
 };
 

@@ -37,6 +37,14 @@ struct TypeInfo {
     ggml_from_float_t from_float; // reference conversion; NULL for integer types
 };
 
+// Each family of types fills its rows of the type table (src/core/types/,
+// one file per family); the table calls them once, at first use.
+using TypeRows = TypeInfo[GGML_TYPE_COUNT];
+void add_legacy_types(TypeRows & rows);  // Q4_1, Q5_0, Q5_1, Q8_1 (types/legacy.cpp)
+void add_k_types(TypeRows & rows);       // Q2_K ... Q8_K (types/k_quants.cpp)
+void add_iq_types(TypeRows & rows);      // IQ1_* ... IQ4_* with their grids (types/i_quants.cpp)
+void add_other_types(TypeRows & rows);   // TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0, F64 (types/other.cpp)
+
 // The traits of a type; aborts naming caller when type is not one loom knows.
 const TypeInfo & type_info(ggml_type type, const char * caller);
 bool             type_is_valid(int type);
