@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/common.h"
-#include "core/custom.h"
 #include "core/graph.h"
 #include "kernels/kernels.h"
 #include "profile.h"
@@ -24,92 +23,15 @@ bool is_noop(const ggml_tensor * t) {
     return t->op == GGML_OP_NONE || is_view_op(t->op) || ggml_is_empty(t);
 }
 
-// Note [Custom ops] in core/custom.h.
-void compute_custom(const ComputeParams & p, ggml_tensor * node) {
-    CustomOpParams cp;
-    std::memcpy(&cp, node->op_params, sizeof(cp));
-    const int nth = cp.n_tasks == GGML_N_TASKS_MAX ? p.nth : std::min(cp.n_tasks, p.nth);
-    if (p.ith >= nth) {
-        return;
-    }
-    switch (node->op) {
-        case GGML_OP_MAP_CUSTOM1: cp.fn.f1(node, node->src[0], p.ith, nth, cp.userdata); break;
-        case GGML_OP_MAP_CUSTOM2: cp.fn.f2(node, node->src[0], node->src[1], p.ith, nth, cp.userdata); break;
-        case GGML_OP_MAP_CUSTOM3:
-            cp.fn.f3(node, node->src[0], node->src[1], node->src[2], p.ith, nth, cp.userdata);
-            break;
-        default: cp.fn.f(node, p.ith, nth, cp.userdata); break;
-    }
-}
-
 void compute_node(const ComputeParams & p, ggml_tensor * node) {
-    switch (node->op) {
-        case GGML_OP_ADD:
-        case GGML_OP_SUB:
-        case GGML_OP_MUL:
-        case GGML_OP_DIV:
-        case GGML_OP_ADD1: compute_binary(p, node); break;
-        case GGML_OP_SQR:
-        case GGML_OP_SQRT:
-        case GGML_OP_LOG:
-        case GGML_OP_SIN:
-        case GGML_OP_COS:
-        case GGML_OP_SCALE:
-        case GGML_OP_UNARY: compute_unary(p, node); break;
-        case GGML_OP_GLU: compute_glu(p, node); break;
-        case GGML_OP_SUM:
-        case GGML_OP_SUM_ROWS:
-        case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: compute_reduce(p, node); break;
-        case GGML_OP_DUP:
-        case GGML_OP_CPY:
-        case GGML_OP_CONT:
-        case GGML_OP_REPEAT:
-        case GGML_OP_CONCAT:
-        case GGML_OP_GET_ROWS:
-        case GGML_OP_SET_ROWS: compute_copy(p, node); break;
-        case GGML_OP_NORM:
-        case GGML_OP_RMS_NORM:
-        case GGML_OP_GROUP_NORM: compute_norm(p, node); break;
-        case GGML_OP_SOFT_MAX:
-        case GGML_OP_DIAG_MASK_INF: compute_softmax(p, node); break;
-        case GGML_OP_ROPE: compute_rope(p, node); break;
-        case GGML_OP_ARGSORT:
-        case GGML_OP_TOP_K: compute_sort(p, node); break;
-        case GGML_OP_MUL_MAT:
-        case GGML_OP_OUT_PROD: compute_matmul(p, node); break;
-        case GGML_OP_FLASH_ATTN_EXT: compute_attention(p, node); break;
-        case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2:
-        case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: compute_custom(p, node); break;
-        default: LOOM_ASSERT(false && "op without a CPU kernel reached compute");
-    }
+    const OpKernel & k = op_kernel(node->op);
+    LOOM_ASSERT(k.compute != nullptr && "op without a CPU kernel reached compute");
+    k.compute(p, node);
 }
 
 size_t node_work_size(const ggml_tensor * node, int n_threads) {
-    switch (node->op) {
-        case GGML_OP_SUM:
-        case GGML_OP_SUM_ROWS:
-        case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: return work_size_reduce(node, n_threads);
-        case GGML_OP_DUP:
-        case GGML_OP_CPY:
-        case GGML_OP_CONT:
-        case GGML_OP_REPEAT:
-        case GGML_OP_CONCAT:
-        case GGML_OP_GET_ROWS:
-        case GGML_OP_SET_ROWS: return work_size_copy(node, n_threads);
-        case GGML_OP_SOFT_MAX:
-        case GGML_OP_DIAG_MASK_INF: return work_size_softmax(node, n_threads);
-        case GGML_OP_ROPE: return work_size_rope(node, n_threads);
-        case GGML_OP_ARGSORT:
-        case GGML_OP_TOP_K: return work_size_sort(node, n_threads);
-        case GGML_OP_MUL_MAT:
-        case GGML_OP_OUT_PROD: return work_size_matmul(node, n_threads);
-        case GGML_OP_FLASH_ATTN_EXT: return work_size_attention(node, n_threads);
-        default: return 0;
-    }
+    const OpKernel & k = op_kernel(node->op);
+    return k.work_size != nullptr ? k.work_size(node, n_threads) : 0;
 }
 
 bool supports_kernels(const ggml_tensor * op);
@@ -189,53 +111,11 @@ bool supports_op(const ggml_tensor * op) {
 namespace {
 
 bool supports_kernels(const ggml_tensor * op) {
-    switch (op->op) {
-        case GGML_OP_NONE:
-        case GGML_OP_VIEW:
-        case GGML_OP_RESHAPE:
-        case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE: return true;
-        case GGML_OP_ADD:
-        case GGML_OP_SUB:
-        case GGML_OP_MUL:
-        case GGML_OP_DIV:
-        case GGML_OP_ADD1: return supports_binary(op);
-        case GGML_OP_SQR:
-        case GGML_OP_SQRT:
-        case GGML_OP_LOG:
-        case GGML_OP_SIN:
-        case GGML_OP_COS:
-        case GGML_OP_SCALE:
-        case GGML_OP_UNARY: return supports_unary(op);
-        case GGML_OP_GLU: return supports_glu(op);
-        case GGML_OP_SUM:
-        case GGML_OP_SUM_ROWS:
-        case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: return supports_reduce(op);
-        case GGML_OP_DUP:
-        case GGML_OP_CPY:
-        case GGML_OP_CONT:
-        case GGML_OP_REPEAT:
-        case GGML_OP_CONCAT:
-        case GGML_OP_GET_ROWS:
-        case GGML_OP_SET_ROWS: return supports_copy(op);
-        case GGML_OP_NORM:
-        case GGML_OP_RMS_NORM:
-        case GGML_OP_GROUP_NORM: return supports_norm(op);
-        case GGML_OP_SOFT_MAX:
-        case GGML_OP_DIAG_MASK_INF: return supports_softmax(op);
-        case GGML_OP_ROPE: return supports_rope(op);
-        case GGML_OP_ARGSORT:
-        case GGML_OP_TOP_K: return supports_sort(op);
-        case GGML_OP_MUL_MAT:
-        case GGML_OP_OUT_PROD: return supports_matmul(op);
-        case GGML_OP_FLASH_ATTN_EXT: return supports_attention(op);
-        case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2:
-        case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: return true; // any types: the function's business
-        default: return false;
+    if (op->op == GGML_OP_NONE || is_view_op(op->op)) {
+        return true;
     }
+    const OpKernel & k = op_kernel(op->op);
+    return k.compute != nullptr && k.supports(op);
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 // Kernels never allocate; scratch memory comes from params.wdata, sized by
 // the family's work_size_* function (shared by all threads).
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -43,6 +44,18 @@ inline Range split_range(int64_t n, int ith, int nth) {
     const int64_t e   = b + per < n ? b + per : n;
     return {b, e};
 }
+
+// How the CPU computes one operator (kernels/op_kernels.cpp holds the rows).
+// compute is null for operators the CPU does not have; supports says which
+// types and layouts the kernel takes; work_size (null: none) the scratch
+// bytes shared by n_threads.
+struct OpKernel {
+    void (*compute)(const ComputeParams & p, ggml_tensor * dst)        = nullptr;
+    bool (*supports)(const ggml_tensor * op)                            = nullptr;
+    size_t (*work_size)(const ggml_tensor * op, int n_threads)          = nullptr;
+};
+using OpKernels = std::array<OpKernel, GGML_OP_COUNT>;
+const OpKernel & op_kernel(ggml_op op);
 
 // GGML_OP_ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1.
 void compute_binary(const ComputeParams & p, ggml_tensor * dst);
