@@ -650,6 +650,10 @@ GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct 
 GGML_API struct ggml_tensor * ggml_swiglu_clamp(struct ggml_context * ctx, struct ggml_tensor * a,
                                                 struct ggml_tensor * b, float limit);
 
+//
+// Element-wise, shape and fill operators
+//
+
 // Custom operators: a function of the caller's, run by the CPU backend as a
 // node of the graph. n_tasks threads call it (GGML_N_TASKS_MAX: every thread
 // of the computation; otherwise at most n_tasks of them), each with its own
@@ -819,6 +823,14 @@ GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, str
                                                   float logit_softcap);
 GGML_API void                 ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 GGML_API enum ggml_prec       ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
+
+//
+// Convolution, pooling and resampling
+//
+
+//
+// Recurrent and state-space operators
+//
 
 //
 // Graphs
