@@ -105,6 +105,13 @@ GGML_API void ggml_backend_tensor_set_async(ggml_backend_t backend, struct ggml_
                                             size_t offset, size_t size);
 GGML_API void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor * tensor, void * data,
                                             size_t offset, size_t size);
+// n_copies blocks of size bytes, as ggml_backend_tensor_set_2d, in the backend's stream.
+GGML_API void ggml_backend_tensor_set_2d_async(ggml_backend_t backend, struct ggml_tensor * tensor, const void * data,
+                                               size_t offset, size_t size, size_t n_copies, size_t stride_tensor,
+                                               size_t stride_data);
+GGML_API void ggml_backend_tensor_get_2d_async(ggml_backend_t backend, const struct ggml_tensor * tensor, void * data,
+                                               size_t offset, size_t size, size_t n_copies, size_t stride_tensor,
+                                               size_t stride_data);
 
 // Synchronous transfers. offset + size must lie within the tensor.
 GGML_API void ggml_backend_tensor_set(struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);

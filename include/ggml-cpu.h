@@ -74,6 +74,48 @@ GGML_BACKEND_API int ggml_cpu_has_avx512(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512_vnni(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512_vbmi(void);
 GGML_BACKEND_API int ggml_cpu_has_avx512_bf16(void);
+GGML_BACKEND_API int ggml_cpu_has_ssse3(void);
+GGML_BACKEND_API int ggml_cpu_has_avx_vnni(void);
+GGML_BACKEND_API int ggml_cpu_has_bmi2(void);
+GGML_BACKEND_API int ggml_cpu_has_amx_int8(void);
+// Features of other processor families: 0 on x86-64.
+GGML_BACKEND_API int ggml_cpu_has_neon(void);
+GGML_BACKEND_API int ggml_cpu_has_arm_fma(void);
+GGML_BACKEND_API int ggml_cpu_has_fp16_va(void);
+GGML_BACKEND_API int ggml_cpu_has_dotprod(void);
+GGML_BACKEND_API int ggml_cpu_has_matmul_int8(void);
+GGML_BACKEND_API int ggml_cpu_has_sve(void);
+GGML_BACKEND_API int ggml_cpu_get_sve_cnt(void); // SVE vector length in bytes
+GGML_BACKEND_API int ggml_cpu_has_sme(void);
+GGML_BACKEND_API int ggml_cpu_has_sme2(void);
+GGML_BACKEND_API int ggml_cpu_has_riscv_v(void);
+GGML_BACKEND_API int ggml_cpu_get_rvv_vlen(void); // RISC-V vector length in bytes
+GGML_BACKEND_API int ggml_cpu_has_vsx(void);
+GGML_BACKEND_API int ggml_cpu_has_vxe(void);
+GGML_BACKEND_API int ggml_cpu_has_wasm_simd(void);
+GGML_BACKEND_API int ggml_cpu_has_llamafile(void);
+
+// NUMA: strategies as ggml's. loom does not bind threads to nodes, so every
+// strategy leaves placement to the system; ggml_is_numa says whether the
+// machine has more than one node.
+enum ggml_numa_strategy {
+    GGML_NUMA_STRATEGY_DISABLED   = 0,
+    GGML_NUMA_STRATEGY_DISTRIBUTE = 1,
+    GGML_NUMA_STRATEGY_ISOLATE    = 2,
+    GGML_NUMA_STRATEGY_NUMACTL    = 3,
+    GGML_NUMA_STRATEGY_MIRROR     = 4,
+    GGML_NUMA_STRATEGY_COUNT
+};
+GGML_BACKEND_API void ggml_numa_init(enum ggml_numa_strategy numa);
+GGML_BACKEND_API bool ggml_is_numa(void);
+
+// Row conversions (fp32 to i32 truncates toward zero).
+GGML_BACKEND_API void ggml_cpu_fp32_to_fp32(const float *, float *, int64_t);
+GGML_BACKEND_API void ggml_cpu_fp32_to_i32(const float *, int32_t *, int64_t);
+GGML_BACKEND_API void ggml_cpu_fp32_to_fp16(const float *, ggml_fp16_t *, int64_t);
+GGML_BACKEND_API void ggml_cpu_fp16_to_fp32(const ggml_fp16_t *, float *, int64_t);
+GGML_BACKEND_API void ggml_cpu_fp32_to_bf16(const float *, ggml_bf16_t *, int64_t);
+GGML_BACKEND_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t *, float *, int64_t);
 
 // The CPU backend.
 GGML_BACKEND_API ggml_backend_t ggml_backend_cpu_init(void);
@@ -85,6 +127,8 @@ GGML_BACKEND_API void           ggml_backend_cpu_set_threadpool(ggml_backend_t b
 GGML_BACKEND_API void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu,
                                                                     ggml_abort_callback abort_callback,
                                                                     void * abort_callback_data);
+// Computes the backend's graphs with the portable kernels only (no SIMD tables, no fused products).
+GGML_BACKEND_API void           ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref);
 
 GGML_BACKEND_API ggml_backend_reg_t ggml_backend_cpu_reg(void);
 

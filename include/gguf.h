@@ -52,6 +52,7 @@
 #include "ggml.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -107,6 +108,18 @@ GGML_API struct gguf_context * gguf_init_empty(void);
 // Returns NULL when the file cannot be read or is not valid GGUF (logged).
 GGML_API struct gguf_context * gguf_init_from_file(const char * fname, struct gguf_init_params params);
 GGML_API struct gguf_context * gguf_init_from_buffer(const void * data, size_t size, struct gguf_init_params params);
+// Reads from the stream's current position to its end; the stream stays
+// open (the caller's) and its position is unspecified afterwards.
+GGML_API struct gguf_context * gguf_init_from_file_ptr(FILE * file, struct gguf_init_params params);
+
+// Reads up to len bytes at offset into output; returns the bytes read
+// (fewer only at the end of the data or on an error).
+typedef size_t (*gguf_reader_callback_t)(void * userdata, void * output, uint64_t offset, size_t len);
+// Reads through callback: offsets start at 0, at most max_chunk_read bytes
+// a call (0: no limit), and no byte at or past max_expected_size is asked for.
+GGML_API struct gguf_context * gguf_init_from_callback(gguf_reader_callback_t callback, void * userdata,
+                                                       size_t max_chunk_read, uint64_t max_expected_size,
+                                                       struct gguf_init_params params);
 
 GGML_API void gguf_free(struct gguf_context * ctx); // NULL is ignored
 
@@ -205,6 +218,8 @@ GGML_API void gguf_set_tensor_data(struct gguf_context * ctx, const char * name,
 // (logged) when the file cannot be written. Every tensor needs data unless
 // only_meta is set.
 GGML_API bool gguf_write_to_file(const struct gguf_context * ctx, const char * fname, bool only_meta);
+// The same into an open stream, from its current position; the stream stays open.
+GGML_API bool gguf_write_to_file_ptr(const struct gguf_context * ctx, FILE * file, bool only_meta);
 
 // Bytes of the metadata including the padding before the data section, and
 // those bytes (written to data, which must hold gguf_get_meta_size bytes).

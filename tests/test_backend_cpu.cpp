@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "ggml-alloc.h"
@@ -239,6 +243,83 @@ TEST(BackendCpu, ElementAccessors) {
     ggml_tensor * i = ggml_new_i32(ctx.get(), 7);
     EXPECT_EQ(ggml_get_i32_1d(i, 0), 7);
     EXPECT_DEATH(ggml_get_f32_nd(t, 3, 0, 0, 0), "out of bounds");
+}
+
+} // namespace
+
+namespace {
+
+// A product computed by the backend with the portable kernels only is the
+// one ggml_graph_compute gives with a plan that asks for them, bit for bit.
+TEST(BackendCpu, UseRefRunsThePortableKernels) {
+    ggml_backend_ptr backend(ggml_backend_cpu_init());
+    ASSERT_TRUE(backend);
+    ggml_backend_cpu_set_n_threads(backend.get(), 2);
+    ggml_backend_cpu_set_use_ref(backend.get(), true);
+    auto          ctx = make_ctx(8);
+    ggml_tensor * a   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 67, 33);
+    ggml_tensor * b   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 67, 19);
+    ggml_tensor * c   = ggml_mul_mat(ctx.get(), a, b);
+    ggml_cgraph * g   = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, c);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
+    ASSERT_TRUE(buf);
+    std::vector<float> av(67 * 33), bv(67 * 19);
+    for (size_t i = 0; i < av.size(); ++i) av[i] = float(int(i * 7919 % 201) - 100) / 37.0f;
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(int(i * 104729 % 199) - 99) / 41.0f;
+    ggml_backend_tensor_set(a, av.data(), 0, av.size() * sizeof(float));
+    ggml_backend_tensor_set(b, bv.data(), 0, bv.size() * sizeof(float));
+    ASSERT_EQ(ggml_backend_graph_compute(backend.get(), g), GGML_STATUS_SUCCESS);
+    std::vector<float> by_backend(33 * 19), by_plan(33 * 19);
+    ggml_backend_tensor_get(c, by_backend.data(), 0, ggml_nbytes(c));
+
+    ggml_cplan plan = ggml_graph_plan(g, 2, nullptr);
+    std::vector<uint8_t> work(plan.work_size);
+    plan.work_data = work.data();
+    plan.use_ref   = true;
+    ASSERT_EQ(ggml_graph_compute(g, &plan), GGML_STATUS_SUCCESS);
+    ggml_backend_tensor_get(c, by_plan.data(), 0, ggml_nbytes(c));
+    EXPECT_EQ(std::memcmp(by_backend.data(), by_plan.data(), ggml_nbytes(c)), 0);
+    for (int i = 0; i < 33; ++i) {
+        double ref = 0;
+        for (int k = 0; k < 67; ++k) ref += double(av[size_t(i * 67 + k)]) * double(bv[size_t(k)]);
+        EXPECT_NEAR(by_backend[size_t(i)], ref, 1e-4 * (1.0 + std::abs(ref)));
+    }
+}
+
+// The features the processor reports hang together, other families' are
+// absent, and the row conversions give the core's values.
+TEST(BackendCpu, FeatureQueriesAndConversions) {
+    EXPECT_TRUE(!ggml_cpu_has_avx512() || ggml_cpu_has_avx2());
+    EXPECT_TRUE(!ggml_cpu_has_avx2() || (ggml_cpu_has_avx() && ggml_cpu_has_ssse3() && ggml_cpu_has_sse3()));
+    EXPECT_TRUE(!ggml_cpu_has_avx_vnni() || ggml_cpu_has_avx2());
+    EXPECT_EQ(ggml_cpu_has_neon() + ggml_cpu_has_sve() + ggml_cpu_get_sve_cnt() + ggml_cpu_has_riscv_v() +
+                  ggml_cpu_get_rvv_vlen() + ggml_cpu_has_vsx() + ggml_cpu_has_wasm_simd() + ggml_cpu_has_sme(),
+              0);
+    ggml_numa_init(GGML_NUMA_STRATEGY_DISTRIBUTE);
+    int nodes = 0;
+    while (nodes < 4096 && access(("/sys/devices/system/node/node" + std::to_string(nodes)).c_str(), F_OK) == 0) {
+        ++nodes;
+    }
+    EXPECT_EQ(ggml_is_numa(), nodes > 1);
+
+    const float x[6] = {1.5f, -2.75f, 65504.0f, 1e-8f, -0.0f, 3.9999f};
+    int32_t     i32[6];
+    ggml_cpu_fp32_to_i32(x, i32, 6);
+    const int32_t want_i32[6] = {1, -2, 65504, 0, 0, 3};
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(i32[i], want_i32[i]);
+    ggml_fp16_t h[6];
+    float       back[6];
+    ggml_cpu_fp32_to_fp16(x, h, 6);
+    ggml_cpu_fp16_to_fp32(h, back, 6);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(back[i], ggml_fp16_to_fp32(ggml_fp32_to_fp16(x[i])));
+    ggml_bf16_t b[6];
+    ggml_cpu_fp32_to_bf16(x, b, 6);
+    ggml_cpu_bf16_to_fp32(b, back, 6);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(back[i], ggml_bf16_to_fp32(ggml_fp32_to_bf16(x[i])));
+    float copy[6];
+    ggml_cpu_fp32_to_fp32(x, copy, 6);
+    EXPECT_EQ(std::memcmp(copy, x, sizeof(x)), 0);
 }
 
 } // namespace

@@ -224,6 +224,40 @@ TEST_F(BackendLayer, BufferLimitsFailCleanly) {
     EXPECT_EQ(big->data, nullptr);
 }
 
+// The streamed 2D transfers: every other float of a tensor in each device's
+// memory, written and read back in the backend's stream.
+TEST_F(BackendLayer, TwoDimensionalTransfersInTheStream) {
+    for (ggml_backend_dev_t dev : {cpu_, dev0_}) {
+        SCOPED_TRACE(ggml_backend_dev_name(dev));
+        ggml_backend_ptr backend(ggml_backend_dev_init(dev, nullptr));
+        ASSERT_NE(backend, nullptr);
+        PlacedTensor p = place(ggml_backend_dev_buffer_type(dev), 12, "rows");
+        ASSERT_NE(p.buffer, nullptr);
+        const std::vector<float> zeros(12, 0.0f);
+        ggml_backend_tensor_set(p.t, zeros.data(), 0, ggml_nbytes(p.t));
+        const float in[6] = {1, 2, 3, 4, 5, 6};
+        ggml_backend_tensor_set_2d_async(backend.get(), p.t, in, sizeof(float), sizeof(float), 6, 2 * sizeof(float),
+                                         sizeof(float));
+        float out[12] = {};
+        ggml_backend_tensor_get_2d_async(backend.get(), p.t, out, sizeof(float), sizeof(float), 6, 2 * sizeof(float),
+                                         2 * sizeof(float));
+        ggml_backend_synchronize(backend.get());
+        std::vector<float> all(12);
+        ggml_backend_tensor_get(p.t, all.data(), 0, ggml_nbytes(p.t));
+        for (int i = 0; i < 6; ++i) {
+            EXPECT_EQ(all[size_t(2 * i)], 0.0f);
+            EXPECT_EQ(all[size_t(2 * i + 1)], in[i]);
+            EXPECT_EQ(out[2 * i], in[i]);
+            EXPECT_EQ(out[2 * i + 1], 0.0f);
+        }
+        use_threadsafe_death_tests();
+        EXPECT_DEATH(ggml_backend_tensor_set_2d_async(backend.get(), p.t, in, 8, 4, 3, 20, 4),
+                     "ggml_backend_tensor_set_2d_async.*out of bounds.*rows");
+        EXPECT_DEATH(ggml_backend_tensor_get_2d_async(backend.get(), p.t, out, 0, 4, 2, SIZE_MAX / 2, 4),
+                     "ggml_backend_tensor_get_2d_async.*out of bounds.*rows");
+    }
+}
+
 TEST_F(BackendLayer, OutOfBoundsAccessAbortsNamingTheTensor) {
     use_threadsafe_death_tests();
     for (ggml_backend_dev_t dev : {cpu_, dev0_}) {

@@ -451,6 +451,59 @@ TEST(GgufWrite, AlignmentAndTypeChangesRelayoutTensors) {
     EXPECT_EQ(gguf_get_tensor_offset(g.get(), 2), size_t(1) << 32);
 }
 
+// Streams and callbacks: a file written into an open stream after other
+// bytes, read back from that position, and through a callback that hands out
+// a few bytes a call; a callback whose data ends early gives NULL.
+TEST(GgufStreams, FilePointerAndCallback) {
+    GgufPtr          g(gguf_init_empty());
+    ggml_context_ptr tctx(ggml_init({size_t(1) << 16, nullptr, false}));
+    ggml_tensor *    a = ggml_new_tensor_2d(tctx.get(), GGML_TYPE_F32, 5, 3);
+    ggml_set_name(a, "a");
+    for (int i = 0; i < 15; ++i) static_cast<float *>(a->data)[i] = float(i) * 0.5f - 2.0f;
+    gguf_add_tensor(g.get(), a);
+    gguf_set_val_str(g.get(), "general.name", "streams");
+
+    const std::string path = temp_path("stream.gguf");
+    std::FILE *       f    = std::fopen(path.c_str(), "w+b");
+    ASSERT_NE(f, nullptr);
+    const char prefix[13] = "not gguf yet";
+    ASSERT_EQ(std::fwrite(prefix, 1, sizeof(prefix), f), sizeof(prefix));
+    ASSERT_TRUE(gguf_write_to_file_ptr(g.get(), f, false));
+    ASSERT_EQ(std::fseek(f, long(sizeof(prefix)), SEEK_SET), 0);
+    ggml_context * rctx = nullptr;
+    GgufPtr        r(gguf_init_from_file_ptr(f, {false, &rctx}));
+    std::fclose(f);
+    ASSERT_TRUE(r);
+    ggml_context_ptr owner(rctx);
+    EXPECT_EQ(std::memcmp(ggml_get_tensor(rctx, "a")->data, a->data, ggml_nbytes(a)), 0);
+    EXPECT_STREQ(gguf_get_val_str(r.get(), key(r.get(), "general.name")), "streams");
+
+    std::vector<uint8_t> bytes = read_bytes(path);
+    bytes.erase(bytes.begin(), bytes.begin() + sizeof(prefix));
+    struct Mem {
+        const std::vector<uint8_t> * bytes;
+        size_t                       largest = 0;
+    } mem{&bytes};
+    auto cb = [](void * ud, void * out, uint64_t offset, size_t len) -> size_t {
+        auto & m  = *static_cast<Mem *>(ud);
+        m.largest = std::max(m.largest, len);
+        if (offset >= m.bytes->size()) return 0;
+        const size_t n = std::min(len, size_t(m.bytes->size() - offset));
+        std::memcpy(out, m.bytes->data() + offset, n);
+        return n;
+    };
+    ggml_context * cctx = nullptr;
+    GgufPtr        c(gguf_init_from_callback(cb, &mem, 7, bytes.size(), {false, &cctx}));
+    ASSERT_TRUE(c);
+    ggml_context_ptr cowner(cctx);
+    EXPECT_EQ(std::memcmp(ggml_get_tensor(cctx, "a")->data, a->data, ggml_nbytes(a)), 0);
+    EXPECT_LE(mem.largest, size_t(7));
+
+    LogCapture log(true);
+    EXPECT_FALSE(GgufPtr(gguf_init_from_callback(cb, &mem, 0, bytes.size() - 8, {false, nullptr})));
+    std::remove(path.c_str());
+}
+
 TEST(GgufWrite, UnwritablePathFailsCleanly) {
     GgufPtr    g(gguf_init_empty());
     LogCapture log(true);

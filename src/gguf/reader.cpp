@@ -3,6 +3,7 @@
 // allocated or indexed with it, with arithmetic that cannot overflow. A bad
 // file is reported once, by the check that catches it, and gives NULL.
 
+#include <cerrno>
 #include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
@@ -504,6 +505,55 @@ gguf_context * gguf_init_from_buffer(const void * data, size_t size, gguf_init_p
     LOOM_REQUIRE(data != nullptr || size == 0, "data is NULL with size %zu", size);
     loom::gguf::MemorySource src(data, size);
     return load(src, params, __func__, "buffer");
+}
+
+namespace {
+
+struct FilePtr {
+    std::FILE * file;
+    uint64_t    pos; // where the stream is, to seek only when the reader jumps
+};
+
+size_t read_file_ptr(void * userdata, void * output, uint64_t offset, size_t len) {
+    auto & f = *static_cast<FilePtr *>(userdata);
+    if (offset != f.pos) {
+        if (offset > uint64_t(INT64_MAX) || fseeko(f.file, off_t(offset), SEEK_SET) != 0) {
+            return 0;
+        }
+        f.pos = offset;
+    }
+    const size_t got = std::fread(output, 1, len, f.file);
+    f.pos += got;
+    return got;
+}
+
+} // namespace
+
+gguf_context * gguf_init_from_file_ptr(FILE * file, gguf_init_params params) {
+    LOOM_REQUIRE(file != nullptr, "file is NULL");
+    if (params.ctx != nullptr) {
+        *params.ctx = nullptr;
+    }
+    const off_t start = ftello(file);
+    if (start < 0 || fseeko(file, 0, SEEK_END) != 0) {
+        LOOM_LOG_ERROR("%s: the stream cannot seek: %s\n", __func__, std::strerror(errno));
+        return nullptr;
+    }
+    const off_t end = ftello(file);
+    if (end < start || fseeko(file, start, SEEK_SET) != 0) {
+        LOOM_LOG_ERROR("%s: the stream cannot seek: %s\n", __func__, std::strerror(errno));
+        return nullptr;
+    }
+    FilePtr                    f{file, uint64_t(start)};
+    loom::gguf::CallbackSource src(read_file_ptr, &f, 0, uint64_t(end - start), uint64_t(start));
+    return load(src, params, __func__, "stream");
+}
+
+gguf_context * gguf_init_from_callback(gguf_reader_callback_t callback, void * userdata, size_t max_chunk_read,
+                                       uint64_t max_expected_size, gguf_init_params params) {
+    LOOM_REQUIRE(callback != nullptr, "callback is NULL");
+    loom::gguf::CallbackSource src(callback, userdata, max_chunk_read, max_expected_size);
+    return load(src, params, __func__, "callback");
 }
 
 } // extern "C"

@@ -84,4 +84,19 @@ bool FileSource::read_at(uint64_t pos, void * dst, uint64_t n) {
     return true;
 }
 
+bool CallbackSource::read_at(uint64_t pos, void * dst, uint64_t n) {
+    auto * out = static_cast<uint8_t *>(dst);
+    while (n > 0) {
+        const size_t want = size_t(n < max_chunk_ ? n : max_chunk_);
+        const size_t got  = cb_(userdata_, out, base_ + pos, want);
+        if (got != want) {
+            return false;
+        }
+        out += got;
+        pos += got;
+        n -= got;
+    }
+    return true;
+}
+
 } // namespace loom::gguf

@@ -4,6 +4,7 @@
 // memory. Both know their total size up front, so the reader can compare
 // every length a header claims with the bytes that actually remain.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -59,6 +60,23 @@ private:
 
     std::FILE * file_;
     uint64_t    file_pos_ = 0; // where the stream is, to seek only when the reader jumps
+};
+
+// Bytes through a caller's function: offsets from base, at most max_chunk
+// bytes a call; a short read is the end of the data.
+class CallbackSource final : public Source {
+public:
+    using Callback = size_t (*)(void * userdata, void * output, uint64_t offset, size_t len);
+    CallbackSource(Callback cb, void * userdata, size_t max_chunk, uint64_t size, uint64_t base = 0)
+        : Source(size), cb_(cb), userdata_(userdata), max_chunk_(max_chunk == 0 ? SIZE_MAX : max_chunk), base_(base) {}
+
+private:
+    bool read_at(uint64_t pos, void * dst, uint64_t n) override;
+
+    Callback cb_;
+    void *   userdata_;
+    size_t   max_chunk_;
+    uint64_t base_;
 };
 
 } // namespace loom::gguf

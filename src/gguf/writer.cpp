@@ -138,6 +138,42 @@ bool write_tensor(std::FILE * f, const ggml_tensor & t, std::vector<uint8_t> & s
     return true;
 }
 
+// Tensors to be written with their data must have it, contiguous.
+void check_writable(const gguf_context & ctx, bool only_meta, const char * func) {
+    if (only_meta) {
+        return;
+    }
+    for (const TensorInfo & info : ctx.tensors) {
+        if (info.t.data == nullptr) {
+            loom::fail(func, "tensor '%s' has no data (gguf_set_tensor_data, or only_meta)", info.t.name);
+        }
+        if (!ggml_is_contiguous(&info.t)) {
+            loom::fail(func, "tensor '%s' is not contiguous", info.t.name);
+        }
+    }
+}
+
+// The whole file (or its meta data) into f from its position.
+bool write_stream(const gguf_context & ctx, std::FILE * f, bool only_meta, const char * func) {
+    const std::vector<uint8_t> meta = build_meta(ctx, func);
+    bool ok = write_all(f, meta.data(), meta.size()) && write_zeros(f, padded_size(meta, ctx) - meta.size());
+    if (ok && !only_meta) {
+        std::vector<uint8_t> staging;
+        uint64_t             written = 0; // bytes of the data section so far
+        for (const TensorInfo & info : ctx.tensors) {
+            LOOM_ASSERT(written == info.offset);
+            const uint64_t end = written + ggml_nbytes(&info.t);
+            // Each tensor is followed by padding up to the alignment.
+            written = loom::align_up(end, ctx.alignment);
+            ok      = write_tensor(f, info.t, staging) && write_zeros(f, written - end);
+            if (!ok) {
+                break;
+            }
+        }
+    }
+    return ok;
+}
+
 } // namespace
 
 extern "C" {
@@ -156,40 +192,27 @@ void gguf_get_meta_data(const gguf_context * ctx, void * data) {
 
 bool gguf_write_to_file(const gguf_context * ctx, const char * fname, bool only_meta) {
     LOOM_REQUIRE(ctx != nullptr && fname != nullptr, "ctx or fname is NULL");
-    if (!only_meta) {
-        // Checked before the file is touched, so a misuse leaves no partial file.
-        for (const TensorInfo & info : ctx->tensors) {
-            LOOM_REQUIRE(info.t.data != nullptr, "tensor '%s' has no data (gguf_set_tensor_data, or only_meta)",
-                         info.t.name);
-            LOOM_REQUIRE(ggml_is_contiguous(&info.t), "tensor '%s' is not contiguous", info.t.name);
-        }
-    }
-    const std::vector<uint8_t> meta = build_meta(*ctx, __func__);
-
+    check_writable(*ctx, only_meta, __func__); // before the file is touched: a misuse leaves no partial file
     std::FILE * f = std::fopen(fname, "wb");
     if (f == nullptr) {
         LOOM_LOG_ERROR("%s: cannot open '%s' for writing: %s\n", __func__, fname, std::strerror(errno));
         return false;
     }
-    bool ok = write_all(f, meta.data(), meta.size()) && write_zeros(f, padded_size(meta, *ctx) - meta.size());
-    if (ok && !only_meta) {
-        std::vector<uint8_t> staging;
-        uint64_t             written = 0; // bytes of the data section so far
-        for (const TensorInfo & info : ctx->tensors) {
-            LOOM_ASSERT(written == info.offset);
-            const uint64_t end = written + ggml_nbytes(&info.t);
-            // Each tensor is followed by padding up to the alignment.
-            written = loom::align_up(end, ctx->alignment);
-            ok      = write_tensor(f, info.t, staging) && write_zeros(f, written - end);
-            if (!ok) {
-                break;
-            }
-        }
-    }
-    const int close_err = std::fclose(f);
+    const bool ok        = write_stream(*ctx, f, only_meta, "gguf_write_to_file");
+    const int  close_err = std::fclose(f);
     if (!ok || close_err != 0) {
         LOOM_LOG_ERROR("%s: writing '%s' failed: %s\n", __func__, fname, std::strerror(errno));
         std::remove(fname);
+        return false;
+    }
+    return true;
+}
+
+bool gguf_write_to_file_ptr(const gguf_context * ctx, FILE * file, bool only_meta) {
+    LOOM_REQUIRE(ctx != nullptr && file != nullptr, "ctx or file is NULL");
+    check_writable(*ctx, only_meta, __func__);
+    if (!write_stream(*ctx, file, only_meta, "gguf_write_to_file_ptr") || std::fflush(file) != 0) {
+        LOOM_LOG_ERROR("%s: writing failed: %s\n", __func__, std::strerror(errno));
         return false;
     }
     return true;

@@ -101,6 +101,7 @@ class CpuBackend final : public ggml_backend {
         abort_cb_   = cb;
         abort_data_ = data;
     }
+    void set_use_ref(bool use_ref) { use_ref_ = use_ref; }
 
     struct Plan {
         ggml_cgraph *        graph;
@@ -136,6 +137,7 @@ class CpuBackend final : public ggml_backend {
         r.wsize      = wsize;
         r.abort_cb   = abort_cb_;
         r.abort_data = abort_data_;
+        r.use_ref    = use_ref_;
         if (threadpool_ != nullptr) {
             // The work buffer was sized for n_threads; fewer threads need no more.
             return compute_graph_on(*threadpool_, r);
@@ -150,6 +152,7 @@ class CpuBackend final : public ggml_backend {
     int                         n_threads_;
     ggml_abort_callback         abort_cb_   = nullptr;
     void *                      abort_data_ = nullptr;
+    bool                        use_ref_    = false; // the portable kernels only
     std::vector<uint8_t>        work_;
     std::unique_ptr<ThreadPool> pool_;
     ggml_threadpool *           threadpool_ = nullptr; // the user's, when set
@@ -332,6 +335,10 @@ void ggml_backend_cpu_set_threadpool(ggml_backend_t backend_cpu, ggml_threadpool
 void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback,
                                          void * abort_callback_data) {
     as_cpu(backend_cpu, __func__)->set_abort_callback(abort_callback, abort_callback_data);
+}
+
+void ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref) {
+    as_cpu(backend_cpu, __func__)->set_use_ref(use_ref);
 }
 
 ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void) {

@@ -19,7 +19,8 @@ Features detect() {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid(1, &a, &b, &c, &d)) {
-        f.sse3 = c & bit_SSE3;
+        f.sse3  = c & bit_SSE3;
+        f.ssse3 = c & bit_SSSE3;
         f.fma  = c & bit_FMA;
         f.f16c = c & bit_F16C;
         // AVX needs the OS to save the YMM state (OSXSAVE + XCR0 bits 1 and 2).
@@ -38,6 +39,8 @@ Features detect() {
         if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
             const unsigned max_subleaf = a;
             f.avx2       = (b & bit_AVX2) && ymm_ok;
+            f.bmi2       = b & bit_BMI2;
+            f.amx_int8   = d & (1u << 25); // leaf 7 EDX bit 25: AMX-INT8
             f.avx512f    = (b & bit_AVX512F) && zmm_ok;
             f.avx512bw   = (b & bit_AVX512BW) && zmm_ok;
             f.avx512vl   = (b & bit_AVX512VL) && zmm_ok;
@@ -46,6 +49,7 @@ Features detect() {
             // Leaf 7 subleaf 1, EAX bit 5: AVX512_BF16.
             if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
                 f.avx512bf16 = (a & (1u << 5)) && zmm_ok;
+                f.avx_vnni   = (a & (1u << 4)) && ymm_ok; // subleaf 1 EAX bit 4: AVX-VNNI
             }
         }
     }
@@ -88,6 +92,22 @@ Features detect() {
 const Features & features() {
     static const Features f = detect();
     return f;
+}
+
+int numa_nodes() {
+    static const int n = [] {
+        int count = 0;
+        for (int i = 0; i < 4096; ++i) {
+            char path[64];
+            std::snprintf(path, sizeof(path), "/sys/devices/system/node/node%d", i);
+            if (access(path, F_OK) != 0) {
+                break;
+            }
+            ++count;
+        }
+        return count > 0 ? count : 1;
+    }();
+    return n;
 }
 
 void host_memory(size_t * free, size_t * total) {
@@ -137,5 +157,72 @@ int ggml_cpu_has_avx512_vbmi(void) {
 }
 int ggml_cpu_has_avx512_bf16(void) {
     return loom::cpu::features().avx512bf16;
+}
+int ggml_cpu_has_ssse3(void) {
+    return loom::cpu::features().ssse3;
+}
+int ggml_cpu_has_avx_vnni(void) {
+    return loom::cpu::features().avx_vnni;
+}
+int ggml_cpu_has_bmi2(void) {
+    return loom::cpu::features().bmi2;
+}
+int ggml_cpu_has_amx_int8(void) {
+    return loom::cpu::features().amx_int8;
+}
+// Features of other processor families: never present on the processors
+// loom's kernels are built for (x86-64), 0 as ggml answers there.
+int ggml_cpu_has_neon(void) {
+    return 0;
+}
+int ggml_cpu_has_arm_fma(void) {
+    return 0;
+}
+int ggml_cpu_has_fp16_va(void) {
+    return 0;
+}
+int ggml_cpu_has_dotprod(void) {
+    return 0;
+}
+int ggml_cpu_has_matmul_int8(void) {
+    return 0;
+}
+int ggml_cpu_has_sve(void) {
+    return 0;
+}
+int ggml_cpu_get_sve_cnt(void) {
+    return 0;
+}
+int ggml_cpu_has_sme(void) {
+    return 0;
+}
+int ggml_cpu_has_sme2(void) {
+    return 0;
+}
+int ggml_cpu_has_riscv_v(void) {
+    return 0;
+}
+int ggml_cpu_get_rvv_vlen(void) {
+    return 0;
+}
+int ggml_cpu_has_vsx(void) {
+    return 0;
+}
+int ggml_cpu_has_vxe(void) {
+    return 0;
+}
+int ggml_cpu_has_wasm_simd(void) {
+    return 0;
+}
+int ggml_cpu_has_llamafile(void) {
+    return 0;
+}
+
+void ggml_numa_init(enum ggml_numa_strategy numa) {
+    (void) numa; // threads are not bound to nodes; the strategy only selects that nothing moves
+    (void) loom::cpu::numa_nodes();
+}
+bool ggml_is_numa(void) {
+    return loom::cpu::numa_nodes() > 1;
 }
 }

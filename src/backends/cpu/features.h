@@ -10,10 +10,14 @@ struct Features {
     bool        sse3 = false, avx = false, avx2 = false, fma = false, f16c = false, avx512f = false;
     bool        avx512bw = false, avx512vl = false, avx512vnni = false, avx512vbmi = false;
     bool        avx512bf16 = false; // vdpbf16ps and the bf16 conversions
+    bool        ssse3 = false, bmi2 = false, avx_vnni = false, amx_int8 = false;
     std::string brand; // processor name
 };
 
 const Features & features();
+
+// NUMA nodes of the machine (/sys/devices/system/node), at least 1.
+int numa_nodes();
 
 // Physical memory of the machine and what is available now, in bytes.
 void host_memory(size_t * free, size_t * total);
