@@ -729,3 +729,27 @@ TEST_F(BackendLayer, CompareReportsAFailedComputation) {
     EXPECT_TRUE(calls.indices.empty());
     EXPECT_TRUE(log.contains("failed to compute")) << log.text();
 }
+
+namespace {
+
+// ggml-cpp.h's owners of allocators, events and schedulers free what they hold.
+TEST(BackendOwners, GallocrEventAndSchedulerPointers) {
+    ggml_backend_ptr backend(ggml_backend_cpu_init());
+    ASSERT_TRUE(backend);
+    ggml_gallocr_ptr galloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+    ASSERT_TRUE(galloc);
+    ggml_backend_event_ptr event(ggml_backend_event_new(ggml_backend_get_device(backend.get())));
+    if (event) {
+        ggml_backend_event_record(event.get(), backend.get());
+        ggml_backend_event_synchronize(event.get());
+    }
+    ggml_backend_t         backends[1] = {backend.get()};
+    ggml_backend_sched_ptr sched(ggml_backend_sched_new(backends, nullptr, 1, 64, false, true));
+    ASSERT_TRUE(sched);
+    EXPECT_EQ(ggml_backend_sched_get_n_backends(sched.get()), 1);
+    sched.reset();
+    galloc.reset();
+    EXPECT_FALSE(sched || galloc);
+}
+
+} // namespace
