@@ -490,6 +490,47 @@ TEST_F(Rpc, SessionsAreSeparateAndFreedOnDisconnect) {
     EXPECT_EQ(a.stub().SetTensor(a.ctx().get(), set, &e).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+// A buffer a session receives starts cleared: what another session wrote
+// into memory it then freed (or left by disconnecting) is never readable.
+TEST_F(Rpc, NewBuffersHoldNothingOfAnotherSession) {
+    TestServer server;
+    for (uint64_t size : {uint64_t(4) << 10, uint64_t(64) << 10, uint64_t(256) << 10}) {
+        SCOPED_TRACE(size);
+        for (bool disconnect : {false, true}) {
+            RawClient v(server.endpoint());
+            ASSERT_TRUE(v.connect().ok());
+            const uint64_t hv = v.alloc(size);
+            ASSERT_NE(hv, 0u);
+            loom::rpc::SetTensorRequest set;
+            describe_f32(set.mutable_tensor(), hv, 0, int64_t(size / 4));
+            set.set_data(std::string(size_t(size), '\x5a'));
+            loom::rpc::Empty e;
+            ASSERT_TRUE(v.stub().SetTensor(v.ctx().get(), set, &e).ok());
+            if (disconnect) {
+                v.disconnect();
+                for (int i = 0; i < 100 && loom_rpc_server_session_count(server.get()) != 0; ++i) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                }
+            } else {
+                loom::rpc::BufferRequest fr;
+                fr.set_buffer(hv);
+                ASSERT_TRUE(v.stub().FreeBuffer(v.ctx().get(), fr, &e).ok());
+            }
+            RawClient w(server.endpoint());
+            ASSERT_TRUE(w.connect().ok());
+            const uint64_t hw = w.alloc(size);
+            ASSERT_NE(hw, 0u);
+            loom::rpc::GetTensorRequest get;
+            describe_f32(get.mutable_tensor(), hw, 0, int64_t(size / 4));
+            get.set_size(size);
+            loom::rpc::GetTensorReply got;
+            ASSERT_TRUE(w.stub().GetTensor(w.ctx().get(), get, &got).ok());
+            ASSERT_EQ(got.data().size(), size_t(size));
+            EXPECT_EQ(got.data(), std::string(size_t(size), '\0'));
+        }
+    }
+}
+
 TEST_F(Rpc, DeadServerGivesAnErrorWithinTheDeadline) {
     loom_rpc_set_timeouts(2000, 3000);
     auto server = std::make_unique<TestServer>();

@@ -241,10 +241,13 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
         return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                             "AllocBuffer: cannot allocate " + std::to_string(req.size()) + " bytes");
     }
+    // Memory comes back from the allocator as another session left it: a new
+    // buffer starts cleared, so no byte of one session reaches another.
+    ggml_backend_buffer_clear(buf.get(), 0);
     const uint64_t handle = s.next_handle++;
     out->set_buffer(handle);
     out->set_size(ggml_backend_buffer_get_size(buf.get()));
-    s.bytes += size_t(req.size());
+    s.bytes += ggml_backend_buffer_get_size(buf.get()); // what free_buffer gives back
     s.buffers[handle] = std::move(buf);
     return grpc::Status::OK;
 }
