@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "ggml-rpc.h"
+#include "log_capture.h"
 #include "args.h"
 #include "backend_test_helpers.h"
 #include "devices.h"
@@ -90,6 +92,7 @@ struct Runner {
 struct RunConfig {
     std::string                              file = "stories260k-f32.gguf";
     std::vector<std::string>                 devices;
+    std::vector<std::string>                 rpc_servers;
     std::vector<std::pair<std::string, int>> layers_on;
     bool                                     use_test_device = false;
     bool                                     use_mmap        = true;
@@ -103,7 +106,7 @@ std::unique_ptr<Runner> open_runner(const RunConfig & cfg, std::string * error) 
     if (cfg.use_test_device) {
         plugins.push_back(LOOM_TESTDEV_PATH);
     }
-    r->backends = loom_run::Backends::create(cfg.devices, plugins, cfg.n_threads, error);
+    r->backends = loom_run::Backends::create(cfg.devices, plugins, cfg.n_threads, error, cfg.rpc_servers);
     if (!r->backends) return nullptr;
     loom_run::LoadOptions lo;
     lo.use_mmap     = cfg.use_mmap;
@@ -259,6 +262,43 @@ TEST(RunReference, AllLayersOnVulkan) {
     EXPECT_EQ(r->session->kv_bytes(1), 0u);
     check_reference(*r, "Vulkan0");
 }
+
+#ifdef LOOM_TEST_HAS_RPC
+// --rpc: a server's device leads the default list, every layer runs there
+// (the default placement shares layers among non-CPU devices) and the greedy
+// tokens are the reference's; an unreachable server is an error.
+TEST(RunReference, AllLayersOnARemoteDevice) {
+    loom_rpc_server_params sp{};
+    sp.endpoint              = "127.0.0.1:0";
+    sp.token                 = "run-test-token";
+    loom_rpc_server_t server = loom_rpc_server_start(&sp);
+    ASSERT_NE(server, nullptr);
+    loom_rpc_set_token("run-test-token");
+    const std::string endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(server));
+    {
+        RunConfig c   = cpu_config();
+        c.devices     = {}; // the default list: the remote device, then the CPU
+        c.rpc_servers = {endpoint};
+        std::string error;
+        auto        r = open_runner(c, &error);
+        ASSERT_TRUE(r) << error;
+        ASSERT_GE(r->backends->size(), 2u); // and accelerators such as BLAS
+        EXPECT_EQ(std::string(r->backends->name(0)).rfind("RPC[" + endpoint + "]", 0), 0u) << r->backends->name(0);
+        EXPECT_EQ(r->model->layer_devices(), (std::vector<int>(5, 0)));
+        check_reference(*r, r->backends->name(0));
+    }
+    {
+        RunConfig c   = cpu_config();
+        c.rpc_servers = {"127.0.0.1:1"};
+        std::string error;
+        loomtest::LogCapture log(true);
+        EXPECT_FALSE(open_runner(c, &error));
+        EXPECT_NE(error.find("127.0.0.1:1"), std::string::npos) << error;
+    }
+    loom_rpc_set_token(nullptr);
+    loom_rpc_server_stop(server);
+}
+#endif
 
 TEST(RunReference, LayersSplitBetweenVulkanAndCpuWithF16Cache) {
     if (!has_vulkan()) {
@@ -631,7 +671,8 @@ TEST(RunArgs, Flags) {
                                 "12",       "--temp",   "0",         "--top-k", "5",          "--top-p",
                                 "0.5",      "-s",       "42",        "-t",      "3",          "--device",
                                 "TestDev0,cpu", "--layers-on", "TestDev0=2", "--trace", "t.json", "-fa",
-                                "-ctk",     "f16",      "--no-mmap", "-c",      "256"};
+                                "-ctk",     "f16",      "--no-mmap", "-c",      "256",        "--rpc",
+                                "10.0.0.1:50052,host:7"};
     loom_run::Options o;
     std::string       error;
     ASSERT_TRUE(loom_run::parse_args(int(std::size(argv)), argv, &o, &error)) << error;
@@ -651,6 +692,7 @@ TEST(RunArgs, Flags) {
     EXPECT_EQ(o.type_k, GGML_TYPE_F16);
     EXPECT_FALSE(o.use_mmap);
     EXPECT_EQ(o.n_ctx, 256);
+    EXPECT_EQ(o.rpc_servers, (std::vector<std::string>{"10.0.0.1:50052", "host:7"}));
 
     for (std::vector<const char *> bad : {std::vector<const char *>{"loom-run", "--bogus"},
                                           {"loom-run", "-n"},
@@ -660,7 +702,9 @@ TEST(RunArgs, Flags) {
                                           {"loom-run", "--layers-on", "TestDev0"},
                                           {"loom-run", "--layers-on", "=3"},
                                           {"loom-run", "-ctk", "q5_1"},
-                                          {"loom-run", "-s", "99999999999"}}) {
+                                          {"loom-run", "-s", "99999999999"},
+                                          {"loom-run", "--rpc", "nohost"},
+                                          {"loom-run", "--rpc", "host:"}}) {
         loom_run::Options o2;
         EXPECT_FALSE(loom_run::parse_args(int(bad.size()), bad.data(), &o2, &error)) << bad.back();
         EXPECT_FALSE(error.empty());

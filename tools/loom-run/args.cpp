@@ -172,6 +172,15 @@ bool parse_args(int argc, const char * const * argv, Options * o, std::string * 
         } else if (arg == "--load-backend") {
             if (!need()) return false;
             o->backend_paths.emplace_back(v);
+        } else if (arg == "--rpc") {
+            if (!need()) return false;
+            for (const std::string & endpoint : split_list(v)) {
+                if (endpoint.rfind(':') == std::string::npos || endpoint.back() == ':') {
+                    return bad("HOST:PORT[,HOST:PORT...]");
+                }
+                o->rpc_servers.push_back(endpoint);
+            }
+            if (o->rpc_servers.empty()) return bad("HOST:PORT[,HOST:PORT...]");
         } else {
             return fail("unknown option '" + std::string(arg) + "' (see --help)");
         }
@@ -215,6 +224,10 @@ With no options it runs the bundled model on "Once upon a time".
                            CPU (default: the layers shared evenly by the listed
                            devices other than the CPU and accelerators)
       --load-backend PATH  load a backend plugin library (repeatable)
+      --rpc SERVERS        remote devices: HOST:PORT of loom-rpc-server, comma-separated;
+                           their devices come first in the default list and take part
+                           in --device and --layers-on by name (RPC[HOST:PORT]NAME);
+                           LOOM_RPC_TOKEN and the LOOM_RPC_TLS_* variables apply
       --list-devices       print the devices and exit
       --trace FILE.json    write the scheduler's trace (open it in Perfetto)
       --no-display-prompt  print only the generated text

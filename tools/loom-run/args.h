@@ -41,6 +41,8 @@ struct Options {
     std::vector<std::pair<std::string, int>> layers_on;
     // --load-backend: plugin libraries loaded before the devices are looked up.
     std::vector<std::string> backend_paths;
+    // --rpc HOST:PORT,...: servers whose devices join the registry.
+    std::vector<std::string> rpc_servers;
 };
 
 // Parses argv (argv[0] is skipped). Returns false with *error set on an

@@ -50,9 +50,38 @@ std::string known_devices() {
 
 } // namespace
 
+bool add_rpc_servers(const std::vector<std::string> & endpoints, std::vector<ggml_backend_dev_t> * added,
+                     std::string * error) {
+    if (endpoints.empty()) {
+        return true;
+    }
+    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    using add_server_t     = ggml_backend_reg_t (*)(const char *);
+    auto add = rpc != nullptr ? reinterpret_cast<add_server_t>(ggml_backend_reg_get_proc_address(rpc, "ggml_backend_rpc_add_server"))
+                              : nullptr;
+    if (add == nullptr) {
+        *error = "--rpc: this build has no RPC backend";
+        return false;
+    }
+    for (const std::string & endpoint : endpoints) {
+        ggml_backend_reg_t reg = add(endpoint.c_str());
+        if (reg == nullptr) {
+            *error = "--rpc: cannot use the server at " + endpoint + " (the reason is logged above)";
+            return false;
+        }
+        for (size_t i = 0; i < ggml_backend_reg_dev_count(reg); ++i) {
+            ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, i);
+            if (std::find(added->begin(), added->end(), dev) == added->end()) {
+                added->push_back(dev);
+            }
+        }
+    }
+    return true;
+}
+
 std::unique_ptr<Backends> Backends::create(const std::vector<std::string> & names,
                                            const std::vector<std::string> & plugin_paths, int n_threads,
-                                           std::string * error) {
+                                           std::string * error, const std::vector<std::string> & rpc_servers) {
     ggml_backend_load_all();
     for (const std::string & path : plugin_paths) {
         if (ggml_backend_load(path.c_str()) == nullptr) {
@@ -61,9 +90,15 @@ std::unique_ptr<Backends> Backends::create(const std::vector<std::string> & name
         }
     }
 
+    std::vector<ggml_backend_dev_t> remote;
+    if (!add_rpc_servers(rpc_servers, &remote, error)) {
+        return nullptr;
+    }
+
     std::unique_ptr<Backends> b(new Backends());
     ggml_backend_dev_t        cpu = nullptr;
     if (names.empty()) {
+        b->devices_ = remote;
         for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
             ggml_backend_dev_t dev = ggml_backend_dev_get(i);
             if (ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_ACCEL) {

@@ -23,10 +23,12 @@ class Backends {
     // device is always last, added when missing. n_threads > 0 is given to
     // every backend that takes a thread count. Returns NULL with *error set
     // when a plugin cannot be loaded, a name matches no device, or a device
-    // appears twice or fails to start.
+    // appears twice or fails to start. rpc_servers ("host:port") are
+    // connected first (ggml_backend_rpc_add_server); their devices lead the
+    // default list; a server that cannot be reached is an error.
     static std::unique_ptr<Backends> create(const std::vector<std::string> & names,
                                             const std::vector<std::string> & plugin_paths, int n_threads,
-                                            std::string * error);
+                                            std::string * error, const std::vector<std::string> & rpc_servers = {});
     ~Backends();
     Backends(const Backends &)             = delete;
     Backends & operator=(const Backends &) = delete;
@@ -59,6 +61,11 @@ class Backends {
 // is not among the devices.
 bool assign_layers(const Backends & backends, int n_layer, const std::vector<std::pair<std::string, int>> & layers_on,
                    std::vector<int> * layer_device, std::string * error);
+
+// Connects to each server and registers its devices; appends them to added.
+// False with *error set when the RPC family is not built or a server fails.
+bool add_rpc_servers(const std::vector<std::string> & endpoints, std::vector<ggml_backend_dev_t> * added,
+                     std::string * error);
 
 // One line per registered device: name, type, description, memory.
 std::string describe_devices();

@@ -139,6 +139,10 @@ int run(const Options & o) {
                 return fail("cannot load the backend plugin " + path);
             }
         }
+        std::vector<ggml_backend_dev_t> remote;
+        if (!loom_run::add_rpc_servers(o.rpc_servers, &remote, &error)) {
+            return fail(error);
+        }
         std::fprintf(stderr, "devices:\n%s", loom_run::describe_devices().c_str());
         return 0;
     }
@@ -151,7 +155,7 @@ int run(const Options & o) {
             names.push_back(name);
         }
     }
-    auto backends = loom_run::Backends::create(names, o.backend_paths, o.n_threads, &error);
+    auto backends = loom_run::Backends::create(names, o.backend_paths, o.n_threads, &error, o.rpc_servers);
     if (!backends) {
         return fail(error);
     }
