@@ -787,6 +787,9 @@ GGML_API struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struc
                                                 struct ggml_tensor * mask, float scale, float max_bias);
 GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
                                                         struct ggml_tensor * mask, float scale, float max_bias);
+// Attention sinks for a soft_max node: one F32 logit per head (dim 2 of a)
+// joins each row's denominator with no output (src[2]); NULL removes them.
+GGML_API void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 
 // Rotary position embedding. a: [head_dim, n_head, n_tokens, 1], b: I32 positions [n_tokens],
 // c: optional F32 frequency factors [n_dims/2]. mode: GGML_ROPE_TYPE_NORMAL or GGML_ROPE_TYPE_NEOX.
@@ -823,6 +826,12 @@ GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, str
                                                   float logit_softcap);
 GGML_API void                 ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 GGML_API enum ggml_prec       ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
+// A promise that no mask row has more than n_kv_max finite entries (0: none);
+// kept in op_params[4] for backends that use it, results are the same.
+GGML_API void                 ggml_flash_attn_ext_set_n_kv_max(struct ggml_tensor * a, int32_t n_kv_max);
+// Attention sinks: one F32 logit per head (ne[0] = q's heads) added to each
+// row's softmax denominator with no value (src[4]); NULL removes them.
+GGML_API void                 ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 
 //
 // Convolution, pooling and resampling

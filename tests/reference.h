@@ -129,7 +129,9 @@ Array out_prod(const Array & a, const Array & b);
 double alibi_slope(int64_t h, int64_t n_head, double max_bias);
 // softmax over dim 0 of a*scale + slope(head = i2)*mask; mask (may be null) is
 // [ne0, >= ne1, broadcast over dims 2 and 3].
-Array soft_max(const Array & a, const Array * mask, double scale, double max_bias);
+// sinks (may be null): one logit per head (i2) added to the denominator.
+Array soft_max(const Array & a, const Array * mask, double scale, double max_bias,
+               const std::vector<double> * sinks = nullptr);
 Array diag_mask_inf(const Array & a, int n_past);
 
 struct RopeParams {
@@ -160,8 +162,9 @@ Array argsort(const Array & a, ggml_sort_order order);
 
 // q [d, n_q, n_head, ne3], k [d, n_kv, n_head_kv, ne3], v [dv, n_kv, n_head_kv, ne3],
 // mask (may be null) [n_kv, >= n_q, broadcast over 2, 3] -> [dv, n_head, n_q, ne3].
+// sinks (may be null): one logit per head added to the denominator, with no value.
 Array flash_attn(const Array & q, const Array & k, const Array & v, const Array * mask, double scale,
-                 double max_bias, double logit_softcap);
+                 double max_bias, double logit_softcap, const std::vector<double> * sinks = nullptr);
 
 } // namespace ref
 

@@ -373,7 +373,7 @@ double alibi_slope(int64_t h, int64_t n_head, double max_bias) {
     return h < n_head_log2 ? std::pow(m0, double(h + 1)) : std::pow(m1, double(2 * (h - n_head_log2) + 1));
 }
 
-Array soft_max(const Array & a, const Array * mask, double scale, double max_bias) {
+Array soft_max(const Array & a, const Array * mask, double scale, double max_bias, const std::vector<double> * sinks) {
     Array               r(a.ne);
     std::vector<double> w(size_t(a.ne[0]));
     for (int64_t i3 = 0; i3 < a.ne[3]; ++i3) {
@@ -389,7 +389,10 @@ Array soft_max(const Array & a, const Array * mask, double scale, double max_bia
                     w[size_t(i0)] = x;
                     mx            = std::max(mx, x);
                 }
-                double s = 0.0;
+                if (sinks != nullptr) {
+                    mx = std::max(mx, (*sinks)[size_t(i2)]);
+                }
+                double s = sinks != nullptr ? std::exp((*sinks)[size_t(i2)] - mx) : 0.0;
                 for (double & x : w) {
                     x = std::exp(x - mx);
                     s += x;
@@ -512,7 +515,7 @@ Array argsort(const Array & a, ggml_sort_order order) {
 }
 
 Array flash_attn(const Array & q, const Array & k, const Array & v, const Array * mask, double scale,
-                 double max_bias, double logit_softcap) {
+                 double max_bias, double logit_softcap, const std::vector<double> * sinks) {
     const int64_t d      = q.ne[0];
     const int64_t n_q    = q.ne[1];
     const int64_t n_head = q.ne[2];
@@ -542,9 +545,12 @@ Array flash_attn(const Array & q, const Array & k, const Array & v, const Array 
                     s[size_t(j)] = x;
                     mx           = std::max(mx, x);
                 }
-                double total = 0.0;
+                if (sinks != nullptr) {
+                    mx = std::max(mx, (*sinks)[size_t(h)]);
+                }
+                double total = sinks != nullptr && mx > -kInf ? std::exp((*sinks)[size_t(h)] - mx) : 0.0;
                 for (double & x : s) {
-                    x = std::exp(x - mx);
+                    x = mx > -kInf ? std::exp(x - mx) : 0.0;
                     total += x;
                 }
                 for (int64_t c = 0; c < dv; ++c) {
@@ -552,7 +558,7 @@ Array flash_attn(const Array & q, const Array & k, const Array & v, const Array 
                     for (int64_t j = 0; j < n_kv; ++j) {
                         acc += s[size_t(j)] * v(c, j, h / rv, i3);
                     }
-                    r(c, h, iq, i3) = acc / total;
+                    r(c, h, iq, i3) = total > 0.0 ? acc / total : 0.0; // a fully masked row gives zeros
                 }
             }
         }

@@ -407,6 +407,39 @@ TEST(OpsFlashAttn, Ext) {
     }
 }
 
+// Sinks: one score per head with no value row; one sink below every score,
+// one far above (the output shrinks toward zero), a fully masked row (only
+// the sink counts: zeros).
+TEST(OpsFlashAttn, Sinks) {
+    std::mt19937  rng(163);
+    Context       ctx;
+    const int64_t d = 40, n_q = 6, n_kv = 37, n_head = 4, n_head_kv = 2;
+    ggml_tensor * q    = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, d, n_q, n_head);
+    ggml_tensor * k    = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, d, n_kv, n_head_kv);
+    ggml_tensor * v    = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, d, n_kv, n_head_kv);
+    ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_q);
+    fill_random(q, rng);
+    fill_random(k, rng);
+    fill_random(v, rng);
+    Array M = fill_attn_mask(mask, rng);
+    for (int64_t j = 0; j < n_kv; ++j) { // row 2 fully masked
+        static_cast<ggml_fp16_t *>(mask->data)[2 * n_kv + j] = ggml_fp32_to_fp16(-INFINITY);
+        M(j, 2, 0, 0)                                         = -INFINITY;
+    }
+    ggml_tensor * sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_head);
+    const float   sv[4] = {-20.0f, 0.5f, 3.0f, 40.0f};
+    std::memcpy(sinks->data, sv, sizeof(sv));
+    const std::vector<double> S(sv, sv + 4);
+    ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, 0.2f, 0.0f, 0.0f);
+    ggml_flash_attn_ext_add_sinks(out, sinks);
+    ggml_flash_attn_ext_set_n_kv_max(out, int32_t(n_kv));
+    EXPECT_EQ(out->op_params[4], int32_t(n_kv));
+    const Array want = ref::flash_attn(read_tensor(q), read_tensor(k), read_tensor(v), &M, double(0.2f), 0.0, 0.0, &S);
+    check_modes(ctx, out, want, attn_threshold(GGML_TYPE_F16));
+    EXPECT_DEATH(ggml_flash_attn_ext_add_sinks(out, sinks), "has sinks already");
+    EXPECT_DEATH(ggml_flash_attn_ext_set_n_kv_max(out, -1), "negative");
+}
+
 TEST(OpsFlashAttn, MatchesUnfusedAttention) {
     // softmax(scale * k^T q + mask) composed from mul_mat and soft_max_ext
     // gives the same result as the fused op (both f32).

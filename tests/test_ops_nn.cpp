@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -163,6 +164,38 @@ TEST(OpsSoftMax, ExtMaskScaleAlibi) {
                         ref::soft_max(A, &M, double(c.scale), double(c.max_bias)), kF32, 1e-6);
         }
     }
+}
+
+// Sinks: one logit per head joins each row's denominator; with and without
+// a mask, sinks above and below the row's logits.
+TEST(OpsSoftMax, Sinks) {
+    std::mt19937 rng(81);
+    for (bool with_mask : {false, true}) {
+        SCOPED_TRACE(with_mask ? "mask" : "no mask");
+        Context       ctx;
+        ggml_tensor * a     = new_tensor(ctx, GGML_TYPE_F32, {29, 5, 6, 2});
+        ggml_tensor * mask  = with_mask ? new_tensor(ctx, GGML_TYPE_F16, {29, 5, 1, 1}) : nullptr;
+        ggml_tensor * sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 6);
+        const Array   A     = fill_random(a, rng, -4.0, 4.0);
+        Array         M;
+        if (mask != nullptr) M = fill_mask(mask, rng);
+        const float         sv[6] = {-8.0f, -1.0f, 0.0f, 2.5f, 6.0f, 30.0f};
+        std::vector<double> S(sv, sv + 6);
+        std::memcpy(sinks->data, sv, sizeof(sv));
+        ggml_tensor * out = ggml_soft_max_ext(ctx, a, mask, 0.8f, 0.0f);
+        ggml_soft_max_add_sinks(out, sinks);
+        EXPECT_EQ(out->src[2], sinks);
+        check_modes(ctx, out, ref::soft_max(A, mask != nullptr ? &M : nullptr, double(0.8f), 0.0, &S), kF32, 1e-6);
+    }
+    Context       ctx;
+    ggml_tensor * a   = new_tensor(ctx, GGML_TYPE_F32, {8, 2, 3, 1});
+    ggml_tensor * out = ggml_soft_max(ctx, a);
+    EXPECT_DEATH(ggml_soft_max_add_sinks(out, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)), "one value per head");
+    EXPECT_DEATH(ggml_soft_max_add_sinks(out, ggml_new_tensor_1d(ctx, GGML_TYPE_F16, 3)), "must be f32");
+    EXPECT_DEATH(ggml_soft_max_add_sinks(ggml_scale(ctx, a, 2.0f), ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)),
+                 "not SOFT_MAX");
+    ggml_soft_max_add_sinks(out, nullptr);
+    EXPECT_EQ(out->src[2], nullptr);
 }
 
 TEST(OpsSoftMax, ExtWithoutMask) {

@@ -228,4 +228,34 @@ ggml_prec ggml_flash_attn_ext_get_prec(const ggml_tensor * a) {
     return static_cast<ggml_prec>(op_param_i32(a, 3));
 }
 
+void ggml_flash_attn_ext_set_n_kv_max(ggml_tensor * a, int32_t n_kv_max) {
+    LOOM_REQUIRE(a->op == GGML_OP_FLASH_ATTN_EXT, "%s is not a flash_attn_ext", describe(a).text);
+    LOOM_REQUIRE(n_kv_max >= 0, "n_kv_max %d is negative", int(n_kv_max));
+    set_op_param_i32(a, 4, n_kv_max);
+}
+
+namespace {
+// Sinks: one F32 logit per head of a (dim 2 of src[0]), in slot i.
+void add_sinks(ggml_tensor * a, ggml_tensor * sinks, int slot, ggml_op op, const char * func) {
+    if (sinks == nullptr) {
+        a->src[slot] = nullptr;
+        return;
+    }
+    LOOM_REQUIRE(a->op == op, "called from %s: %s is not %s", func, describe(a).text, ggml_op_name(op));
+    LOOM_REQUIRE(a->src[slot] == nullptr, "called from %s: %s has sinks already", func, describe(a).text);
+    LOOM_REQUIRE(sinks->type == GGML_TYPE_F32 && sinks->ne[0] == a->src[0]->ne[2],
+                 "called from %s: sinks %s must be f32 with one value per head of %s", func, describe(sinks).text,
+                 describe(a->src[0]).text);
+    a->src[slot] = sinks;
+}
+} // namespace
+
+void ggml_flash_attn_ext_add_sinks(ggml_tensor * a, ggml_tensor * sinks) {
+    add_sinks(a, sinks, 4, GGML_OP_FLASH_ATTN_EXT, __func__);
+}
+
+void ggml_soft_max_add_sinks(ggml_tensor * a, ggml_tensor * sinks) {
+    add_sinks(a, sinks, 2, GGML_OP_SOFT_MAX, __func__);
+}
+
 } // extern "C"

@@ -65,7 +65,8 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * q    = dst->src[0];
     const ggml_tensor * k    = dst->src[1];
     const ggml_tensor * v    = dst->src[2];
-    const ggml_tensor * mask = dst->src[3];
+    const ggml_tensor * mask  = dst->src[3];
+    const ggml_tensor * sinks = dst->src[4];
     LOOM_ASSERT(dst->op == GGML_OP_FLASH_ATTN_EXT && q->type == GGML_TYPE_F32 && is_kv_type(k->type) &&
                 is_kv_type(v->type) && dst->type == GGML_TYPE_F32);
 
@@ -165,6 +166,19 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
             vmad(DV, acc, vmat + ic0 * v->nb[1], v->nb[1], n, scores);
         }
 
+        if (sinks != nullptr) {
+            // The head's sink is one more score, with no value row.
+            const float s = static_cast<const float *>(sinks->data)[h];
+            if (s > M) {
+                const float rescale = M == -INFINITY ? 0.0f : std::exp(M - s);
+                kt.scale_f32(DV, acc, rescale, acc);
+                S = S * rescale + 1.0f;
+                M = s;
+            } else {
+                S += std::exp(s - M);
+            }
+        }
+
         float *     out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] + iq * dst->nb[2] +
                                                 i3 * dst->nb[3]);
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
@@ -179,8 +193,12 @@ bool supports_attention(const ggml_tensor * op) {
     const ggml_tensor * k    = op->src[1];
     const ggml_tensor * v    = op->src[2];
     const ggml_tensor * mask = op->src[3];
-    if (op->op != GGML_OP_FLASH_ATTN_EXT || q == nullptr || k == nullptr || v == nullptr || op->src[4] != nullptr) {
-        return false; // src[4] would be attention sinks
+    const ggml_tensor * sinks = op->src[4];
+    if (op->op != GGML_OP_FLASH_ATTN_EXT || q == nullptr || k == nullptr || v == nullptr) {
+        return false;
+    }
+    if (sinks != nullptr && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < q->ne[2] || !ggml_is_contiguous(sinks))) {
+        return false;
     }
     if (q->type != GGML_TYPE_F32 || !is_kv_type(k->type) || !is_kv_type(v->type) || op->type != GGML_TYPE_F32) {
         return false;

@@ -1,7 +1,9 @@
 // GGML_OP_SOFT_MAX and GGML_OP_DIAG_MASK_INF.
 //
 // soft_max: y = softmax(x * scale + slope * mask) along each row, slope the
-// ALiBi slope of the row's head (dim 2) or 1 without max_bias. The mask row
+// ALiBi slope of the row's head (dim 2) or 1 without max_bias. With sinks
+// (src[2], F32, one logit per head), the head's sink joins the row's
+// denominator as one more logit that has no output. The mask row
 // is the row's dim-1 index in the mask; its dims 2 and 3 repeat over x's.
 // The work row is dst itself (dst has x's shape and is contiguous; in place
 // each element is read before it is written), so no scratch is needed.
@@ -32,7 +34,8 @@ inline float * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3)
 
 void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src  = dst->src[0];
-    const ggml_tensor * mask = dst->src[1];
+    const ggml_tensor * mask  = dst->src[1];
+    const ggml_tensor * sinks = dst->src[2];
     LOOM_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
     LOOM_ASSERT(src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float));
 
@@ -69,8 +72,16 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
                 kt.binary_f32[0](c, y + i0, term, y + i0);
             }
         }
-        const float  max = kt.max_f32(n, y);
-        const double sum = kt.exp_sub_sum_f32(n, y, max);
+        float max = kt.max_f32(n, y);
+        float sink = -INFINITY;
+        if (sinks != nullptr) {
+            sink = static_cast<const float *>(sinks->data)[i2];
+            max  = std::max(max, sink);
+        }
+        double sum = kt.exp_sub_sum_f32(n, y, max);
+        if (sinks != nullptr) {
+            sum += double(std::exp(sink - max));
+        }
         kt.scale_f32(n, y, float(1.0 / sum), y);
     }
 }
@@ -130,9 +141,11 @@ bool supports_softmax(const ggml_tensor * op) {
     }
     switch (op->op) {
         case GGML_OP_SOFT_MAX: {
-            const ggml_tensor * mask = op->src[1];
-            if (op->src[2] != nullptr) {
-                return false; // attention sinks
+            const ggml_tensor * mask  = op->src[1];
+            const ggml_tensor * sinks = op->src[2];
+            if (sinks != nullptr && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < src->ne[2] ||
+                                     !ggml_is_contiguous(sinks))) {
+                return false;
             }
             return mask == nullptr || ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) &&
                                        mask->nb[0] == ggml_type_size(mask->type));
