@@ -332,6 +332,17 @@ TEST(QuantsK, RemovedSlotsAnswerAsGgml) {
     }
 }
 
+TEST(QuantsK, ValuesOutsideTheEnumAbort) {
+    EXPECT_DEATH(ggml_blck_size(ggml_type(GGML_TYPE_COUNT)), "ggml_blck_size.*43");
+    EXPECT_DEATH(ggml_get_type_traits(ggml_type(-1)), "ggml_get_type_traits.*-1");
+    EXPECT_DEATH(ggml_get_type_traits_cpu(ggml_type(GGML_TYPE_COUNT)), "ggml_get_type_traits_cpu.*43");
+    EXPECT_STREQ(ggml_type_name(ggml_type(GGML_TYPE_COUNT)), "NONE");
+    // Quantizing into a removed slot is a broken precondition too.
+    std::vector<float> x(256, 1.0f);
+    std::vector<uint8_t> q(1024);
+    EXPECT_DEATH(ggml_quantize_chunk(ggml_type(31), x.data(), q.data(), 0, 1, 256, nullptr), "ggml_quantize_chunk");
+}
+
 TEST(QuantsK, RequiresImatrix) {
     for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
         const auto type = ggml_type(t);
