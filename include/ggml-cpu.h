@@ -64,6 +64,30 @@ GGML_BACKEND_API int                      ggml_threadpool_get_n_threads(struct g
 GGML_BACKEND_API void                     ggml_threadpool_pause(struct ggml_threadpool * threadpool);
 GGML_BACKEND_API void                     ggml_threadpool_resume(struct ggml_threadpool * threadpool);
 
+// Per-type functions of the CPU's dot products (ggml's meaning): from_float
+// converts f32 activations into the type; vec_dot(n, s, bs, x, bx, y, by,
+// nrc) stores in *s the dot product of n values of x (this type) and y
+// (vec_dot_type: Q8_K for the K-quants, Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for
+// Q4_1/Q5_1, F16, BF16 and F32 for themselves), accumulated in f32; nrows
+// rows are taken at a time (always 1 here: nrc must be 1, bs, bx and by are
+// ignored). Fields are NULL/0 where the type has none; every value in
+// [0, GGML_TYPE_COUNT) has a row.
+typedef void (*ggml_vec_dot_t)(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT x, size_t bx,
+                               const void * GGML_RESTRICT y, size_t by, int nrc);
+
+struct ggml_type_traits_cpu {
+    ggml_from_float_t from_float;
+    ggml_vec_dot_t    vec_dot;
+    enum ggml_type    vec_dot_type;
+    int64_t           nrows; // number of rows to process simultaneously
+};
+
+GGML_BACKEND_API const struct ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type);
+
+// Prepares the CPU's tables; optional (everything is also prepared on first
+// use) and cheap to call again.
+GGML_BACKEND_API void ggml_cpu_init(void);
+
 // CPU features seen at start-up (1 = present).
 GGML_BACKEND_API int ggml_cpu_has_sse3(void);
 GGML_BACKEND_API int ggml_cpu_has_avx(void);

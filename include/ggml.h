@@ -178,6 +178,42 @@ enum ggml_type {
     GGML_TYPE_COUNT   = 43,
 };
 
+// Model file types: what most tensors of a model file are (ggml's values).
+enum ggml_ftype {
+    GGML_FTYPE_UNKNOWN              = -1,
+    GGML_FTYPE_ALL_F32              = 0,
+    GGML_FTYPE_MOSTLY_F16           = 1,
+    GGML_FTYPE_MOSTLY_Q4_0          = 2,
+    GGML_FTYPE_MOSTLY_Q4_1          = 3,
+    GGML_FTYPE_MOSTLY_Q4_1_SOME_F16 = 4,
+    GGML_FTYPE_MOSTLY_Q8_0          = 7,
+    GGML_FTYPE_MOSTLY_Q5_0          = 8,
+    GGML_FTYPE_MOSTLY_Q5_1          = 9,
+    GGML_FTYPE_MOSTLY_Q2_K          = 10,
+    GGML_FTYPE_MOSTLY_Q3_K          = 11,
+    GGML_FTYPE_MOSTLY_Q4_K          = 12,
+    GGML_FTYPE_MOSTLY_Q5_K          = 13,
+    GGML_FTYPE_MOSTLY_Q6_K          = 14,
+    GGML_FTYPE_MOSTLY_IQ2_XXS       = 15,
+    GGML_FTYPE_MOSTLY_IQ2_XS        = 16,
+    GGML_FTYPE_MOSTLY_IQ3_XXS       = 17,
+    GGML_FTYPE_MOSTLY_IQ1_S         = 18,
+    GGML_FTYPE_MOSTLY_IQ4_NL        = 19,
+    GGML_FTYPE_MOSTLY_IQ3_S         = 20,
+    GGML_FTYPE_MOSTLY_IQ2_S         = 21,
+    GGML_FTYPE_MOSTLY_IQ4_XS        = 22,
+    GGML_FTYPE_MOSTLY_IQ1_M         = 23,
+    GGML_FTYPE_MOSTLY_BF16          = 24,
+    GGML_FTYPE_MOSTLY_MXFP4         = 25,
+    GGML_FTYPE_MOSTLY_NVFP4         = 26,
+    GGML_FTYPE_MOSTLY_Q1_0          = 27,
+    GGML_FTYPE_MOSTLY_Q2_0          = 28,
+};
+
+// The tensor type of a file type; aborts for GGML_FTYPE_UNKNOWN and
+// GGML_FTYPE_MOSTLY_Q4_1_SOME_F16, which have none.
+GGML_API enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype);
+
 enum ggml_prec {
     GGML_PREC_DEFAULT = 0,
     GGML_PREC_F32     = 10,
@@ -453,7 +489,9 @@ GGML_API bool ggml_can_repeat(const struct ggml_tensor * t0, const struct ggml_t
 // Arena bytes one tensor object takes (without data).
 GGML_API size_t ggml_tensor_overhead(void);
 
-// Checks rows of quantized/float data for NaN/Inf scales or values; logs the first bad one.
+// Checks data of a type for NaN/Inf values (float types) or scales (quantized
+// types); logs the first bad block. False also for sizes that are not whole
+// blocks and for types ggml does not validate (Q8_1, removed slots).
 GGML_API bool ggml_validate_row_data(enum ggml_type type, const void * data, size_t nbytes);
 
 // Context. ggml_init returns NULL only when the arena cannot be allocated.
@@ -884,8 +922,10 @@ GGML_API void ggml_log_get(ggml_log_callback * log_callback, void ** user_data);
 //
 
 // Quantizes nrows rows of n_per_row floats starting at row start / n_per_row
-// into dst (which points at the start of the whole destination). imatrix is
-// ignored by the types loom has. Returns the bytes written.
+// into dst (which points at the start of the whole destination), the bytes
+// ggml writes. imatrix: n_per_row importance weights shared by the rows, or
+// NULL (required by the types for which ggml_quantize_requires_imatrix
+// holds). Returns the bytes written.
 GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
                                     int64_t n_per_row, const float * imatrix);
 GGML_API bool   ggml_quantize_requires_imatrix(enum ggml_type type);

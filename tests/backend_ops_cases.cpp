@@ -37,9 +37,7 @@ double for_type(ggml_type t) {
     switch (t) {
         case GGML_TYPE_F16: return kF16;
         case GGML_TYPE_BF16: return kBF16;
-        case GGML_TYPE_Q4_0:
-        case GGML_TYPE_Q8_0: return kQuant;
-        default: return kF32;
+        default: return ggml_is_quantized(t) ? kQuant : kF32;
     }
 }
 
@@ -325,6 +323,8 @@ void norm_cases(Cases & cases) {
 }
 
 const ggml_type kWeightTypes[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+const ggml_type kMoreWeightTypes[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K,
+                                      GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 
 void matmul_cases(Cases & cases) {
     const std::pair<Shape, Shape> batches[] = {
@@ -372,6 +372,21 @@ void matmul_cases(Cases & cases) {
                           },
                           kProduct);
             }
+        }
+    }
+    // The legacy types past Q4_0/Q8_0 and the K-quants (rows of whole
+    // 256-value super-blocks): the CPU's general path, rows dequantized.
+    for (ggml_type type : kMoreWeightTypes) {
+        const std::pair<Shape, Shape> shapes[] = {{{512, 13, 1, 1}, {512, 7, 1, 1}},
+                                                  {{512, 21, 1, 1}, {512, 1, 1, 1}},
+                                                  {{256, 9, 2, 1}, {256, 3, 2, 2}},
+                                                  {{256, 33, 1, 1}, {256, 17, 1, 1}}};
+        for (const auto & [sa, sb] : shapes) {
+            cases.add("MUL_MAT_" + tn(type) + "_f32_" + dims(sa) + "_" + dims(sb),
+                      [type, sa, sb](Builder & g) {
+                          return ggml_mul_mat(g.ctx(), g.input(type, sa), g.input(GGML_TYPE_F32, sb));
+                      },
+                      kProduct);
         }
     }
     cases.add("MUL_MAT_f32_transposed_b",
@@ -425,7 +440,7 @@ void copy_cases(Cases & cases) {
                       for_type(to));
         }
     }
-    for (ggml_type q : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+    for (ggml_type q : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1}) {
         cases.add("CPY_f32_to_" + tn(q),
                   [q](Builder & g) {
                       return ggml_cpy(g.ctx(), g.input(GGML_TYPE_F32, {96, 5, 2, 1}, uniform(-4, 4)),
@@ -476,6 +491,19 @@ void copy_cases(Cases & cases) {
                       const Init    init = type == GGML_TYPE_I32 ? integers(-1000, 1000) : Init{};
                       ggml_tensor * a    = g.input(type, {n0, 11, 2, 2}, init);
                       return ggml_get_rows(g.ctx(), a, g.input(GGML_TYPE_I32, {7, 2, 2, 1}, integers(0, 10)));
+                  },
+                  kExact);
+    }
+    for (ggml_type type : kMoreWeightTypes) {
+        cases.add("GET_ROWS_" + tn(type),
+                  [type](Builder & g) {
+                      ggml_tensor * a = g.input(type, {256, 11, 2, 1});
+                      return ggml_get_rows(g.ctx(), a, g.input(GGML_TYPE_I32, {5, 2, 1, 1}, integers(0, 10)));
+                  },
+                  kExact);
+        cases.add("CPY_" + tn(type) + "_to_f32",
+                  [type](Builder & g) {
+                      return ggml_cpy(g.ctx(), g.input(type, {256, 3, 2, 1}), g.input(GGML_TYPE_F32, {256, 3, 2, 1}));
                   },
                   kExact);
     }

@@ -45,6 +45,15 @@ struct TypeTable {
         add_k_types(info);
         add_iq_types(info);
         add_other_types(info);
+        // The values ggml no longer gives a format: names as ggml's, no blocks.
+        info[4]  = {"DEPRECATED", 0, 0, false, nullptr, nullptr};
+        info[5]  = {"DEPRECATED", 0, 0, false, nullptr, nullptr};
+        info[31] = {"TYPE_Q4_0_4_4 REMOVED, use Q4_0 with runtime repacking", 0, 0, false, nullptr, nullptr};
+        info[32] = {"TYPE_Q4_0_4_8 REMOVED, use Q4_0 with runtime repacking", 0, 0, false, nullptr, nullptr};
+        info[33] = {"TYPE_Q4_0_8_8 REMOVED, use Q4_0 with runtime repacking", 0, 0, false, nullptr, nullptr};
+        info[36] = {"TYPE_IQ4_NL_4_4 REMOVED, use IQ4_NL with runtime repacking", 0, 0, false, nullptr, nullptr};
+        info[37] = {"TYPE_IQ4_NL_4_8 REMOVED, use IQ4_NL with runtime repacking", 0, 0, false, nullptr, nullptr};
+        info[38] = {"TYPE_IQ4_NL_8_8 REMOVED, use IQ4_NL with runtime repacking", 0, 0, false, nullptr, nullptr};
     }
 };
 
@@ -56,7 +65,13 @@ const TypeTable & table() {
 } // namespace
 
 bool type_is_valid(int type) {
-    return type >= 0 && type < GGML_TYPE_COUNT && table().info[type].name != nullptr;
+    return type >= 0 && type < GGML_TYPE_COUNT && table().info[type].name != nullptr &&
+           table().info[type].blck_size > 0;
+}
+
+const TypeInfo & type_row(int type) {
+    LOOM_ASSERT(type >= 0 && type < GGML_TYPE_COUNT);
+    return table().info[type];
 }
 
 const TypeInfo & type_info(ggml_type type, const char * caller) {
@@ -174,11 +189,21 @@ void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n) {
     ggml_fp32_to_bf16_row_ref(x, y, n);
 }
 
+// Lookups of any value in [0, GGML_TYPE_COUNT) answer as ggml's table does,
+// also for the removed slots and types without a row (block size 0), so
+// that a program may loop over every value.
+static const TypeInfo & checked_row(ggml_type type, const char * caller) {
+    if (int(type) < 0 || int(type) >= GGML_TYPE_COUNT) [[unlikely]] {
+        fail(caller, "ggml_type %d is outside [0, %d)", int(type), int(GGML_TYPE_COUNT));
+    }
+    return type_row(type);
+}
+
 int64_t ggml_blck_size(ggml_type type) {
-    return type_info(type, __func__).blck_size;
+    return checked_row(type, __func__).blck_size;
 }
 size_t ggml_type_size(ggml_type type) {
-    return type_info(type, __func__).type_size;
+    return checked_row(type, __func__).type_size;
 }
 size_t ggml_row_size(ggml_type type, int64_t ne) {
     const TypeInfo & ti = type_info(type, __func__);
@@ -191,49 +216,106 @@ double ggml_type_sizef(ggml_type type) {
     return double(ti.type_size) / double(ti.blck_size);
 }
 const char * ggml_type_name(ggml_type type) {
-    return type_is_valid(type) ? table().info[type].name : "NONE";
+    if (int(type) < 0 || int(type) >= GGML_TYPE_COUNT || type_row(type).name == nullptr) {
+        return "NONE";
+    }
+    return type_row(type).name;
 }
 bool ggml_is_quantized(ggml_type type) {
-    return type_info(type, __func__).is_quantized;
+    return checked_row(type, __func__).is_quantized;
 }
 
 const ggml_type_traits * ggml_get_type_traits(ggml_type type) {
     static ggml_type_traits traits[GGML_TYPE_COUNT];
     static const bool       init = [] {
         for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
-            if (type_is_valid(t)) {
-                const TypeInfo & ti = table().info[t];
-                traits[t] = {ti.name, ti.blck_size, 0, ti.type_size, ti.is_quantized, ti.to_float, ti.from_float};
-            }
+            const TypeInfo & ti = type_row(t);
+            traits[t] = {ggml_type_name(ggml_type(t)), ti.blck_size, 0, ti.type_size, ti.is_quantized, ti.to_float,
+                         ti.from_float};
         }
         return true;
     }();
     (void) init;
-    type_info(type, __func__);
+    checked_row(type, __func__);
     return &traits[type];
 }
 
+enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype) {
+    switch (ftype) {
+        case GGML_FTYPE_ALL_F32: return GGML_TYPE_F32;
+        case GGML_FTYPE_MOSTLY_F16: return GGML_TYPE_F16;
+        case GGML_FTYPE_MOSTLY_BF16: return GGML_TYPE_BF16;
+        case GGML_FTYPE_MOSTLY_Q4_0: return GGML_TYPE_Q4_0;
+        case GGML_FTYPE_MOSTLY_Q4_1: return GGML_TYPE_Q4_1;
+        case GGML_FTYPE_MOSTLY_Q1_0: return GGML_TYPE_Q1_0;
+        case GGML_FTYPE_MOSTLY_Q2_0: return GGML_TYPE_Q2_0;
+        case GGML_FTYPE_MOSTLY_Q5_0: return GGML_TYPE_Q5_0;
+        case GGML_FTYPE_MOSTLY_Q5_1: return GGML_TYPE_Q5_1;
+        case GGML_FTYPE_MOSTLY_Q8_0: return GGML_TYPE_Q8_0;
+        case GGML_FTYPE_MOSTLY_MXFP4: return GGML_TYPE_MXFP4;
+        case GGML_FTYPE_MOSTLY_NVFP4: return GGML_TYPE_NVFP4;
+        case GGML_FTYPE_MOSTLY_Q2_K: return GGML_TYPE_Q2_K;
+        case GGML_FTYPE_MOSTLY_Q3_K: return GGML_TYPE_Q3_K;
+        case GGML_FTYPE_MOSTLY_Q4_K: return GGML_TYPE_Q4_K;
+        case GGML_FTYPE_MOSTLY_Q5_K: return GGML_TYPE_Q5_K;
+        case GGML_FTYPE_MOSTLY_Q6_K: return GGML_TYPE_Q6_K;
+        case GGML_FTYPE_MOSTLY_IQ2_XXS: return GGML_TYPE_IQ2_XXS;
+        case GGML_FTYPE_MOSTLY_IQ2_XS: return GGML_TYPE_IQ2_XS;
+        case GGML_FTYPE_MOSTLY_IQ3_XXS: return GGML_TYPE_IQ3_XXS;
+        case GGML_FTYPE_MOSTLY_IQ1_S: return GGML_TYPE_IQ1_S;
+        case GGML_FTYPE_MOSTLY_IQ1_M: return GGML_TYPE_IQ1_M;
+        case GGML_FTYPE_MOSTLY_IQ4_NL: return GGML_TYPE_IQ4_NL;
+        case GGML_FTYPE_MOSTLY_IQ4_XS: return GGML_TYPE_IQ4_XS;
+        case GGML_FTYPE_MOSTLY_IQ3_S: return GGML_TYPE_IQ3_S;
+        case GGML_FTYPE_MOSTLY_IQ2_S: return GGML_TYPE_IQ2_S;
+        case GGML_FTYPE_UNKNOWN:
+        case GGML_FTYPE_MOSTLY_Q4_1_SOME_F16: break;
+    }
+    fail(__func__, "ftype %d has no single tensor type", int(ftype));
+}
+
 bool ggml_quantize_requires_imatrix(ggml_type type) {
-    (void) type;
-    return false;
+    return type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS || type == GGML_TYPE_IQ1_S;
 }
 void ggml_quantize_init(ggml_type type) {
-    (void) type;
+    const TypeInfo & ti = checked_row(type, __func__);
+    if (ti.quantize_init != nullptr) {
+        ti.quantize_init();
+    }
 }
-void ggml_quantize_free(void) {}
+void ggml_quantize_free(void) {
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (type_row(t).quantize_free != nullptr) {
+            type_row(t).quantize_free();
+        }
+    }
+}
 
 size_t ggml_quantize_chunk(ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
                            int64_t n_per_row, const float * imatrix) {
-    (void) imatrix;
     const TypeInfo & ti = type_info(type, __func__);
-    LOOM_REQUIRE(ti.from_float != nullptr, "type %s cannot be converted from float", ti.name);
+    LOOM_REQUIRE(imatrix != nullptr || !ggml_quantize_requires_imatrix(type), "type %s needs an importance matrix",
+                 ti.name);
+    LOOM_REQUIRE(ti.quantize != nullptr || ti.from_float != nullptr, "type %s cannot be converted from float",
+                 ti.name);
     LOOM_REQUIRE(n_per_row % ti.blck_size == 0, "row length %lld is not a multiple of the %s block size %lld",
                  (long long) n_per_row, ti.name, (long long) ti.blck_size);
     LOOM_REQUIRE(start % n_per_row == 0, "start %lld is not at a row boundary (row length %lld)", (long long) start,
                  (long long) n_per_row);
-    const size_t row_size = ggml_row_size(type, n_per_row);
-    const int64_t row0    = start / n_per_row;
-    char *        out     = static_cast<char *>(dst) + size_t(row0) * row_size;
+    ggml_quantize_init(type);
+    const size_t  row_size = ggml_row_size(type, n_per_row);
+    const int64_t row0     = start / n_per_row;
+    char *        out      = static_cast<char *>(dst) + size_t(row0) * row_size;
+    if (ti.quantize != nullptr) {
+        const size_t n = ti.quantize(src + start, out, nrows, n_per_row, imatrix);
+        LOOM_ASSERT(n == size_t(nrows) * row_size);
+        return n;
+    }
+    if (!ti.is_quantized) {
+        // Float types: one conversion of the whole chunk, as ggml's.
+        ti.from_float(src + start, out, nrows * n_per_row);
+        return size_t(nrows) * row_size;
+    }
     for (int64_t r = 0; r < nrows; ++r) {
         ti.from_float(src + start + r * n_per_row, out + size_t(r) * row_size, n_per_row);
     }
@@ -247,14 +329,15 @@ bool ggml_validate_row_data(ggml_type type, const void * data, size_t nbytes) {
     }
     const TypeInfo & ti = table().info[type];
     if (nbytes % ti.type_size != 0) {
-        LOOM_LOG_ERROR("%s: %zu bytes is not a whole number of %s blocks (%zu bytes)\n", __func__, nbytes, ti.name,
+        LOOM_LOG_ERROR("%s: invalid size %zu for type %s (type size = %zu)\n", __func__, nbytes, ti.name,
                        ti.type_size);
         return false;
     }
     const size_t n = nbytes / ti.type_size;
     auto bad = [&](size_t i, float v) {
         if (!std::isfinite(v)) {
-            LOOM_LOG_ERROR("%s: %s value %zu is not finite\n", __func__, ti.name, i);
+            LOOM_LOG_ERROR("%s: found %s value at element %zu of %s data\n", __func__,
+                           std::isnan(v) ? "nan" : "inf", i, ti.name);
             return true;
         }
         return false;
@@ -266,31 +349,38 @@ bool ggml_validate_row_data(ggml_type type, const void * data, size_t nbytes) {
                 std::memcpy(&v, static_cast<const char *>(data) + 4 * i, 4);
                 if (bad(i, v)) return false;
             }
-            break;
+            return true;
         case GGML_TYPE_F16:
             for (size_t i = 0; i < n; ++i) {
                 uint16_t h;
                 std::memcpy(&h, static_cast<const char *>(data) + 2 * i, 2);
                 if (bad(i, fp16_to_fp32(h))) return false;
             }
-            break;
+            return true;
         case GGML_TYPE_BF16:
             for (size_t i = 0; i < n; ++i) {
                 uint16_t h;
                 std::memcpy(&h, static_cast<const char *>(data) + 2 * i, 2);
                 if (bad(i, bf16_to_fp32(h))) return false;
             }
-            break;
-        case GGML_TYPE_Q4_0:
-        case GGML_TYPE_Q8_0:
-            // both block formats start with an fp16 scale
-            for (size_t i = 0; i < n; ++i) {
-                uint16_t h;
-                std::memcpy(&h, static_cast<const char *>(data) + ti.type_size * i, 2);
-                if (bad(i, fp16_to_fp32(h))) return false;
-            }
-            break;
+            return true;
+        case GGML_TYPE_I8:
+        case GGML_TYPE_I16:
+        case GGML_TYPE_I32:
+        case GGML_TYPE_I64: return true;
         default: break;
+    }
+    if (ti.validate == nullptr) {
+        LOOM_LOG_ERROR("%s: invalid type %d (%s data is not validated)\n", __func__, int(type), ti.name);
+        return false;
+    }
+    size_t block = 0;
+    float  value = 0.0f;
+    if (!ti.validate(data, n, &block, &value)) {
+        LOOM_LOG_ERROR("%s: found %s value at block %zu of %s data (elements %lld to %lld): a scale is not finite\n",
+                       __func__, std::isnan(value) ? "nan" : "inf", block, ti.name,
+                       (long long) (int64_t(block) * ti.blck_size), (long long) (int64_t(block + 1) * ti.blck_size - 1));
+        return false;
     }
     return true;
 }

@@ -28,13 +28,31 @@ struct block_q8_0 {
 };
 static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
 
+// Quantizes nrows rows of n_per_row values into dst (the work of
+// ggml_quantize_chunk for one type); imatrix: n_per_row importance weights
+// shared by every row, or NULL. Returns the bytes written.
+using QuantizeRowsFn = size_t (*)(const float * src, void * dst, int64_t nrows, int64_t n_per_row,
+                                  const float * imatrix);
+// Checks nblocks blocks of a type's data for non-finite scales; on the first
+// bad block stores its index and the scale's value and returns false.
+using ValidateFn = bool (*)(const void * data, size_t nblocks, size_t * bad_block, float * bad_value);
+
 struct TypeInfo {
     const char *      name;       // NULL for values that are not a type loom knows
-    int64_t           blck_size;  // elements per block
+    int64_t           blck_size;  // elements per block; 0 for the removed slots
     size_t            type_size;  // bytes per block
     bool              is_quantized;
     ggml_to_float_t   to_float;   // NULL for integer types
     ggml_from_float_t from_float; // reference conversion; NULL for integer types
+    // ggml_quantize_chunk's quantizer; NULL: from_float row by row.
+    QuantizeRowsFn quantize = nullptr;
+    // ggml_validate_row_data's check of quantized data; NULL: the data of
+    // this type is rejected, as ggml rejects types it does not validate.
+    ValidateFn validate = nullptr;
+    // Tables ggml_quantize_init builds for the type and ggml_quantize_free
+    // releases (NULL: none); both may be called any number of times.
+    void (*quantize_init)() = nullptr;
+    void (*quantize_free)() = nullptr;
 };
 
 // Each family of types fills its rows of the type table (src/core/types/,
@@ -47,7 +65,12 @@ void add_other_types(TypeRows & rows);   // TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2
 
 // The traits of a type; aborts naming caller when type is not one loom knows.
 const TypeInfo & type_info(ggml_type type, const char * caller);
-bool             type_is_valid(int type);
+// True for the values of types loom has (not the removed slots 4, 5, 31-33,
+// 36-38, nor types whose family has not filled its row).
+bool type_is_valid(int type);
+// The row of any value in [0, GGML_TYPE_COUNT), valid or not (a removed
+// slot's row has ggml's name and block size 0; a missing row is all zero).
+const TypeInfo & type_row(int type);
 
 // Reference quantization (row of k values, k a multiple of the block size).
 void quantize_row_q4_0_ref(const float * x, void * y, int64_t k);

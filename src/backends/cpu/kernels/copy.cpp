@@ -18,16 +18,25 @@
 namespace loom::cpu {
 namespace {
 
-// Values per conversion step: a multiple of QK4_0 and QK8_0.
+// Values per conversion step: a multiple of every block size it serves
+// (block_fits_chunk).
 constexpr int64_t kChunk = 256;
-static_assert(kChunk % QK4_0 == 0 && kChunk % QK8_0 == 0);
 
 bool is_block_type(ggml_type t) {
-    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+    return type_is_valid(t) && ggml_is_quantized(t);
 }
-// Types that convert to and from float here.
-bool is_convertible(ggml_type t) {
-    return is_float_type(t) || is_block_type(t);
+bool block_fits_chunk(ggml_type t) {
+    return kChunk % ggml_blck_size(t) == 0;
+}
+// Types read as float here: the float types and every block type with a
+// to_float in the type table.
+bool loads_as_float(ggml_type t) {
+    return is_float_type(t) || (is_block_type(t) && type_row(t).to_float != nullptr && block_fits_chunk(t));
+}
+// Types written from float: the float types and every block type with a
+// from_float (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants, ...).
+bool stores_from_float(ggml_type t) {
+    return is_float_type(t) || (is_block_type(t) && type_row(t).from_float != nullptr && block_fits_chunk(t));
 }
 
 template <typename T>
@@ -294,7 +303,7 @@ bool supports_dup(const ggml_tensor * op) {
     if (!type_is_valid(st) || !type_is_valid(dt) || ggml_nelements(src) != ggml_nelements(op)) {
         return false;
     }
-    if (st != dt && !(is_convertible(st) && is_convertible(dt) && !(is_block_type(st) && is_block_type(dt)))) {
+    if (st != dt && !(loads_as_float(st) && stores_from_float(dt) && !(is_block_type(st) && is_block_type(dt)))) {
         return false;
     }
     // Block data is addressed block by block along dim 0.
@@ -366,7 +375,7 @@ bool supports_copy(const ggml_tensor * op) {
             if (src1 == nullptr || src1->type != GGML_TYPE_I32) {
                 return false;
             }
-            const bool types = (is_convertible(src0->type) && op->type == GGML_TYPE_F32) ||
+            const bool types = (loads_as_float(src0->type) && op->type == GGML_TYPE_F32) ||
                                (src0->type == GGML_TYPE_I32 && op->type == GGML_TYPE_I32);
             const bool shape = op->ne[0] == src0->ne[0] && op->ne[1] == src1->ne[0] && op->ne[2] == src1->ne[1] &&
                                op->ne[3] == src1->ne[2] && src0->ne[2] == src1->ne[1] &&
@@ -374,7 +383,7 @@ bool supports_copy(const ggml_tensor * op) {
             return types && shape && (!ggml_is_quantized(src0->type) || src0->nb[0] == ggml_type_size(src0->type));
         }
         case GGML_OP_SET_ROWS:
-            return set_rows_fits(op) && is_convertible(op->type) &&
+            return set_rows_fits(op) && stores_from_float(op->type) && loads_as_float(src0->type) &&
                    (!ggml_is_quantized(op->type) || op->nb[0] == ggml_type_size(op->type));
         default: return false;
     }

@@ -31,6 +31,7 @@
 #include "backends/cpu/simd/kernel_table.h"
 #include "gemm.h"
 #include "kernels.h"
+#include "matmul_dequant.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -47,6 +48,12 @@ constexpr int64_t TILE_N = 8;
 
 bool is_weight_type(ggml_type t) {
     return vec_dot_info(t).dot != nullptr;
+}
+
+// Weights without a dot product here take the general path
+// (matmul_dequant.cpp): rows converted to f32, then the f32 product.
+bool takes_dequant_path(ggml_type t) {
+    return !is_weight_type(t) && mul_mat_dequantizes(t);
 }
 
 // b goes through the scratch buffer unless it already is a usable operand:
@@ -680,6 +687,10 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
 }
 
 void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
+    if (takes_dequant_path(dst->src[0]->type)) {
+        compute_mul_mat_dequant(p, dst);
+        return;
+    }
     check_mul_mat(dst);
     if (p.use_ref) {
         compute_mul_mat_ref(p, dst);
@@ -774,7 +785,8 @@ void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 bool matmul_joins_group(const ggml_tensor * op) {
-    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) && !mul_mat_uses_gemm(op->src[0], op->src[1]);
+    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) && is_weight_type(op->src[0]->type) &&
+           !mul_mat_uses_gemm(op->src[0], op->src[1]);
 }
 
 size_t work_size_products(ggml_tensor * const * nodes, int n, int n_threads) {
@@ -797,8 +809,8 @@ void compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int 
 bool supports_matmul(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    if (a == nullptr || b == nullptr || !is_weight_type(a->type) || b->type != GGML_TYPE_F32 ||
-        op->type != GGML_TYPE_F32) {
+    if (a == nullptr || b == nullptr || !(is_weight_type(a->type) || takes_dequant_path(a->type)) ||
+        b->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32) {
         return false;
     }
     // Rows of a and of dst are read and written as contiguous runs.
@@ -807,9 +819,12 @@ bool supports_matmul(const ggml_tensor * op) {
     }
     switch (op->op) {
         case GGML_OP_MUL_MAT:
+            if (takes_dequant_path(a->type)) {
+                return op->nb[1] % sizeof(float) == 0;
+            }
             return a->ne[0] % ggml_blck_size(vec_dot_info(a->type).operand) == 0;
         case GGML_OP_OUT_PROD:
-            return true;
+            return a->ne[0] % ggml_blck_size(a->type) == 0;
         default:
             return false;
     }
@@ -820,6 +835,9 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
     const ggml_tensor * b = op->src[1];
     switch (op->op) {
         case GGML_OP_MUL_MAT: {
+            if (takes_dequant_path(a->type)) {
+                return work_size_mul_mat_dequant(a, b, n_threads);
+            }
             // The reference path and the gemv path pack b; the GEMM path
             // needs panels per thread. use_ref is not known when the plan
             // is made, so the larger need is reserved.

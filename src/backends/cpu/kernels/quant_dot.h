@@ -1,0 +1,22 @@
+#pragma once
+
+// Portable dot products of the legacy and K-quant weight types against their
+// activation types (ggml's vec_dot_type): Q4_1 and Q5_1 against Q8_1, Q5_0
+// against Q8_0, the K-quants against Q8_K. Integer sums within each group of
+// a block, scaled and accumulated in f32 block by block. Pure functions; n a
+// multiple of the block size. These back ggml_get_type_traits_cpu's vec_dot.
+
+#include <cstdint>
+
+namespace loom::cpu {
+
+float dot_q4_1_q8_1(int64_t n, const void * x, const void * y);
+float dot_q5_0_q8_0(int64_t n, const void * x, const void * y);
+float dot_q5_1_q8_1(int64_t n, const void * x, const void * y);
+float dot_q2_K_q8_K(int64_t n, const void * x, const void * y);
+float dot_q3_K_q8_K(int64_t n, const void * x, const void * y);
+float dot_q4_K_q8_K(int64_t n, const void * x, const void * y);
+float dot_q5_K_q8_K(int64_t n, const void * x, const void * y);
+float dot_q6_K_q8_K(int64_t n, const void * x, const void * y);
+
+} // namespace loom::cpu
