@@ -4,7 +4,9 @@
 // (data/quants-iq/inputs.h), the blocks ggml_quantize_chunk made (with an
 // importance matrix), their floats by ggml's to_float, the bytes of ggml's
 // from_float_ref where it has one, and random valid blocks with their floats.
-// Decoding must give ggml's floats bit for bit, encoding ggml's bytes.
+// Decoding must give ggml's floats bit for bit, encoding ggml's bytes: the
+// reference encoders, and ggml_quantize_chunk's with the importance matrix
+// (loom::quantize_chunk_iq for the i-quants, from_float for the others).
 
 #include <gtest/gtest.h>
 
@@ -30,19 +32,6 @@ namespace {
 const ggml_type kTypes[] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
                             GGML_TYPE_IQ1_S,   GGML_TYPE_IQ1_M,  GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0,
                             GGML_TYPE_TQ2_0,   GGML_TYPE_MXFP4,  GGML_TYPE_NVFP4,  GGML_TYPE_Q1_0,   GGML_TYPE_Q2_0};
-
-// The types whose ggml_quantize_chunk loom reproduces byte for byte: the
-// importance-weighted searches of the family, and the types whose chunk is
-// their reference encoder.
-bool chunk_bytes_match(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_IQ2_XXS:
-        case GGML_TYPE_IQ2_XS:
-        case GGML_TYPE_IQ1_S:
-        case GGML_TYPE_IQ1_M: return false;
-        default: return true;
-    }
-}
 
 // ggml's reference data for one type.
 struct Reference {
@@ -146,8 +135,7 @@ TEST_P(PerType, ReferenceEncoderGivesGgmlBytes) {
 
 TEST_P(PerType, ChunkWithImatrixGivesGgmlBytes) {
     const ggml_type type = GetParam();
-    if (!chunk_bytes_match(type)) GTEST_SKIP() << "loom has no encoder for " << ggml_type_name(type);
-    Reference r;
+    Reference       r;
     ASSERT_TRUE(read_reference(type, r));
     const std::vector<float> x = inputs(), w = imatrix();
     std::vector<uint8_t>     y(r.chunk.size(), 0xa5);
@@ -178,7 +166,7 @@ struct Row {
     ggml_type   vec_dot; // ggml-cpu's type_traits_cpu
 };
 
-const Row kRows[] = {
+const Row kTypeRows[] = {
     {GGML_TYPE_IQ2_XXS, "iq2_xxs", 256, 66, false, GGML_TYPE_Q8_K},
     {GGML_TYPE_IQ2_XS, "iq2_xs", 256, 74, false, GGML_TYPE_Q8_K},
     {GGML_TYPE_IQ2_S, "iq2_s", 256, 82, true, GGML_TYPE_Q8_K},
@@ -197,7 +185,7 @@ const Row kRows[] = {
 };
 
 TEST(QuantsIq, TypeRowsAreGgmls) {
-    for (const Row & r : kRows) {
+    for (const Row & r : kTypeRows) {
         SCOPED_TRACE(r.name);
         const ggml_type_traits * tr = ggml_get_type_traits(r.type);
         EXPECT_STREQ(ggml_type_name(r.type), r.name);
@@ -342,6 +330,26 @@ TEST(QuantsIq, ReferenceEncodersRoundTripWithinBounds) {
     }
 }
 
+// The importance-weighted encoders of ggml_quantize_chunk, with the weights
+// all one (IQ2_XXS, IQ2_XS and IQ1_S have no encoder without them).
+TEST(QuantsIq, ChunkEncodersRoundTripWithinBounds) {
+    // about 1.5 times what they reach on this data
+    const Bound bounds[] = {{GGML_TYPE_IQ1_S, 0.37},   {GGML_TYPE_IQ1_M, 0.32},  {GGML_TYPE_IQ2_XXS, 0.18},
+                            {GGML_TYPE_IQ2_XS, 0.14},  {GGML_TYPE_IQ2_S, 0.097}, {GGML_TYPE_IQ3_XXS, 0.048},
+                            {GGML_TYPE_IQ3_S, 0.029},  {GGML_TYPE_IQ4_NL, 0.0083}, {GGML_TYPE_IQ4_XS, 0.0085}};
+    const int64_t      per_row = 1024, rows = 4;
+    std::vector<float> ones(static_cast<size_t>(per_row), 1.0f);
+    for (const Bound & b : bounds) {
+        const std::vector<float> x = random_rows(21, size_t(per_row * rows));
+        std::vector<uint8_t>     q(ggml_row_size(b.type, per_row) * size_t(rows));
+        size_t                   written = 0;
+        ASSERT_TRUE(loom::quantize_chunk_iq(b.type, x.data(), q.data(), rows, per_row, ones.data(), &written));
+        EXPECT_EQ(written, q.size());
+        const double e = nmse(x, decode(b.type, q));
+        EXPECT_LE(e, b.max_nmse) << ggml_type_name(b.type);
+    }
+}
+
 // Values in {-s, 0, s} with s exact in fp16 come back exactly from the
 // ternary types and Q2_0; values in {-s, s} from Q1_0.
 TEST(QuantsIq, TernaryDataRoundTripsExactly) {
@@ -357,6 +365,80 @@ TEST(QuantsIq, TernaryDataRoundTripsExactly) {
         ggml_get_type_traits(t)->from_float_ref(x.data(), q.data(), int64_t(x.size()));
         EXPECT_EQ(first_bit_difference(decode(t, q), x), -1) << ggml_type_name(t);
     }
+}
+
+} // namespace
+
+namespace {
+
+TEST(QuantsIq, ChunkDeclinesOtherTypesAndMissingImatrix) {
+    std::vector<float>   x(256, 1.0f);
+    std::vector<uint8_t> y(1024, 0xa5);
+    size_t               written = 7;
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F64}) {
+        EXPECT_FALSE(loom::quantize_chunk_iq(t, x.data(), y.data(), 1, 256, nullptr, &written)) << ggml_type_name(t);
+    }
+    // ggml requires an importance matrix for these three
+    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ1_S}) {
+        EXPECT_FALSE(loom::quantize_chunk_iq(t, x.data(), y.data(), 1, 256, nullptr, &written)) << ggml_type_name(t);
+    }
+    EXPECT_EQ(written, 7u);
+    EXPECT_EQ(y[0], 0xa5);
+    for (const Row & r : kTypeRows) {
+        const bool need = r.type == GGML_TYPE_IQ2_XXS || r.type == GGML_TYPE_IQ2_XS || r.type == GGML_TYPE_IQ1_S;
+        EXPECT_EQ(loom::iq_requires_imatrix(r.type), need) << r.name;
+    }
+    ASSERT_TRUE(loom::quantize_chunk_iq(GGML_TYPE_IQ1_M, x.data(), y.data(), 1, 256, nullptr, &written));
+    EXPECT_EQ(written, sizeof(loom::block_iq1_m));
+}
+
+// Inputs that are not finite, huge or tiny encode without fault, and any
+// bytes decode without fault (the decoders read masked indices only).
+TEST(QuantsIq, MalformedDataNeverFaults) {
+    std::vector<float> x = random_rows(11, 1024);
+    x[3]                 = NAN;
+    x[300]               = INFINITY;
+    x[301]               = -INFINITY;
+    x[600]               = 3e38f;
+    for (size_t i = 768; i < 800; ++i) x[i] = 1e-30f;
+    const std::vector<float> w = [] {
+        std::vector<float> v(1024, 1.0f);
+        v[5] = 0.0f;
+        return v;
+    }();
+    for (const Row & r : kTypeRows) {
+        const ggml_type_traits * tr = ggml_get_type_traits(r.type);
+        std::vector<uint8_t>     q(ggml_row_size(r.type, 1024));
+        if (tr->from_float_ref) tr->from_float_ref(x.data(), q.data(), 1024);
+        size_t written = 0;
+        loom::quantize_chunk_iq(r.type, x.data(), q.data(), 1, 1024, w.data(), &written);
+        std::vector<float> y(1024);
+        tr->to_float(q.data(), y.data(), 1024);
+        std::mt19937 rng(5);
+        for (uint8_t & c : q) c = uint8_t(rng());
+        std::fill(q.begin(), q.begin() + 8, uint8_t(0xff)); // NaN scales where the scale leads
+        tr->to_float(q.data(), y.data(), 1024);
+    }
+    SUCCEED();
+}
+
+// The E8M0 scale is 2^(e - 127), halved for the doubled E2M1 table; the
+// unsigned E4M3 scale round-trips through fp32_to_ue4m3 for every code below
+// exponent 15; as ggml's, the encoder stores 0x7e for all values from 256 up.
+TEST(QuantsIq, Fp4ScalesAreExact) {
+    for (int e = 0; e < 256; ++e) {
+        EXPECT_EQ(loom::e8m0_to_fp32_half(uint8_t(e)), std::ldexp(1.0f, e - 128)) << e;
+    }
+    for (int c = 1; c < 0x7f; ++c) {
+        const float v = 2 * loom::ue4m3_to_fp32_half(uint8_t(c));
+        const int   ex = (c >> 3) & 0xf, man = c & 7;
+        EXPECT_EQ(double(v), ex == 0 ? std::ldexp(double(man), -9) : std::ldexp(1.0 + man / 8.0, ex - 7)) << c;
+        EXPECT_EQ(loom::fp32_to_ue4m3(v), c < 0x78 ? c : 0x7e) << c;
+    }
+    EXPECT_EQ(loom::ue4m3_to_fp32_half(0x7f), 0.0f);
+    EXPECT_EQ(loom::fp32_to_ue4m3(1000.0f), 0x7e); // saturates at 448
+    EXPECT_EQ(loom::fp32_to_ue4m3(-1.0f), 0);
+    EXPECT_EQ(loom::fp32_to_ue4m3(NAN), 0);
 }
 
 } // namespace

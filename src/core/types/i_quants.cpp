@@ -219,6 +219,10 @@ bool quantize_chunk_iq(ggml_type type, const float * src, void * dst, int64_t nr
     return true;
 }
 
+bool iq_requires_imatrix(ggml_type type) {
+    return type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS || type == GGML_TYPE_IQ1_S;
+}
+
 ggml_type iq_vec_dot_type(ggml_type type) {
     switch (type) {
         case GGML_TYPE_IQ2_XXS:
@@ -243,7 +247,7 @@ ggml_type iq_vec_dot_type(ggml_type type) {
 // Products on the CPU quantize the activations to iq_vec_dot_type(type).
 void add_iq_types(TypeRows & rows) {
     // name, block size, bytes, quantized, to_float, from_float (ggml's from_float_ref: none for
-    // IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, whose encoders need an importance matrix or a search)
+    // IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, which encode through quantize_chunk_iq only)
     rows[GGML_TYPE_IQ2_XXS] = {"iq2_xxs", QK_IQ, sizeof(block_iq2_xxs), true, dequantize_row_iq2_xxs, nullptr};
     rows[GGML_TYPE_IQ2_XS]  = {"iq2_xs", QK_IQ, sizeof(block_iq2_xs), true, dequantize_row_iq2_xs, nullptr};
     rows[GGML_TYPE_IQ2_S]   = {"iq2_s", QK_IQ, sizeof(block_iq2_s), true, dequantize_row_iq2_s, quantize_row_iq2_s_ref};

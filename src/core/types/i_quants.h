@@ -106,14 +106,21 @@ void quantize_row_iq3_xxs_ref(const float * x, void * y, int64_t k);
 void quantize_row_iq3_s_ref(const float * x, void * y, int64_t k);
 void quantize_row_iq2_s_ref(const float * x, void * y, int64_t k);
 
-// What ggml_quantize_chunk computes for the types of this family: nrows rows
-// of n_per_row values from src into dst (both at row 0), weighting the error
-// by imatrix (n_per_row values, may be NULL) where the format uses one.
-// Returns false, writing nothing, for a type this family does not encode;
+// What ggml_quantize_chunk computes for the i-quants, the same bytes as
+// ggml's: nrows rows of n_per_row values from src into dst (both at row 0),
+// the error weighted by imatrix (n_per_row values, may be NULL) where the
+// format uses one. IQ2_XXS, IQ2_XS and IQ1_S need an imatrix, as in ggml.
+// Returns false, writing nothing, for a type without such an encoder here
+// (the other types, whose chunk is their from_float row by row, among them
+// TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0) and for a missing required imatrix;
 // otherwise stores the bytes written in *written. n_per_row must be a
-// multiple of the type's block size (the caller checks).
+// multiple of the type's block size (the caller checks). Thread-safe.
 bool quantize_chunk_iq(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row,
                        const float * imatrix, size_t * written);
+
+// Whether quantize_chunk_iq needs an importance matrix for type (ggml's
+// ggml_quantize_requires_imatrix: IQ2_XXS, IQ2_XS, IQ1_S).
+bool iq_requires_imatrix(ggml_type type);
 
 // Builds the search tables the IQ2/IQ3/IQ1 encoders use (also built on first
 // use; thread-safe). Does nothing for other types.

@@ -147,15 +147,15 @@ const GridSearch & grid_search(ggml_type type) {
 }
 
 float search_group(const GridSearch & g, const GroupSearch & p, const float * xval, const float * weight,
-                   const float * waux, float max, int8_t * L) {
+                   const float * waux, float max, float scale0, int8_t * L) {
     const int dim    = g.dim;
     const int points = p.n / dim;
     int8_t    Laux[32];
     bool      on_grid[8], on_grid_aux[8];
     std::fill(L, L + p.n, int8_t(0));
     float best  = 0;
-    float scale = max / float(2 * p.kmaxq - 1);
-    std::fill(on_grid, on_grid + points, !p.research_all);
+    float scale = scale0;
+    std::fill(on_grid, on_grid + points, p.research != GroupSearch::OffGridAll);
     for (int is = -p.ntry; is <= p.ntry; ++is) {
         const float id         = (float(2 * p.kmaxq - 1) + float(is) * p.step) / max;
         const float this_scale = 1 / id;
@@ -184,10 +184,10 @@ float search_group(const GridSearch & g, const GroupSearch & p, const float * xv
         }
     }
     const bool any_off = std::find(on_grid, on_grid + points, false) != on_grid + points;
-    if (any_off && scale > 0) {
+    if ((any_off || p.research == GroupSearch::Always) && scale > 0) {
         const float id = 1 / scale;
         for (int k = 0; k < points; ++k) {
-            if (on_grid[k] && !p.research_all) continue;
+            if (on_grid[k] && p.research == GroupSearch::OffGrid) continue;
             for (int i = 0; i < dim; ++i) {
                 const int l     = nearest_int(0.5f * (id * xval[dim * k + i] - 1));
                 L[dim * k + i] = int8_t(std::clamp(l, 0, p.kmaxq - 1));

@@ -39,23 +39,30 @@ const GridSearch & grid_search(ggml_type type);
 
 // The levels of a group of n values (n = dim * points): the best of the
 // scales (2 kmaxq - 1 + s * step) / max for s in [-ntry, ntry] by weighted
-// error, points off the grid replaced by their best neighbour; points left
-// off the grid by the best scale are then searched again at that scale
-// (all points when research_all is set), and the scale refitted. Returns
+// error, points off the grid replaced by their best neighbour. Then, at the
+// best scale (or scale0 when none fitted), points are searched again and the
+// scale refitted: the points the best scale left off the grid (OffGrid), all
+// points when one was left off (OffGridAll), or all points (Always). Returns
 // the scale; L gets n levels, each point on the grid. xval >= 0, max > 0.
 struct GroupSearch {
-    int   n;
-    int   kmaxq;
-    int   ntry;
-    float step;
-    bool  research_all;
+    enum Research { OffGrid, OffGridAll, Always };
+    int      n;
+    int      kmaxq;
+    int      ntry;
+    float    step;
+    Research research;
 };
 float search_group(const GridSearch & g, const GroupSearch & p, const float * xval, const float * weight,
-                   const float * waux, float max, int8_t * L);
+                   const float * waux, float max, float scale0, int8_t * L);
 
-// The grid-searched encoders (IQ3_XXS, IQ3_S, IQ2_S) as ggml_quantize_chunk
-// runs them; false for other types. dst at row 0.
+// The grid-searched encoders as ggml_quantize_chunk runs them; false for
+// types without one, and for IQ2_XXS, IQ2_XS and IQ1_S without an importance
+// matrix (ggml requires one). dst at row 0.
 bool quantize_chunk_grid(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row,
                          const float * imatrix);
+
+// The same for IQ1_S and IQ1_M (types/iq1_encode.cpp).
+bool quantize_chunk_iq1(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row,
+                        const float * imatrix);
 
 } // namespace loom::iq

@@ -149,8 +149,9 @@ void quantize_row_mxfp4_ref(const float * x, void * vy, int64_t k) {
     for (int64_t b = 0; b < k / QK_MXFP4; ++b, x += QK_MXFP4) {
         float amax = 0.0f;
         for (int j = 0; j < QK_MXFP4; ++j) amax = std::max(amax, std::fabs(x[j]));
-        // the largest E2M1 magnitude is 6 = 1.5 * 2^2: the exponent leaves amax in [4, 8) * scale
-        const uint8_t e = amax > 0.0f ? uint8_t(int(std::floor(std::log2(amax)) - 2 + 127)) : 0;
+        // the largest E2M1 magnitude is 6 = 1.5 * 2^2: the exponent leaves amax in [4, 8) * scale;
+        // an infinite amax stores 0, as the conversion of ggml's compiler does on x86
+        const uint8_t e = amax > 0.0f && std::isfinite(amax) ? uint8_t(int(std::floor(std::log2(amax)) - 2 + 127)) : 0;
         const float   d = e8m0_to_fp32_half(e);
         y[b].e          = e;
         for (int j = 0; j < QK_MXFP4 / 2; ++j) {
@@ -239,7 +240,8 @@ void quantize_row_q2_0_ref(const float * x, void * vy, int64_t k) {
         y[b].d         = fp32_to_fp16(amax);
         std::memset(y[b].qs, 0, sizeof y[b].qs);
         for (int j = 0; j < QK2_0; ++j) {
-            const int q      = std::clamp(int(std::round(x[j] * id)) + 1, 0, 3);
+            const float r    = std::round(x[j] * id); // NaN (from an infinite amax) stores 0
+            const int   q    = r >= -1.0f ? int(std::min(r, 2.0f)) + 1 : 0;
             y[b].qs[j / 4] = uint8_t(y[b].qs[j / 4] | (q << (2 * (j % 4))));
         }
     }
