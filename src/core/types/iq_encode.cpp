@@ -1,10 +1,11 @@
 // The grid-searched encoders: IQ3_XXS, IQ3_S and IQ2_S (ggml's reference
 // encoders, and with an importance matrix its quantize_chunk) and IQ2_XXS,
-// IQ2_XS (quantize_chunk only, with an importance matrix). Per group: signs split off (the grids hold magnitudes), each
-// value weighted (by its square, or by the importance matrix scaled with the
-// row's spread), the levels searched (search_group), then the groups' scales
-// stored as 4-bit multiples of one fp16 scale. The steps and their float
-// operations follow ggml's so that the bytes are the same.
+// IQ2_XS (quantize_chunk only, with an importance matrix). Per group: signs
+// split off (the grids hold magnitudes), each value weighted (by its square,
+// or by the importance matrix scaled with the row's spread), the levels
+// searched (search_group), then the groups' scales stored as 4-bit multiples
+// of one fp16 scale. The steps and their float operations follow ggml's so
+// that the bytes are the same.
 
 #include <algorithm>
 #include <bit>
