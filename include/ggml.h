@@ -875,6 +875,147 @@ GGML_API void                 ggml_flash_attn_ext_add_sinks(struct ggml_tensor *
 // Convolution, pooling and resampling
 //
 
+// Sizes: a convolution's output along one axis is (in + 2p - d(k - 1) - 1) / s + 1.
+// Kernels are [KW, KH, IC, OC] (1D: [K, IC, OC]), images [W, H, C, N] (1D: [L, C, N]).
+
+// The patches of b a convolution with kernel a reads, one row of IC*KH*KW values
+// (1D: IC*K) per output position, zero where they fall into the padding.
+// 2D: a [KW, KH, IC, *], b [W, H, IC, N] -> [IC*KH*KW, OW, OH, N].
+// 1D (is_2D false; s1, p1, d1 unused): a [K, IC, *], b [L, IC, N] -> [IC*K, OL, N].
+// dst_type: F32 or F16; b F32, F16 or BF16.
+GGML_API struct ggml_tensor * ggml_im2col(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D,
+                                          enum ggml_type dst_type);
+// Overlap-add of columns a [K*OC, T_in] (tap k of channel oc at oc*K + k) into a
+// signal [T_out, OC], T_out = (T_in - 1)*s0 + K - 2*p0 (p0 cropped from both ends).
+// a contiguous F32, F16 or BF16; the result has a's type.
+GGML_API struct ggml_tensor * ggml_col2im_1d(struct ggml_context * ctx, struct ggml_tensor * a, int s0, int oc,
+                                             int p0);
+// 1D convolution through im2col and mul_mat: a [K, IC, OC], b [L, IC, N] -> F32 [OL, OC, N]
+// (as in ggml, with N > 1 the values are those of [OL, N, OC], reshaped).
+GGML_API struct ggml_tensor * ggml_conv_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int s0, int p0, int d0);
+// ggml_conv_1d with padding a->ne[0] / 2.
+GGML_API struct ggml_tensor * ggml_conv_1d_ph(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, int s, int d);
+// Depthwise 1D convolution: a [K, 1, C], b [L, C] -> F32 [OL, C, 1].
+GGML_API struct ggml_tensor * ggml_conv_1d_dw(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, int s0, int p0, int d0);
+// ggml_conv_1d_dw with padding a->ne[0] / 2.
+GGML_API struct ggml_tensor * ggml_conv_1d_dw_ph(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b, int s0, int d0);
+// Transposed 1D convolution: a [K, OC, IC] F32 or F16, b F32 [L, IC] -> F32
+// [(L - 1)*s0 + K, OC]. p0 must be 0 and d0 1.
+GGML_API struct ggml_tensor * ggml_conv_transpose_1d(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b, int s0, int p0, int d0);
+// 2D convolution through im2col and mul_mat: a [KW, KH, IC, OC], b [W, H, IC, N] -> F32 [OW, OH, OC, N].
+GGML_API struct ggml_tensor * ggml_conv_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int s0, int s1, int p0, int p1, int d0, int d1);
+// The 3D patches: a [KW, KH, KD, IC*OC], b [W, H, D, IC*N] (channel c of batch n at
+// n*IC + c) -> [IC*KD*KH*KW, OW, OH, OD*N]. dst_type F32 or F16; b F32, F16 or BF16.
+GGML_API struct ggml_tensor * ggml_im2col_3d(struct ggml_context * ctx, struct ggml_tensor * a,
+                                             struct ggml_tensor * b, int64_t IC, int s0, int s1, int s2, int p0,
+                                             int p1, int p2, int d0, int d1, int d2, enum ggml_type dst_type);
+// 3D convolution through im2col_3d and mul_mat: a [KW, KH, KD, IC*OC], b [W, H, D, IC*N]
+// -> F32 [OW, OH, OD, OC*N].
+GGML_API struct ggml_tensor * ggml_conv_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int64_t IC, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
+                                           int d1, int d2);
+// ggml_conv_2d with stride = kernel size, no padding (non-overlapping patches).
+GGML_API struct ggml_tensor * ggml_conv_2d_sk_p0(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b);
+// ggml_conv_2d with stride 1 and padding half the kernel size.
+GGML_API struct ggml_tensor * ggml_conv_2d_s1_ph(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b);
+// Depthwise 2D convolution through im2col and mul_mat: a [KW, KH, 1, C], b [W, H, C, N]
+// -> F32 [OW, OH, C, N].
+GGML_API struct ggml_tensor * ggml_conv_2d_dw(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, int s0, int s1, int p0, int p1, int d0,
+                                              int d1);
+// Depthwise 2D convolution in one op: a [KW, KH, 1, C] F32 or F16, b F32 [W, H, C, N]
+// -> [OW, OH, C, N] of b's type; when b's channels are contiguous (ggml_is_contiguous_channels)
+// the result is laid out the same way.
+GGML_API struct ggml_tensor * ggml_conv_2d_dw_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b, int stride0, int stride1, int pad0,
+                                                     int pad1, int dilation0, int dilation1);
+// Transposed 2D convolution without padding: a [KW, KH, OC, IC] F32 or F16, b F32
+// [W, H, IC, N] -> F32 [(W - 1)*stride + KW, (H - 1)*stride + KH, OC, N].
+GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                        struct ggml_tensor * b, int stride);
+// 2D convolution in one op: a [KW, KH, IC, OC] F32 or F16, b F32 [W, H, IC, N]
+// -> [OW, OH, OC, N] of b's type.
+GGML_API struct ggml_tensor * ggml_conv_2d_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, int s0, int s1, int p0, int p1, int d0,
+                                                  int d1);
+// 3D convolution in one op: a [KW, KH, KD, n_channels*n_channels_out] F32 or F16,
+// b F32 [W, H, D, n_channels*n_batch] -> F32 [OW, OH, OD, n_channels_out*n_batch].
+GGML_API struct ggml_tensor * ggml_conv_3d_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, int s0, int s1, int s2, int p0, int p1,
+                                                  int p2, int d0, int d1, int d2, int n_channels, int n_batch,
+                                                  int n_channels_out);
+
+enum ggml_op_pool {
+    GGML_OP_POOL_MAX,
+    GGML_OP_POOL_AVG,
+    GGML_OP_POOL_COUNT,
+};
+
+// Max or average over windows of k0 along dim 0, stride s0, p0 positions of padding
+// on both sides (left out of maxima and averages). a F32 or F16; result F32
+// [(ne0 + 2*p0 - k0) / s0 + 1, ne1, ne2, ne3].
+GGML_API struct ggml_tensor * ggml_pool_1d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op,
+                                           int k0, int s0, int p0);
+// The same over k0 x k1 windows of dims 0 and 1. The padding is stored as integers
+// (truncated), while the output size uses p0, p1 as given. Averages divide by k0*k1,
+// padding included.
+GGML_API struct ggml_tensor * ggml_pool_2d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op,
+                                           int k0, int k1, int s0, int s1, float p0, float p1);
+
+enum ggml_scale_mode {
+    GGML_SCALE_MODE_NEAREST  = 0,
+    GGML_SCALE_MODE_BILINEAR = 1,
+    GGML_SCALE_MODE_BICUBIC  = 2,
+
+    GGML_SCALE_MODE_COUNT
+};
+
+enum ggml_scale_flag {
+    GGML_SCALE_FLAG_ALIGN_CORNERS = (1 << 8),
+    GGML_SCALE_FLAG_ANTIALIAS     = (1 << 9),
+};
+
+// ggml_interpolate to [ne0 * scale_factor, ne1 * scale_factor, ne2, ne3]; scale_factor > 1.
+GGML_API struct ggml_tensor * ggml_upscale(struct ggml_context * ctx, struct ggml_tensor * a, int scale_factor,
+                                           enum ggml_scale_mode mode);
+GGML_DEPRECATED(GGML_API struct ggml_tensor * ggml_upscale_ext(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                               int ne0, int ne1, int ne2, int ne3,
+                                                               enum ggml_scale_mode mode),
+                "use ggml_interpolate instead");
+// Resamples F32 a to [ne0, ne1, ne2, ne3]. mode: a ggml_scale_mode, optionally or-ed with
+// GGML_SCALE_FLAG_ALIGN_CORNERS (corner samples of input and output coincide) and, for
+// BILINEAR only, GGML_SCALE_FLAG_ANTIALIAS (a triangle filter as wide as the downscale).
+// Bilinear and bicubic act on dims 0 and 1; dims 2 and 3 (and all dims in NEAREST) take
+// the nearest sample.
+GGML_API struct ggml_tensor * ggml_interpolate(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                               int64_t ne1, int64_t ne2, int64_t ne3, uint32_t mode);
+
+// F32 a [C, W, H, 1] cut into windows of w x w (zero-padded at the right and bottom)
+// -> [C, w, w, npx*npy], window (px, py) at npx*py + px.
+GGML_API struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct ggml_tensor * a, int w);
+// The reverse of ggml_win_part: windows a [C, w, w, *] -> F32 [C, w0, h0], padding dropped.
+GGML_API struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0,
+                                              int w);
+// Relative positions of SAM's attention: a [C, 2*qh - 1] (qh == kh) -> F16 [C, kh, qh],
+// result[c, k, q] = a[c, (kh - 1 - k) + q].
+GGML_API struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, int qh, int kh);
+// Decomposed relative position bias of attention scores: contiguous F32 a [K*K, Q, B, *],
+// pw and ph contiguous F32 of one shape [K, q1, q2, B] with q1*q2 == Q:
+// result[k, q, b] = a[k, q, b] + ph[k / K, q, b] + pw[k % K, q, b] (rows past B*Q copied).
+GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * pw, struct ggml_tensor * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * pw, struct ggml_tensor * ph);
+
 //
 // Recurrent and state-space operators
 //

@@ -721,6 +721,113 @@ void attention_cases(Cases & cases) {
     }
 }
 
+// Convolution, pooling and resampling (test_ops_conv.cpp has the numeric tests).
+void conv_cases(Cases & cases) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("IM2COL_2d_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(GGML_TYPE_F32, {3, 3, 3, 4});
+                      return ggml_im2col(g.ctx(), k, g.input(GGML_TYPE_F32, {11, 9, 3, 2}), 2, 1, 1, 1, 1, 2, true, t);
+                  },
+                  kExact);
+        cases.add("IM2COL_1d_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(GGML_TYPE_F32, {5, 3, 2, 1});
+                      return ggml_im2col(g.ctx(), k, g.input(GGML_TYPE_F32, {20, 3, 2, 1}), 3, 0, 2, 0, 1, 0, false, t);
+                  },
+                  kExact);
+        cases.add("IM2COL_3D_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(GGML_TYPE_F32, {2, 3, 2, 6});
+                      return ggml_im2col_3d(g.ctx(), k, g.input(GGML_TYPE_F32, {7, 6, 5, 4}), 2, 1, 2, 1, 0, 1, 1,
+                                            1, 1, 2, t);
+                  },
+                  kExact);
+        cases.add("CONV_2D_direct_kernel_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(t, {3, 3, 4, 5});
+                      return ggml_conv_2d_direct(g.ctx(), k, g.input(GGML_TYPE_F32, {12, 10, 4, 2}), 1, 2, 1, 1, 1, 1);
+                  },
+                  kF32);
+        cases.add("CONV_3D_direct_kernel_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(t, {3, 2, 2, 6});
+                      return ggml_conv_3d_direct(g.ctx(), k, g.input(GGML_TYPE_F32, {8, 7, 5, 4}), 1, 2, 1, 1, 0, 1,
+                                                 1, 1, 2, 2, 2, 3);
+                  },
+                  kF32);
+        cases.add("CONV_2D_DW_kernel_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(t, {3, 3, 1, 6});
+                      return ggml_conv_2d_dw_direct(g.ctx(), k, g.input(GGML_TYPE_F32, {13, 9, 6, 2}), 2, 1, 1, 1, 1,
+                                                    2);
+                  },
+                  kF32);
+        cases.add("CONV_TRANSPOSE_1D_kernel_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(t, {5, 3, 4, 1});
+                      return ggml_conv_transpose_1d(g.ctx(), k, g.input(GGML_TYPE_F32, {11, 4, 1, 1}), 2, 0, 1);
+                  },
+                  kF32);
+        cases.add("CONV_TRANSPOSE_2D_kernel_" + tn(t),
+                  [t](Builder & g) {
+                      ggml_tensor * k = g.input(t, {3, 3, 4, 5});
+                      return ggml_conv_transpose_2d_p0(g.ctx(), k, g.input(GGML_TYPE_F32, {6, 5, 5, 2}), 2);
+                  },
+                  kF32);
+        cases.add("COL2IM_1D_" + tn(t),
+                  [t](Builder & g) { return ggml_col2im_1d(g.ctx(), g.input(t, {12, 9, 1, 1}), 2, 3, 1); },
+                  for_type(t));
+        cases.add("POOL_1D_" + tn(t),
+                  [t](Builder & g) {
+                      return ggml_pool_1d(g.ctx(), g.input(t, {19, 3, 2, 1}), GGML_OP_POOL_AVG, 3, 2, 1);
+                  },
+                  kF32);
+        cases.add("POOL_2D_" + tn(t),
+                  [t](Builder & g) {
+                      return ggml_pool_2d(g.ctx(), g.input(t, {12, 11, 3, 2}), GGML_OP_POOL_MAX, 3, 2, 2, 2, 1, 1);
+                  },
+                  kExact);
+    }
+    cases.add("CONV_2D_im2col_f32",
+              [](Builder & g) {
+                  ggml_tensor * k = g.input(GGML_TYPE_F32, {3, 3, 3, 8});
+                  return ggml_conv_2d(g.ctx(), k, g.input(GGML_TYPE_F32, {14, 12, 3, 1}), 1, 1, 1, 1, 1, 1);
+              },
+              kProduct);
+    cases.add("CONV_1D_im2col_f32",
+              [](Builder & g) {
+                  ggml_tensor * k = g.input(GGML_TYPE_F32, {3, 4, 6, 1});
+                  return ggml_conv_1d(g.ctx(), k, g.input(GGML_TYPE_F32, {30, 4, 2, 1}), 1, 1, 1);
+              },
+              kProduct);
+    const uint32_t modes[] = {GGML_SCALE_MODE_NEAREST, GGML_SCALE_MODE_BILINEAR, GGML_SCALE_MODE_BICUBIC,
+                              uint32_t(GGML_SCALE_MODE_BILINEAR) | GGML_SCALE_FLAG_ALIGN_CORNERS,
+                              uint32_t(GGML_SCALE_MODE_BILINEAR) | GGML_SCALE_FLAG_ANTIALIAS};
+    for (uint32_t mode : modes) {
+        cases.add("UPSCALE_mode" + std::to_string(mode),
+                  [mode](Builder & g) {
+                      return ggml_interpolate(g.ctx(), g.input(GGML_TYPE_F32, {7, 6, 3, 2}), 11, 4, 3, 2, mode);
+                  },
+                  kF32);
+    }
+    cases.add("WIN_PART_f32", [](Builder & g) { return ggml_win_part(g.ctx(), g.input(GGML_TYPE_F32, {6, 10, 9, 1}), 4); },
+              kExact);
+    cases.add("WIN_UNPART_f32",
+              [](Builder & g) { return ggml_win_unpart(g.ctx(), g.input(GGML_TYPE_F32, {6, 4, 4, 9}), 10, 9, 4); },
+              kExact);
+    cases.add("GET_REL_POS_f16",
+              [](Builder & g) { return ggml_get_rel_pos(g.ctx(), g.input(GGML_TYPE_F16, {8, 9, 1, 1}), 5, 5); },
+              kExact);
+    cases.add("ADD_REL_POS_f32",
+              [](Builder & g) {
+                  ggml_tensor * a  = g.input(GGML_TYPE_F32, {9, 8, 2, 1});
+                  ggml_tensor * pw = g.input(GGML_TYPE_F32, {3, 4, 2, 2});
+                  return ggml_add_rel_pos(g.ctx(), a, pw, g.input(GGML_TYPE_F32, {3, 4, 2, 2}));
+              },
+              kF32);
+}
+
 } // namespace
 
 const std::vector<OpCase> & all_cases() {
@@ -740,6 +847,7 @@ const std::vector<OpCase> & all_cases() {
         rope_cases(cases);
         sort_cases(cases);
         attention_cases(cases);
+        conv_cases(cases);
         return cases.take();
     }();
     return list;

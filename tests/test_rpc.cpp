@@ -382,6 +382,32 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         node->set_op_params(params, sizeof(params));
         expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "unknown gated linear unit");
     }
+    {   // The convolution family's rules: a pooling's stride and length follow its source.
+        loom::rpc::GraphComputeRequest req;
+        auto *                         g = req.mutable_graph();
+        describe_f32(g->add_tensors(), h, 0, 16);
+        auto * node = g->add_tensors();
+        describe_f32(node, h, 64, 8);
+        node->set_op(GGML_OP_POOL_1D);
+        int32_t params[4] = {GGML_OP_POOL_MAX, 2, 2, 0};
+        node->set_op_params(params, sizeof(params));
+        node->add_src(1);
+        g->add_nodes(2);
+        loom::rpc::GraphComputeReply rep;
+        EXPECT_TRUE(c.stub().GraphCompute(c.ctx().get(), req, &rep).ok());
+        params[2] = 0;
+        node->set_op_params(params, sizeof(params));
+        expect_invalid(c.stub().GraphCompute(c.ctx().get(), req, &rep), "pooling stride 0");
+        params[2] = 2;
+        node->set_op_params(params, sizeof(params));
+        node->set_ne(0, 9); // (16 - 2) / 2 + 1 = 8 windows
+        for (int i = 1; i < 4; ++i) {
+            node->set_nb(i, 36);
+        }
+        const grpc::Status st = c.stub().GraphCompute(c.ctx().get(), req, &rep);
+        expect_invalid(st, "pooling length");
+        EXPECT_NE(st.error_message().find("do not follow its sources"), std::string::npos) << st.error_message();
+    }
     {   // Custom ops name a function of the sender's process: never run.
         for (ggml_op op : {GGML_OP_MAP_CUSTOM1, GGML_OP_CUSTOM}) {
             loom::rpc::GraphComputeRequest req;

@@ -8,6 +8,7 @@
 
 #include "backend/backend_impl.h"
 #include "core/common.h"
+#include "core/conv_fits.h"
 #include "core/types.h"
 #include "protocol.h"
 
@@ -239,7 +240,12 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             }
             return true;
         }
-        default: return bad("op not accepted by the RPC server");
+        default:
+            if (is_conv_family(n->op)) {
+                std::string rule;
+                return conv_family_rules(n, &rule) ? true : bad(rule.c_str());
+            }
+            return bad("op not accepted by the RPC server");
     }
 }
 

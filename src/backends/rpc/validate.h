@@ -48,6 +48,10 @@ bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::str
 // node that breaks them or an op without rules.
 bool check_node(const ggml_tensor * node, std::string * why);
 
+// The rules of the convolution, pooling and resampling family
+// (validate_conv.cpp), for check_node; false with why set.
+bool conv_family_rules(const ggml_tensor * node, std::string * why);
+
 // Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
 struct IndexCheck {
     const ggml_tensor * indices;

@@ -116,4 +116,7 @@ void   compute_attention(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_attention(const ggml_tensor * op);
 size_t work_size_attention(const ggml_tensor * op, int n_threads);
 
+// The convolution, pooling and resampling family (kernels/conv.cpp, pool.cpp).
+void add_conv_kernels(OpKernels & t);
+
 } // namespace loom::cpu

@@ -57,6 +57,7 @@ OpKernels make_table() {
     set({GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM},
         {compute_custom, any_types, nullptr});
     // Families with a table function of their own.
+    add_conv_kernels(t);
     return t;
 }
 

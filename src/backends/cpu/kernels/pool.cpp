@@ -1,0 +1,325 @@
+// Pooling (POOL_1D, POOL_2D), resampling (UPSCALE) and the window and
+// relative-position operators of SAM's image encoder (WIN_PART, WIN_UNPART,
+// GET_REL_POS, ADD_REL_POS).
+//
+// Sources are read through their strides. Each output row is computed by one
+// thread; the resampling positions are computed in float as ggml computes
+// them, so the same source samples are chosen.
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "backends/cpu/kernels/float_io.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/pool.h"
+#include "core/common.h"
+#include "core/conv_fits.h"
+
+namespace loom::cpu {
+namespace {
+
+const char * cdata(const ggml_tensor * t) {
+    return static_cast<const char *>(t->data);
+}
+char * mdata(ggml_tensor * t) {
+    return static_cast<char *>(t->data);
+}
+size_t row_offset(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return size_t(i1) * t->nb[1] + size_t(i2) * t->nb[2] + size_t(i3) * t->nb[3];
+}
+
+// ---- POOL_1D, POOL_2D ----
+
+// Windows that fall entirely into the padding give -FLT_MAX (max) or 0 (1D
+// average); 1D averages divide by the samples inside, 2D ones by k0*k1.
+void compute_pool(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src   = dst->src[0];
+    const bool          two_d = dst->op == GGML_OP_POOL_2D;
+    const bool          avg   = op_param_i32(dst, 0) == GGML_OP_POOL_AVG;
+    const int64_t       k0    = op_param_i32(dst, 1);
+    const int64_t       k1    = two_d ? op_param_i32(dst, 2) : 1;
+    const int64_t       s0    = op_param_i32(dst, two_d ? 3 : 2);
+    const int64_t       s1    = two_d ? op_param_i32(dst, 4) : 1;
+    const int64_t       p0    = op_param_i32(dst, two_d ? 5 : 3);
+    const int64_t       p1    = two_d ? op_param_i32(dst, 6) : 0;
+    const int64_t       OW = dst->ne[0], OH = dst->ne[1], W = src->ne[0], H = two_d ? src->ne[1] : 1;
+
+    const Range rr = split_range(ggml_nrows(dst), p.ith, p.nth);
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t i1 = r % OH, i2 = (r / OH) % dst->ne[2], i3 = r / (OH * dst->ne[2]);
+        // 1D: row i1 of the source; 2D: the window rows start at i1*s1 - p1 of plane (i2, i3).
+        const char * plane = cdata(src) + row_offset(src, two_d ? 0 : i1, i2, i3);
+        float *      out   = reinterpret_cast<float *>(mdata(dst) + row_offset(dst, i1, i2, i3));
+        for (int64_t ox = 0; ox < OW; ++ox) {
+            float   res   = avg ? 0.0f : -FLT_MAX;
+            int64_t count = 0;
+            for (int64_t ky = 0; ky < k1; ++ky) {
+                const int64_t iy = two_d ? i1 * s1 - p1 + ky : 0;
+                if (iy < 0 || iy >= H) {
+                    continue;
+                }
+                const char * line = plane + size_t(iy) * src->nb[1];
+                for (int64_t kx = 0; kx < k0; ++kx) {
+                    const int64_t ix = ox * s0 - p0 + kx;
+                    if (ix < 0 || ix >= W) {
+                        continue;
+                    }
+                    const float v = load_float(src->type, line + size_t(ix) * src->nb[0]);
+                    res           = avg ? res + v : std::max(res, v);
+                    ++count;
+                }
+            }
+            if (avg) {
+                res = two_d ? res / float(k0 * k1) : (count > 0 ? res / float(count) : 0.0f);
+            }
+            *reinterpret_cast<float *>(reinterpret_cast<char *>(out) + size_t(ox) * dst->nb[0]) = res;
+        }
+    }
+}
+
+// ---- UPSCALE ----
+
+struct Resample {
+    const ggml_tensor * src;
+    float               sf[4];
+    float               offset; // 0.5: pixel centres; 0: corners (ALIGN_CORNERS)
+
+    float at(int64_t x, int64_t y, int64_t i2, int64_t i3) const {
+        x = std::clamp<int64_t>(x, 0, src->ne[0] - 1);
+        y = std::clamp<int64_t>(y, 0, src->ne[1] - 1);
+        return *reinterpret_cast<const float *>(cdata(src) + size_t(x) * src->nb[0] + size_t(y) * src->nb[1] +
+                                                size_t(i2) * src->nb[2] + size_t(i3) * src->nb[3]);
+    }
+    int64_t nearest(int64_t i, int dim) const {
+        return std::clamp<int64_t>(int64_t(float(i) / sf[dim]), 0, src->ne[dim] - 1);
+    }
+};
+
+float cubic_near(float x, float a) {
+    return ((a + 2) * x - (a + 3)) * x * x + 1;
+}
+float cubic_far(float x, float a) {
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+}
+// Cubic convolution (a = -0.75) through four samples at -1, 0, 1, 2 for t in [0, 1).
+float cubic(const float v[4], float t) {
+    constexpr float a = -0.75f;
+    return v[0] * cubic_far(t + 1, a) + v[1] * cubic_near(t, a) + v[2] * cubic_near(1 - t, a) +
+           v[3] * cubic_far(2 - t, a);
+}
+
+float triangle(float x) {
+    return std::max(1.0f - std::fabs(x), 0.0f);
+}
+
+void compute_upscale(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src   = dst->src[0];
+    const int32_t       flags = op_param_i32(dst, 0);
+    const int           mode  = flags & 0xFF;
+    Resample            rs{src, {}, 0.5f};
+    for (int i = 0; i < 4; ++i) {
+        rs.sf[i] = float(dst->ne[i]) / float(src->ne[i]);
+    }
+    if (flags & GGML_SCALE_FLAG_ALIGN_CORNERS) {
+        rs.offset = 0.0f;
+        for (int i = 0; i < 2; ++i) {
+            if (dst->ne[i] > 1 && src->ne[i] > 1) {
+                rs.sf[i] = float(dst->ne[i] - 1) / float(src->ne[i] - 1);
+            }
+        }
+    }
+    const float off = rs.offset;
+    // Antialiasing: a triangle filter stretched over 1/scale source pixels when downscaling.
+    const float support[2]  = {std::max(1.0f, 1.0f / rs.sf[0]), std::max(1.0f, 1.0f / rs.sf[1])};
+    const float inv_span[2] = {1.0f / support[0], 1.0f / support[1]};
+
+    const int64_t OW = dst->ne[0], OH = dst->ne[1];
+    const Range   rr = split_range(ggml_nrows(dst), p.ith, p.nth);
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t i1 = r % OH, i2 = (r / OH) % dst->ne[2], i3 = r / (OH * dst->ne[2]);
+        const int64_t j2 = rs.nearest(i2, 2), j3 = rs.nearest(i3, 3);
+        char *        out = mdata(dst) + row_offset(dst, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < OW; ++i0) {
+            float v = 0.0f;
+            if (mode == GGML_SCALE_MODE_NEAREST) {
+                v = rs.at(rs.nearest(i0, 0), rs.nearest(i1, 1), j2, j3);
+            } else if (mode == GGML_SCALE_MODE_BILINEAR && (flags & GGML_SCALE_FLAG_ANTIALIAS)) {
+                const float   x  = (float(i0) + off) / rs.sf[0];
+                const float   y  = (float(i1) + off) / rs.sf[1];
+                const int64_t x0 = std::max<int64_t>(int64_t(x - support[0] + off), 0);
+                const int64_t x1 = std::min<int64_t>(int64_t(x + support[0] + off), src->ne[0]);
+                const int64_t y0 = std::max<int64_t>(int64_t(y - support[1] + off), 0);
+                const int64_t y1 = std::min<int64_t>(int64_t(y + support[1] + off), src->ne[1]);
+                float         total = 0.0f;
+                for (int64_t sy = y0; sy < y1; ++sy) {
+                    const float wy = triangle((float(sy) - y + off) * inv_span[1]);
+                    for (int64_t sx = x0; sx < x1; ++sx) {
+                        const float w = triangle((float(sx) - x + off) * inv_span[0]) * wy;
+                        if (w > 0.0f) {
+                            v += rs.at(sx, sy, j2, j3) * w;
+                            total += w;
+                        }
+                    }
+                }
+                if (total > 0.0f) {
+                    v /= total;
+                }
+            } else {
+                const float   x  = (float(i0) + off) / rs.sf[0] - off;
+                const float   y  = (float(i1) + off) / rs.sf[1] - off;
+                const int64_t x0 = int64_t(std::floor(x)), y0 = int64_t(std::floor(y));
+                if (mode == GGML_SCALE_MODE_BILINEAR) {
+                    const int64_t cx = std::clamp<int64_t>(x0, 0, src->ne[0] - 1);
+                    const int64_t cy = std::clamp<int64_t>(y0, 0, src->ne[1] - 1);
+                    const float   dx = std::clamp(x - float(cx), 0.0f, 1.0f);
+                    const float   dy = std::clamp(y - float(cy), 0.0f, 1.0f);
+                    v = rs.at(cx, cy, j2, j3) * (1 - dx) * (1 - dy) + rs.at(x0 + 1, cy, j2, j3) * dx * (1 - dy) +
+                        rs.at(cx, y0 + 1, j2, j3) * (1 - dx) * dy + rs.at(x0 + 1, y0 + 1, j2, j3) * dx * dy;
+                } else {
+                    const float dx = x - float(x0), dy = y - float(y0);
+                    float       rows[4];
+                    for (int64_t k = 0; k < 4; ++k) {
+                        const float line[4] = {rs.at(x0 - 1, y0 + k - 1, j2, j3), rs.at(x0, y0 + k - 1, j2, j3),
+                                               rs.at(x0 + 1, y0 + k - 1, j2, j3), rs.at(x0 + 2, y0 + k - 1, j2, j3)};
+                        rows[k]             = cubic(line, dx);
+                    }
+                    v = cubic(rows, dy);
+                }
+            }
+            *reinterpret_cast<float *>(out + size_t(i0) * dst->nb[0]) = v;
+        }
+    }
+}
+
+// ---- WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS ----
+
+// Copies n values from one row to another, converting between float types.
+void copy_row(const ggml_tensor * src, const char * from, ggml_tensor * dst, char * to, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        store_float(dst->type, to + size_t(i) * dst->nb[0], load_float(src->type, from + size_t(i) * src->nb[0]));
+    }
+}
+
+void zero_row(ggml_tensor * dst, char * to, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        store_float(dst->type, to + size_t(i) * dst->nb[0], 0.0f);
+    }
+}
+
+// dst [C, w, w, npx*npy]: window (px, py) = i3 % npx, i3 / npx.
+void compute_win_part(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    const int64_t       npx = op_param_i32(dst, 0), w = op_param_i32(dst, 2);
+    const Range         rr  = split_range(ggml_nrows(dst), p.ith, p.nth);
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t i1 = r % w, i2 = (r / w) % w, i3 = r / (w * w);
+        const int64_t x = (i3 % npx) * w + i1, y = (i3 / npx) * w + i2;
+        char *        to = mdata(dst) + row_offset(dst, i1, i2, i3);
+        if (x < src->ne[1] && y < src->ne[2]) {
+            copy_row(src, cdata(src) + row_offset(src, x, y, 0), dst, to, dst->ne[0]);
+        } else {
+            zero_row(dst, to, dst->ne[0]);
+        }
+    }
+}
+
+void compute_win_unpart(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    const int64_t       w   = op_param_i32(dst, 0);
+    const int64_t       npx = (dst->ne[1] + w - 1) / w;
+    const Range         rr  = split_range(ggml_nrows(dst), p.ith, p.nth);
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t x = r % dst->ne[1], y = r / dst->ne[1];
+        copy_row(src, cdata(src) + row_offset(src, x % w, y % w, (y / w) * npx + x / w), dst,
+                 mdata(dst) + row_offset(dst, x, y, 0), dst->ne[0]);
+    }
+}
+
+void compute_get_rel_pos(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    const int64_t       kh  = dst->ne[1];
+    const Range         rr  = split_range(ggml_nrows(dst), p.ith, p.nth);
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t k = r % kh, q = r / kh;
+        copy_row(src, cdata(src) + row_offset(src, kh - 1 - k + q, 0, 0), dst, mdata(dst) + row_offset(dst, k, q, 0),
+                 dst->ne[0]);
+    }
+}
+
+// Every tensor is contiguous (the constructor's rule, checked by supports):
+// row r of a, of length K*K, gets ph[k / K] and pw[k % K] of row r of pw, ph.
+void compute_add_rel_pos(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * a  = dst->src[0];
+    const float *       pw = static_cast<const float *>(dst->src[1]->data);
+    const float *       ph = static_cast<const float *>(dst->src[2]->data);
+    const int64_t       K  = dst->src[1]->ne[0];
+    const int64_t       n  = a->ne[0];
+    const int64_t       biased = ggml_nrows(dst->src[1]);
+    const Range         rr     = split_range(ggml_nrows(a), p.ith, p.nth);
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const float * x = static_cast<const float *>(a->data) + r * n;
+        float *       y = static_cast<float *>(dst->data) + r * n;
+        if (r >= biased) {
+            std::copy(x, x + n, y);
+            continue;
+        }
+        const float * w = pw + r * K;
+        const float * h = ph + r * K;
+        for (int64_t i = 0; i < K; ++i) {
+            for (int64_t j = 0; j < K; ++j) {
+                y[i * K + j] = x[i * K + j] + h[i] + w[j];
+            }
+        }
+    }
+}
+
+// ---- supports ----
+
+bool is_f32(const ggml_tensor * t) {
+    return t != nullptr && t->type == GGML_TYPE_F32;
+}
+
+// Shapes and parameters: conv_family_fits; here the types the kernels read and write.
+bool supports_pool_op(const ggml_tensor * op) {
+    if (!conv_family_fits(op)) {
+        return false;
+    }
+    const ggml_tensor * a = op->src[0];
+    switch (op->op) {
+        case GGML_OP_POOL_1D:
+        case GGML_OP_POOL_2D: return is_float_type(a->type) && op->type == GGML_TYPE_F32;
+        case GGML_OP_UPSCALE:
+        case GGML_OP_WIN_PART:
+        case GGML_OP_WIN_UNPART: return is_f32(a) && op->type == GGML_TYPE_F32;
+        case GGML_OP_GET_REL_POS:
+            return (a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_F32) && op->type == GGML_TYPE_F16;
+        case GGML_OP_ADD_REL_POS:
+            return is_f32(a) && is_f32(op->src[1]) && is_f32(op->src[2]) && op->type == GGML_TYPE_F32;
+        default: return false;
+    }
+}
+
+void compute_pool_op(const ComputeParams & p, ggml_tensor * dst) {
+    switch (dst->op) {
+        case GGML_OP_POOL_1D:
+        case GGML_OP_POOL_2D: compute_pool(p, dst); break;
+        case GGML_OP_UPSCALE: compute_upscale(p, dst); break;
+        case GGML_OP_WIN_PART: compute_win_part(p, dst); break;
+        case GGML_OP_WIN_UNPART: compute_win_unpart(p, dst); break;
+        case GGML_OP_GET_REL_POS: compute_get_rel_pos(p, dst); break;
+        case GGML_OP_ADD_REL_POS: compute_add_rel_pos(p, dst); break;
+        default: LOOM_ASSERT(false && "compute_pool_op: not a pooling or window operator"); break;
+    }
+}
+
+} // namespace
+
+void add_pool_kernels(OpKernels & t) {
+    for (ggml_op op : {GGML_OP_POOL_1D, GGML_OP_POOL_2D, GGML_OP_UPSCALE, GGML_OP_WIN_PART, GGML_OP_WIN_UNPART,
+                       GGML_OP_GET_REL_POS, GGML_OP_ADD_REL_POS}) {
+        t[op] = {compute_pool_op, supports_pool_op, nullptr};
+    }
+}
+
+} // namespace loom::cpu
