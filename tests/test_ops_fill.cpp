@@ -698,3 +698,23 @@ TEST(OpsFill, GgmlReference) {
         check_modes(ctx, r, w, 1e-12, 2e-6);
     }
 }
+
+namespace {
+
+// What a kernel written against ggml declares; src1 may be NULL.
+int64_t locals_sum(const ggml_tensor * dst, const ggml_tensor * src0, const ggml_tensor * src1,
+                   const ggml_tensor * src2) {
+    GGML_TENSOR_TERNARY_OP_LOCALS
+    GGML_UNUSED_VARS(nb00, nb10, nb20, nb0);
+    return ne00 + ne01 + ne10 + ne13 + ne20 + ne0 + ne3;
+}
+
+} // namespace
+
+TEST(OpsFill, TensorLocalsMacros) {
+    Context       ctx;
+    ggml_tensor * a = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 2, 3, 4, 5);
+    ggml_tensor * b = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 7, 1, 1, 11);
+    EXPECT_EQ(locals_sum(a, a, b, nullptr), 2 + 3 + 7 + 11 + 0 + 2 + 5);
+    EXPECT_EQ(locals_sum(a, b, nullptr, a), 7 + 1 + 0 + 0 + 2 + 2 + 5);
+}
