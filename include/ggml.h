@@ -179,8 +179,13 @@ enum ggml_type {
 };
 
 enum ggml_prec {
-    GGML_PREC_DEFAULT = 0,
-    GGML_PREC_F32     = 10,
+    GGML_PREC_UNDEFINED = 0,
+    GGML_PREC_DEFAULT   = 0, // the older name of GGML_PREC_UNDEFINED
+    GGML_PREC_F32       = 10,
+    GGML_PREC_BF16      = 15,
+    GGML_PREC_F16       = 20,
+    GGML_PREC_Q8        = 30,
+    GGML_PREC_Q4        = 40,
 };
 
 enum ggml_op {
@@ -664,11 +669,19 @@ enum ggml_tri_type {
     GGML_TRI_TYPE_LOWER      = 3,
 };
 
-// Marks variables as used (any number of them).
-#define GGML_UNUSED_VARS(...) \
-    do { \
-        (void) sizeof((__VA_ARGS__, 0)); \
-    } while (0)
+// Marks variables as used (any number of them): they are passed to a
+// function that does nothing.
+#ifdef __cplusplus
+extern "C++" {
+template <typename... Args> constexpr inline void ggml_unused_vars_impl(Args &&...) noexcept {}
+}
+#    define GGML_UNUSED_VARS(...) ggml_unused_vars_impl(__VA_ARGS__)
+#else
+static inline void ggml_unused_vars_impl(int first, ...) {
+    (void) first;
+}
+#    define GGML_UNUSED_VARS(...) ggml_unused_vars_impl(0, __VA_ARGS__)
+#endif
 
 // A statement never reached: aborts with a message in builds with asserts,
 // tells the compiler otherwise.
@@ -708,6 +721,26 @@ enum ggml_tri_type {
     GGML_TENSOR_LOCALS(size_t, nb2, src2, nb) \
     GGML_TENSOR_LOCALS(int64_t, ne, dst, ne) \
     GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+
+// What a node may assume about its sources (ggml_mul_mat_set_hint).
+enum ggml_op_hint {
+    GGML_HINT_NONE             = 0,
+    GGML_HINT_SRC0_IS_HADAMARD = 1,
+};
+
+// The least precise accumulator (prec) a node's implementation may use:
+// kept in op_params[0] of MUL_MAT and MUL_MAT_ID nodes, op_params[3] of
+// FLASH_ATTN_EXT. False, and nothing changed, for other operators.
+GGML_API bool ggml_prec_set_acc(struct ggml_tensor * a, enum ggml_prec prec);
+// The least precise type the implementation may convert source idx to
+// (prec as a rank: F32 > BF16 > F16 > Q8 > Q4): kept in op_params[2 + idx]
+// of MUL_MAT and MUL_MAT_ID nodes, for idx 1 only. False, and nothing
+// changed, otherwise; idx must be a source index.
+GGML_API bool ggml_prec_set_src(struct ggml_tensor * a, enum ggml_prec prec, int idx);
+// A hint about a MUL_MAT node's sources, kept in its op_params[1]. loom's
+// devices compute the product from the data as it is, which is what the
+// hint promises it equals.
+GGML_API void ggml_mul_mat_set_hint(struct ggml_tensor * a, enum ggml_op_hint hint);
 
 // Contiguous in the dimensions below n (dimension 0 holds whole elements and
 // each dimension up to n - 1 follows the previous one without gaps); the

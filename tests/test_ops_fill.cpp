@@ -718,3 +718,46 @@ TEST(OpsFill, TensorLocalsMacros) {
     EXPECT_EQ(locals_sum(a, a, b, nullptr), 2 + 3 + 7 + 11 + 0 + 2 + 5);
     EXPECT_EQ(locals_sum(a, b, nullptr, a), 7 + 1 + 0 + 0 + 2 + 2 + 5);
 }
+
+TEST(OpsFill, PrecisionAndHints) {
+    Context       ctx;
+    ggml_tensor * a  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 3);
+    ggml_tensor * b  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 2);
+    ggml_tensor * mm = ggml_mul_mat(ctx, a, b);
+    EXPECT_TRUE(ggml_prec_set_acc(mm, GGML_PREC_F32));
+    EXPECT_EQ(mm->op_params[0], GGML_PREC_F32);
+    EXPECT_TRUE(ggml_prec_set_src(mm, GGML_PREC_Q8, 1));
+    EXPECT_EQ(mm->op_params[3], GGML_PREC_Q8);
+    EXPECT_FALSE(ggml_prec_set_src(mm, GGML_PREC_Q8, 0));
+    EXPECT_EQ(mm->op_params[2], 0);
+    ggml_mul_mat_set_hint(mm, GGML_HINT_SRC0_IS_HADAMARD);
+    EXPECT_EQ(mm->op_params[1], GGML_HINT_SRC0_IS_HADAMARD);
+
+    ggml_tensor * q    = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 8, 2, 1);
+    ggml_tensor * k    = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 8, 4, 1);
+    ggml_tensor * fa   = ggml_flash_attn_ext(ctx, q, k, k, nullptr, 1.0f, 0.0f, 0.0f);
+    EXPECT_TRUE(ggml_prec_set_acc(fa, GGML_PREC_F32));
+    EXPECT_EQ(ggml_flash_attn_ext_get_prec(fa), GGML_PREC_F32);
+    EXPECT_FALSE(ggml_prec_set_src(fa, GGML_PREC_F16, 1));
+
+    ggml_tensor * sum       = ggml_add(ctx, a, a);
+    int32_t       before[4] = {};
+    std::memcpy(before, sum->op_params, sizeof(before));
+    EXPECT_FALSE(ggml_prec_set_acc(sum, GGML_PREC_F16));
+    EXPECT_EQ(std::memcmp(before, sum->op_params, sizeof(before)), 0);
+    EXPECT_EQ(int(GGML_PREC_UNDEFINED), int(GGML_PREC_DEFAULT));
+
+    // The hinted product is the product of the data.
+    std::mt19937 rng(7);
+    const Array  A = fill_random(a, rng);
+    const Array  B = fill_random(b, rng);
+    check_modes(ctx, mm, ref::mul_mat(A, B), 1e-10);
+}
+
+TEST(OpsFillDeath, PrecisionAndHints) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    Context       ctx;
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 3);
+    EXPECT_DEATH(ggml_mul_mat_set_hint(ggml_add(ctx, a, a), GGML_HINT_NONE), "ggml_mul_mat_set_hint.*not a mul_mat");
+    EXPECT_DEATH(ggml_prec_set_src(ggml_mul_mat(ctx, a, a), GGML_PREC_F16, GGML_MAX_SRC), "ggml_prec_set_src.*index");
+}

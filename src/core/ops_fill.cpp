@@ -338,6 +338,32 @@ ggml_tensor * ggml_timestep_embedding(ggml_context * ctx, ggml_tensor * timestep
     return r;
 }
 
+// Precision and hints of other operators' nodes, in the op_params slots
+// ggml 0.25.1 gives them.
+bool ggml_prec_set_acc(ggml_tensor * a, ggml_prec prec) {
+    switch (a->op) {
+        case GGML_OP_MUL_MAT:
+        case GGML_OP_MUL_MAT_ID: set_op_param_i32(a, 0, int32_t(prec)); return true;
+        case GGML_OP_FLASH_ATTN_EXT: set_op_param_i32(a, 3, int32_t(prec)); return true;
+        default: return false;
+    }
+}
+
+bool ggml_prec_set_src(ggml_tensor * a, ggml_prec prec, int idx) {
+    LOOM_REQUIRE(idx >= 0 && idx < GGML_MAX_SRC, "source index %d of %s is not below %d", idx, describe(a).text,
+                 GGML_MAX_SRC);
+    if ((a->op != GGML_OP_MUL_MAT && a->op != GGML_OP_MUL_MAT_ID) || idx != 1) {
+        return false;
+    }
+    set_op_param_i32(a, 2 + idx, int32_t(prec));
+    return true;
+}
+
+void ggml_mul_mat_set_hint(ggml_tensor * a, ggml_op_hint hint) {
+    LOOM_REQUIRE(a->op == GGML_OP_MUL_MAT, "%s is not a mul_mat", describe(a).text);
+    set_op_param_i32(a, 1, int32_t(hint));
+}
+
 ggml_tensor * ggml_argsort_top_k(ggml_context * ctx, ggml_tensor * a, int k) {
     LOOM_REQUIRE(k >= 0 && k <= a->ne[0], "k = %d is not within the row length of %s", k, describe(a).text);
     ggml_tensor * sorted = ggml_argsort(ctx, a, GGML_SORT_ORDER_DESC);
