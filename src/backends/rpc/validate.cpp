@@ -239,7 +239,13 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             }
             return true;
         }
-        default: return bad("op not accepted by the RPC server");
+        default: {
+            const char * rule = nullptr;
+            if (fill_family_rule(n, &rule)) {
+                return rule == nullptr ? true : bad(rule);
+            }
+            return bad("op not accepted by the RPC server");
+        }
     }
 }
 

@@ -48,6 +48,11 @@ bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::str
 // node that breaks them or an op without rules.
 bool check_node(const ggml_tensor * node, std::string * why);
 
+// The rules of the element-wise, shape and fill operators (validate_fill.cpp):
+// false for an op of another family; otherwise true, with *rule NULL when
+// the node keeps them or the rule it breaks.
+bool fill_family_rule(const ggml_tensor * node, const char ** rule);
+
 // Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
 struct IndexCheck {
     const ggml_tensor * indices;
