@@ -79,19 +79,19 @@
 // Declares local copies of a tensor's ne/nb arrays: ne00, ne01, ... (used by
 // kernels written against ggml).
 #define GGML_TENSOR_LOCALS_1(type, prefix, pointer, array) \
-    const type prefix##0 = (pointer)->array[0]; \
+    const type prefix##0 = (pointer) ? (pointer)->array[0] : 0; \
     GGML_UNUSED(prefix##0);
 #define GGML_TENSOR_LOCALS_2(type, prefix, pointer, array) \
     GGML_TENSOR_LOCALS_1(type, prefix, pointer, array) \
-    const type prefix##1 = (pointer)->array[1]; \
+    const type prefix##1 = (pointer) ? (pointer)->array[1] : 0; \
     GGML_UNUSED(prefix##1);
 #define GGML_TENSOR_LOCALS_3(type, prefix, pointer, array) \
     GGML_TENSOR_LOCALS_2(type, prefix, pointer, array) \
-    const type prefix##2 = (pointer)->array[2]; \
+    const type prefix##2 = (pointer) ? (pointer)->array[2] : 0; \
     GGML_UNUSED(prefix##2);
 #define GGML_TENSOR_LOCALS(type, prefix, pointer, array) \
     GGML_TENSOR_LOCALS_3(type, prefix, pointer, array) \
-    const type prefix##3 = (pointer)->array[3]; \
+    const type prefix##3 = (pointer) ? (pointer)->array[3] : 0; \
     GGML_UNUSED(prefix##3);
 
 #ifdef __cplusplus
@@ -215,8 +215,13 @@ enum ggml_ftype {
 GGML_API enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype);
 
 enum ggml_prec {
-    GGML_PREC_DEFAULT = 0,
-    GGML_PREC_F32     = 10,
+    GGML_PREC_UNDEFINED = 0,
+    GGML_PREC_DEFAULT   = 0, // the older name of GGML_PREC_UNDEFINED
+    GGML_PREC_F32       = 10,
+    GGML_PREC_BF16      = 15,
+    GGML_PREC_F16       = 20,
+    GGML_PREC_Q8        = 30,
+    GGML_PREC_Q4        = 40,
 };
 
 enum ggml_op {
@@ -691,6 +696,201 @@ GGML_API struct ggml_tensor * ggml_swiglu_clamp(struct ggml_context * ctx, struc
 //
 // Element-wise, shape and fill operators
 //
+
+// Which part of a square matrix ggml_tri keeps (the rest becomes zero):
+// UPPER_DIAG i0 >= i1, UPPER i0 > i1, LOWER_DIAG i0 <= i1, LOWER i0 < i1
+// (i0 the column, i1 the row).
+enum ggml_tri_type {
+    GGML_TRI_TYPE_UPPER_DIAG = 0,
+    GGML_TRI_TYPE_UPPER      = 1,
+    GGML_TRI_TYPE_LOWER_DIAG = 2,
+    GGML_TRI_TYPE_LOWER      = 3,
+};
+
+// Marks variables as used (any number of them): they are passed to a
+// function that does nothing.
+#ifdef __cplusplus
+extern "C++" {
+template <typename... Args> constexpr inline void ggml_unused_vars_impl(Args &&...) noexcept {}
+}
+#    define GGML_UNUSED_VARS(...) ggml_unused_vars_impl(__VA_ARGS__)
+#else
+static inline void ggml_unused_vars_impl(int first, ...) {
+    (void) first;
+}
+#    define GGML_UNUSED_VARS(...) ggml_unused_vars_impl(0, __VA_ARGS__)
+#endif
+
+// A statement never reached: aborts with a message in builds with asserts,
+// tells the compiler otherwise.
+#ifndef NDEBUG
+#    define GGML_UNREACHABLE() \
+        do { \
+            fprintf(stderr, "statement should be unreachable\n"); \
+            abort(); \
+        } while (0)
+#elif defined(__GNUC__)
+#    define GGML_UNREACHABLE() __builtin_unreachable()
+#elif defined(_MSC_VER)
+#    define GGML_UNREACHABLE() __assume(0)
+#else
+#    define GGML_UNREACHABLE() ((void) 0)
+#endif
+
+// Locals ne00.., nb00.. of src0, ne10.., nb10.. of src1, ne20.. of src2 and
+// ne0.., nb0.. of dst (0 for a NULL tensor), for kernels written against ggml.
+#define GGML_TENSOR_UNARY_OP_LOCALS \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb) \
+    GGML_TENSOR_LOCALS(int64_t, ne, dst, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+#define GGML_TENSOR_BINARY_OP_LOCALS01 \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb) \
+    GGML_TENSOR_LOCALS(int64_t, ne1, src1, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb1, src1, nb)
+#define GGML_TENSOR_BINARY_OP_LOCALS \
+    GGML_TENSOR_BINARY_OP_LOCALS01 \
+    GGML_TENSOR_LOCALS(int64_t, ne, dst, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+#define GGML_TENSOR_TERNARY_OP_LOCALS \
+    GGML_TENSOR_BINARY_OP_LOCALS01 \
+    GGML_TENSOR_LOCALS(int64_t, ne2, src2, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb2, src2, nb) \
+    GGML_TENSOR_LOCALS(int64_t, ne, dst, ne) \
+    GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+
+// What a node may assume about its sources (ggml_mul_mat_set_hint).
+enum ggml_op_hint {
+    GGML_HINT_NONE             = 0,
+    GGML_HINT_SRC0_IS_HADAMARD = 1,
+};
+
+// The least precise accumulator (prec) a node's implementation may use:
+// kept in op_params[0] of MUL_MAT and MUL_MAT_ID nodes, op_params[3] of
+// FLASH_ATTN_EXT. False, and nothing changed, for other operators.
+GGML_API bool ggml_prec_set_acc(struct ggml_tensor * a, enum ggml_prec prec);
+// The least precise type the implementation may convert source idx to
+// (prec as a rank: F32 > BF16 > F16 > Q8 > Q4): kept in op_params[2 + idx]
+// of MUL_MAT and MUL_MAT_ID nodes, for idx 1 only. False, and nothing
+// changed, otherwise; idx must be a source index.
+GGML_API bool ggml_prec_set_src(struct ggml_tensor * a, enum ggml_prec prec, int idx);
+// A hint about a MUL_MAT node's sources, kept in its op_params[1]. loom's
+// devices compute the product from the data as it is, which is what the
+// hint promises it equals.
+GGML_API void ggml_mul_mat_set_hint(struct ggml_tensor * a, enum ggml_op_hint hint);
+
+// Contiguous in the dimensions below n (dimension 0 holds whole elements and
+// each dimension up to n - 1 follows the previous one without gaps); the
+// dimensions from n on may have any strides.
+GGML_API bool ggml_is_contiguous_to_1(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_to_2(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_to_3(const struct ggml_tensor * tensor);
+
+// Logs (level INFO) the object's kind, payload offset, payload size and the
+// next object; for every object of a context in arena order.
+GGML_API void ggml_print_object(const struct ggml_object * obj);
+GGML_API void ggml_print_objects(const struct ggml_context * ctx);
+
+// Sets every byte of the tensor's data to zero, in its backend buffer when it
+// has one; a tensor without elements is left alone. Returns the tensor.
+GGML_API struct ggml_tensor * ggml_set_zero(struct ggml_tensor * tensor);
+
+// max(min(a, max), min) element-wise (a NaN becomes max); F32 and F16.
+GGML_API struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
+GGML_API struct ggml_tensor * ggml_clamp_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float min,
+                                                 float max);
+// max(a, 0) + negative_slope * min(a, 0); in place on a when inplace; F32 and F16.
+GGML_API struct ggml_tensor * ggml_leaky_relu(struct ggml_context * ctx, struct ggml_tensor * a, float negative_slope,
+                                              bool inplace);
+// A tensor of a's shape with every element c; a must be contiguous F32 or F16.
+GGML_API struct ggml_tensor * ggml_fill(struct ggml_context * ctx, struct ggml_tensor * a, float c);
+GGML_API struct ggml_tensor * ggml_fill_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float c);
+// F32 [ceil((stop - start) / step)]: start + i * step; needs stop > start and a
+// positive step.
+GGML_API struct ggml_tensor * ggml_arange(struct ggml_context * ctx, float start, float stop, float step);
+// a (contiguous F32, square in dims 0 and 1) with the elements outside the
+// part that type names set to zero.
+GGML_API struct ggml_tensor * ggml_tri(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_tri_type type);
+// Running sums along each row of a (F32): r[i] = a[0] + ... + a[i].
+GGML_API struct ggml_tensor * ggml_cumsum(struct ggml_context * ctx, struct ggml_tensor * a);
+// I64 [1]: how many elements of a and b (same shape, I32) are equal.
+GGML_API struct ggml_tensor * ggml_count_equal(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+// Each row of a (F32) divided by max(its euclidean norm, eps).
+GGML_API struct ggml_tensor * ggml_l2_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_l2_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+// a [n, 1, ne2, ne3] -> [n, n, ne2, ne3], the row as the diagonal of a matrix
+// of zeros; F32.
+GGML_API struct ggml_tensor * ggml_diag(struct ggml_context * ctx, struct ggml_tensor * a);
+// a (F32) with element (i0, i1) of every matrix set to zero where i0 > n_past + i1.
+GGML_API struct ggml_tensor * ggml_diag_mask_zero(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+GGML_API struct ggml_tensor * ggml_diag_mask_zero_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                          int n_past);
+
+// a (contiguous F32) with b (F32) added into the view of a that has b's shape,
+// the strides nb1, nb2, nb3 and the byte offset offset; the view must lie
+// inside a.
+GGML_API struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                       size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
+                                               size_t offset);
+// a with b written into the view of a that has b's shape, the strides nb1,
+// nb2, nb3 and the byte offset offset (the view must lie inside a); a and b
+// of one type, F32 or I32. The 1d and 2d forms take a's own strides for the
+// dimensions they do not name.
+GGML_API struct ggml_tensor * ggml_set(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                       size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
+                                               size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, size_t nb1, size_t offset);
+
+// The sum of a's repetitions: a has the shape of b repeated, the result b's
+// shape (the inverse of ggml_repeat for gradients); F32.
+GGML_API struct ggml_tensor * ggml_repeat_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+// a [n, n_used, n_tokens] + row ids[i1, i2] of b [n, n_rows]; ids I32
+// [n_used, n_tokens]; F32.
+GGML_API struct ggml_tensor * ggml_add_id(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          struct ggml_tensor * ids);
+// a with every dimension rotated by its shift (|shift| < the dimension's
+// size): the element at i moves to i + shift, wrapping around; F32.
+GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_tensor * a, int shift0, int shift1,
+                                        int shift2, int shift3);
+// a with zeros appended: p0..p3 more elements in each dimension; F32.
+GGML_API struct ggml_tensor * ggml_pad(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1, int p2,
+                                       int p3);
+// As ggml_pad with lpN zeros before and rpN after dimension N (negative
+// counts crop).
+GGML_API struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor * a, int lp0, int rp0,
+                                           int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+// As ggml_pad and ggml_pad_ext with the padding taken from the other side of
+// each dimension (a wraps around like a torus) instead of zeros.
+GGML_API struct ggml_tensor * ggml_pad_circular(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1,
+                                                int p2, int p3);
+GGML_API struct ggml_tensor * ggml_pad_ext_circular(struct ggml_context * ctx, struct ggml_tensor * a, int lp0,
+                                                    int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+// Rows of a (contiguous F32) padded by reflection without repeating the edge,
+// p0 before and p1 after (each less than the row length): [a b c d] with 1, 2
+// -> [b a b c d c b].
+GGML_API struct ggml_tensor * ggml_pad_reflect_1d(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1);
+// Sinusoidal embeddings of timesteps (F32 [n]) -> F32 [dim, n]: with
+// half = dim / 2 and f_j = max_period^(-j / half), cos(t f_j) in
+// [0, half), sin(t f_j) in [half, 2 half) and a zero last column for an odd dim.
+GGML_API struct ggml_tensor * ggml_timestep_embedding(struct ggml_context * ctx, struct ggml_tensor * timesteps,
+                                                      int dim, int max_period);
+// A view of the first k columns of ggml_argsort(a, GGML_SORT_ORDER_DESC):
+// the I32 indices of each row's k largest elements, largest first.
+GGML_API struct ggml_tensor * ggml_argsort_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
 
 // Custom operators: a function of the caller's, run by the CPU backend as a
 // node of the graph. n_tasks threads call it (GGML_N_TASKS_MAX: every thread

@@ -19,6 +19,7 @@
 #include "ggml-cpu.h"
 #include "ggml-rpc.h"
 #include "backends/rpc/protocol.h"
+#include "backends/rpc/validate.h"
 #include "rpc_test_util.h"
 
 using namespace loomtest::rpc;
@@ -647,3 +648,50 @@ TEST_F(Rpc, TlsServerServesTlsClientsOnly) {
 }
 
 } // namespace
+
+// The server's rules for the element-wise, shape and fill operators: nodes
+// as the constructors build them pass; nodes whose op params would take a
+// kernel outside its sources or result are refused with the rule.
+TEST(RpcValidate, FillFamilyRules) {
+    ggml_init_params ip{ggml_tensor_overhead() * 64, nullptr, true};
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_context *   c = ctx.get();
+    ggml_tensor *    a = ggml_new_tensor_3d(c, GGML_TYPE_F32, 10, 6, 3);
+    ggml_tensor *    b = ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 3);
+    ggml_tensor *    t = ggml_new_tensor_1d(c, GGML_TYPE_F32, 5);
+    std::string      why;
+    auto             ok = [&](ggml_tensor * n) {
+        why.clear();
+        return loom::rpc::check_node(n, &why);
+    };
+
+    ggml_tensor * set = ggml_set(c, a, b, a->nb[1], a->nb[2], a->nb[3], 8);
+    ggml_tensor * acc = ggml_acc(c, a, b, a->nb[1], a->nb[2], a->nb[3], 8);
+    ggml_tensor * roll = ggml_roll(c, a, 3, -2, 1, 0);
+    ggml_tensor * pad  = ggml_pad_ext_circular(c, a, 1, 2, 0, 1, 0, 0, 0, 0);
+    ggml_tensor * ar   = ggml_arange(c, 0.0f, 5.0f, 0.5f);
+    ggml_tensor * te   = ggml_timestep_embedding(c, t, 8, 10000);
+    ggml_tensor * refl = ggml_pad_reflect_1d(c, a, 2, 3);
+    for (ggml_tensor * n : {set, acc, roll, pad, ar, te, refl, ggml_clamp(c, a, 0.0f, 1.0f), ggml_cumsum(c, a),
+                            ggml_repeat_back(c, a, ggml_new_tensor_2d(c, GGML_TYPE_F32, 5, 3)), ggml_diag(c, t), ggml_tri(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 4), GGML_TRI_TYPE_UPPER)}) {
+        EXPECT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+    }
+
+    set->op_params[3] = int32_t(ggml_nbytes(a)); // the view would start past the result
+    EXPECT_FALSE(ok(set));
+    EXPECT_NE(why.find("lies inside"), std::string::npos) << why;
+    acc->op_params[0] = 1 << 20;
+    EXPECT_FALSE(ok(acc));
+    roll->op_params[0] = 10;
+    EXPECT_FALSE(ok(roll));
+    EXPECT_NE(why.find("shifts"), std::string::npos) << why;
+    pad->op_params[1] = 5;
+    EXPECT_FALSE(ok(pad));
+    ar->ne[0] = 11;
+    EXPECT_FALSE(ok(ar));
+    te->op_params[0] = 16;
+    EXPECT_FALSE(ok(te));
+    refl->op_params[0] = 10;
+    EXPECT_FALSE(ok(refl));
+    EXPECT_NE(why.find("PAD_REFLECT_1D"), std::string::npos) << why;
+}

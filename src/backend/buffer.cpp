@@ -244,4 +244,19 @@ ggml_status ggml_backend_view_init(ggml_tensor * tensor) {
     return tensor->buffer->init_tensor(tensor);
 }
 
+// Declared in ggml.h with the core's functions; it lives here because a
+// tensor in a backend buffer is cleared through that buffer.
+ggml_tensor * ggml_set_zero(ggml_tensor * tensor) {
+    if (ggml_is_empty(tensor)) {
+        return tensor;
+    }
+    if (tensor->buffer != nullptr) {
+        ggml_backend_tensor_memset(tensor, 0, 0, ggml_nbytes(tensor));
+    } else {
+        LOOM_REQUIRE(tensor->data != nullptr, "%s has no data", describe(tensor).text);
+        std::memset(tensor->data, 0, ggml_nbytes(tensor));
+    }
+    return tensor;
+}
+
 } // extern "C"

@@ -201,6 +201,21 @@ ggml_tensor * ggml_get_next_tensor(const ggml_context * ctx, ggml_tensor * tenso
     return nullptr;
 }
 
+// The header of each object is a loom::Object; ggml_object is its public name.
+void ggml_print_object(const ggml_object * obj) {
+    const auto * o = reinterpret_cast<const Object *>(obj);
+    LOOM_LOG_INFO(" - ggml_object: type = %d, offset = %zu, size = %zu, next = %p\n", int(o->type), o->offs, o->size,
+                  static_cast<const void *>(o->next));
+}
+
+void ggml_print_objects(const ggml_context * ctx) {
+    LOOM_LOG_INFO("%s: objects in context %p:\n", __func__, static_cast<const void *>(ctx));
+    for (const Object * o = ctx->objects_begin; o != nullptr; o = o->next) {
+        ggml_print_object(reinterpret_cast<const ggml_object *>(o));
+    }
+    LOOM_LOG_INFO("%s: --- end ---\n", __func__);
+}
+
 ggml_tensor * ggml_get_tensor(ggml_context * ctx, const char * name) {
     for (ggml_tensor * t = ggml_get_first_tensor(ctx); t != nullptr; t = ggml_get_next_tensor(ctx, t)) {
         if (std::strcmp(t->name, name) == 0) {

@@ -141,6 +141,36 @@ bool ggml_is_contiguous_2(const ggml_tensor * t) {
     return contiguous_from(t, 2);
 }
 
+// Contiguous in dimensions below n: dimension 0 holds adjacent elements and
+// each dimension in [1, n) follows the previous one without gaps (those of
+// size 1 are ignored); the dimensions from n on may have any strides.
+static bool contiguous_below(const ggml_tensor * t, int n) {
+    size_t next_nb = ggml_type_size(t->type);
+    if (t->ne[0] != ggml_blck_size(t->type) && t->nb[0] != next_nb) {
+        return false;
+    }
+    next_nb *= size_t(t->ne[0] / ggml_blck_size(t->type));
+    for (int i = 1; i < n; ++i) {
+        if (t->ne[i] != 1) {
+            if (t->nb[i] != next_nb) {
+                return false;
+            }
+            next_nb *= size_t(t->ne[i]);
+        }
+    }
+    return true;
+}
+
+bool ggml_is_contiguous_to_1(const ggml_tensor * t) {
+    return contiguous_below(t, 1);
+}
+bool ggml_is_contiguous_to_2(const ggml_tensor * t) {
+    return contiguous_below(t, 2);
+}
+bool ggml_is_contiguous_to_3(const ggml_tensor * t) {
+    return contiguous_below(t, 3);
+}
+
 bool ggml_is_contiguously_allocated(const ggml_tensor * t) {
     return ggml_nbytes(t) == size_t(ggml_nelements(t)) * ggml_type_size(t->type) / size_t(ggml_blck_size(t->type));
 }

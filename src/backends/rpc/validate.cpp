@@ -240,12 +240,17 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             }
             return true;
         }
-        default:
+        default: {
             if (is_conv_family(n->op)) {
                 std::string rule;
                 return conv_family_rules(n, &rule) ? true : bad(rule.c_str());
             }
+            const char * rule = nullptr;
+            if (fill_family_rule(n, &rule)) {
+                return rule == nullptr ? true : bad(rule);
+            }
             return bad("op not accepted by the RPC server");
+        }
     }
 }
 

@@ -51,6 +51,10 @@ bool check_node(const ggml_tensor * node, std::string * why);
 // The rules of the convolution, pooling and resampling family
 // (validate_conv.cpp), for check_node; false with why set.
 bool conv_family_rules(const ggml_tensor * node, std::string * why);
+// The rules of the element-wise, shape and fill operators (validate_fill.cpp):
+// false for an op of another family; otherwise true, with *rule NULL when
+// the node keeps them or the rule it breaks.
+bool fill_family_rule(const ggml_tensor * node, const char ** rule);
 
 // Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
 struct IndexCheck {

@@ -83,7 +83,7 @@ size_t work_size_copy(const ggml_tensor * op, int n_threads);
 void compute_norm(const ComputeParams & p, ggml_tensor * dst);
 bool supports_norm(const ggml_tensor * op);
 
-// GGML_OP_SOFT_MAX, DIAG_MASK_INF.
+// GGML_OP_SOFT_MAX, DIAG_MASK_INF, DIAG_MASK_ZERO.
 void   compute_softmax(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_softmax(const ggml_tensor * op);
 size_t work_size_softmax(const ggml_tensor * op, int n_threads);
@@ -118,5 +118,9 @@ size_t work_size_attention(const ggml_tensor * op, int n_threads);
 
 // The convolution, pooling and resampling family (kernels/conv.cpp, pool.cpp).
 void add_conv_kernels(OpKernels & t);
+// GGML_OP_CLAMP, LEAKY_RELU, FILL, ARANGE, TRI, CUMSUM, COUNT_EQUAL, L2_NORM, DIAG, TIMESTEP_EMBEDDING (fill.cpp)
+// and ACC, SET, REPEAT_BACK, ADD_ID, ROLL, PAD, PAD_REFLECT_1D (layout.cpp).
+void add_fill_kernels(OpKernels & t);
+void add_layout_kernels(OpKernels & t);
 
 } // namespace loom::cpu

@@ -49,7 +49,7 @@ OpKernels make_table() {
     set({GGML_OP_DUP, GGML_OP_CPY, GGML_OP_CONT, GGML_OP_REPEAT, GGML_OP_CONCAT, GGML_OP_GET_ROWS, GGML_OP_SET_ROWS},
         {compute_copy, supports_copy, work_size_copy});
     set({GGML_OP_NORM, GGML_OP_RMS_NORM, GGML_OP_GROUP_NORM}, {compute_norm, supports_norm, nullptr});
-    set({GGML_OP_SOFT_MAX, GGML_OP_DIAG_MASK_INF}, {compute_softmax, supports_softmax, work_size_softmax});
+    set({GGML_OP_SOFT_MAX, GGML_OP_DIAG_MASK_INF, GGML_OP_DIAG_MASK_ZERO}, {compute_softmax, supports_softmax, work_size_softmax});
     set({GGML_OP_ROPE}, {compute_rope, supports_rope, work_size_rope});
     set({GGML_OP_ARGSORT, GGML_OP_TOP_K}, {compute_sort, supports_sort, work_size_sort});
     set({GGML_OP_MUL_MAT, GGML_OP_OUT_PROD}, {compute_matmul, supports_matmul, work_size_matmul});
@@ -58,6 +58,8 @@ OpKernels make_table() {
         {compute_custom, any_types, nullptr});
     // Families with a table function of their own.
     add_conv_kernels(t);
+    add_fill_kernels(t);
+    add_layout_kernels(t);
     return t;
 }
 

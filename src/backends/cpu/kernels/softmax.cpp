@@ -1,4 +1,4 @@
-// GGML_OP_SOFT_MAX and GGML_OP_DIAG_MASK_INF.
+// GGML_OP_SOFT_MAX, GGML_OP_DIAG_MASK_INF and GGML_OP_DIAG_MASK_ZERO.
 //
 // soft_max: y = softmax(x * scale + slope * mask) along each row, slope the
 // ALiBi slope of the row's head (dim 2) or 1 without max_bias. With sinks
@@ -86,10 +86,10 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// dst = src with element (i0, i1) of every matrix set to -inf where
-// i0 > n_past + i1. In place dst->data == src->data and only the masking
-// writes happen.
-void compute_diag_mask_inf(const ComputeParams & p, ggml_tensor * dst) {
+// dst = src with element (i0, i1) of every matrix set to value (-inf or 0)
+// where i0 > n_past + i1. In place dst->data == src->data and only the
+// masking writes happen.
+void compute_diag_mask(const ComputeParams & p, ggml_tensor * dst, float value) {
     const ggml_tensor * src = dst->src[0];
     LOOM_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
     LOOM_ASSERT(src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float));
@@ -113,7 +113,7 @@ void compute_diag_mask_inf(const ComputeParams & p, ggml_tensor * dst) {
             std::memcpy(y, x, size_t(keep) * sizeof(float));
         }
         for (int64_t i = keep; i < n; ++i) {
-            y[i] = -INFINITY;
+            y[i] = value;
         }
     }
 }
@@ -126,7 +126,10 @@ void compute_softmax(const ComputeParams & p, ggml_tensor * dst) {
             compute_soft_max(p, dst);
             break;
         case GGML_OP_DIAG_MASK_INF:
-            compute_diag_mask_inf(p, dst);
+            compute_diag_mask(p, dst, -INFINITY);
+            break;
+        case GGML_OP_DIAG_MASK_ZERO:
+            compute_diag_mask(p, dst, 0.0f);
             break;
         default:
             LOOM_ASSERT(false && "compute_softmax: not a softmax op");
@@ -151,6 +154,7 @@ bool supports_softmax(const ggml_tensor * op) {
                                        mask->nb[0] == ggml_type_size(mask->type));
         }
         case GGML_OP_DIAG_MASK_INF:
+        case GGML_OP_DIAG_MASK_ZERO:
             return true;
         default:
             return false;
