@@ -721,6 +721,92 @@ void attention_cases(Cases & cases) {
     }
 }
 
+// Element-wise functions with parameters, fills, masks and the ops that
+// write into part of a tensor or move its elements.
+void fill_cases(Cases & cases) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("CLAMP_" + tn(t),
+                  [t](Builder & g) { return ggml_clamp(g.ctx(), g.input(t, {37, 5, 3, 2}, uniform(-3, 3)), -0.5f, 1.25f); },
+                  kExact);
+        cases.add("LEAKY_RELU_" + tn(t) + "_permuted",
+                  [t](Builder & g) {
+                      ggml_tensor * base = g.input(t, {11, 5, 4, 1}, uniform(-3, 3));
+                      return ggml_leaky_relu(g.ctx(), ggml_permute(g.ctx(), base, 0, 2, 1, 3), 0.1f, false);
+                  },
+                  for_type(t));
+        cases.add("FILL_" + tn(t), [t](Builder & g) { return ggml_fill(g.ctx(), g.input(t, {13, 4, 3, 1}), 0.75f); },
+                  kExact);
+        cases.add("ROLL_" + tn(t),
+                  [t](Builder & g) { return ggml_roll(g.ctx(), g.input(t, {9, 5, 3, 2}), 4, -2, 1, 1); }, kExact);
+        cases.add("PAD_" + tn(t) + "_ext_permuted",
+                  [t](Builder & g) {
+                      ggml_tensor * base = g.input(t, {5, 3, 4, 2});
+                      return ggml_pad_ext(g.ctx(), ggml_permute(g.ctx(), base, 0, 2, 1, 3), 2, 1, 0, 3, 1, 1, 0, 1);
+                  },
+                  kExact);
+        cases.add("PAD_" + tn(t) + "_circular",
+                  [t](Builder & g) { return ggml_pad_ext_circular(g.ctx(), g.input(t, {5, 3, 2, 1}), 2, 3, 1, 2, 0, 1, 0, 0); },
+                  kExact);
+        cases.add("DIAG_" + tn(t), [t](Builder & g) { return ggml_diag(g.ctx(), g.input(t, {17, 1, 3, 2})); }, kExact);
+    }
+    cases.add("ARANGE_f32", [](Builder & g) { return ggml_arange(g.ctx(), -2.0f, 40.0f, 0.3f); }, kF32);
+    for (int type = 0; type < 4; ++type) {
+        cases.add("TRI_f32_type" + std::to_string(type),
+                  [type](Builder & g) { return ggml_tri(g.ctx(), g.input(GGML_TYPE_F32, {15, 15, 3, 1}), ggml_tri_type(type)); },
+                  kExact);
+    }
+    cases.add("CUMSUM_f32", [](Builder & g) { return ggml_cumsum(g.ctx(), g.input(GGML_TYPE_F32, {129, 7, 3, 1})); },
+              kF32);
+    cases.add("COUNT_EQUAL_i32",
+              [](Builder & g) {
+                  return ggml_count_equal(g.ctx(), g.input(GGML_TYPE_I32, {33, 9, 2, 1}, integers(0, 3)),
+                                          g.input(GGML_TYPE_I32, {33, 9, 2, 1}, integers(0, 3)));
+              },
+              kExact);
+    cases.add("L2_NORM_f32",
+              [](Builder & g) { return ggml_l2_norm(g.ctx(), g.input(GGML_TYPE_F32, {64, 5, 3, 2}), 1e-6f); }, kF32);
+    cases.add("DIAG_MASK_ZERO_f32",
+              [](Builder & g) { return ggml_diag_mask_zero(g.ctx(), g.input(GGML_TYPE_F32, {13, 9, 3, 2}), 2); }, kExact);
+    cases.add("ACC_f32",
+              [](Builder & g) {
+                  ggml_tensor * a = g.input(GGML_TYPE_F32, {10, 6, 3, 1});
+                  return ggml_acc(g.ctx(), a, g.input(GGML_TYPE_F32, {4, 3, 2, 1}), a->nb[1], a->nb[2], a->nb[3],
+                                  a->nb[2] + a->nb[1] + 5 * sizeof(float));
+              },
+              kF32);
+    cases.add("SET_f32_2d",
+              [](Builder & g) {
+                  ggml_tensor * a = g.input(GGML_TYPE_F32, {10, 6, 3, 1});
+                  return ggml_set_2d(g.ctx(), a, g.input(GGML_TYPE_F32, {3, 5, 1, 1}), 7 * sizeof(float), 4);
+              },
+              kExact);
+    cases.add("SET_i32",
+              [](Builder & g) {
+                  ggml_tensor * a = g.input(GGML_TYPE_I32, {8, 5, 2, 1}, integers(-50, 50));
+                  return ggml_set(g.ctx(), a, g.input(GGML_TYPE_I32, {3, 2, 2, 1}, integers(-50, 50)), a->nb[1],
+                                  a->nb[2], a->nb[3], 2 * sizeof(int32_t));
+              },
+              kExact);
+    cases.add("REPEAT_BACK_f32",
+              [](Builder & g) {
+                  return ggml_repeat_back(g.ctx(), g.input(GGML_TYPE_F32, {6, 4, 3, 2}), g.input(GGML_TYPE_F32, {3, 2, 1, 1}));
+              },
+              kF32);
+    cases.add("ADD_ID_f32",
+              [](Builder & g) {
+                  return ggml_add_id(g.ctx(), g.input(GGML_TYPE_F32, {13, 4, 5, 1}), g.input(GGML_TYPE_F32, {13, 6, 1, 1}),
+                                     g.input(GGML_TYPE_I32, {4, 5, 1, 1}, integers(0, 5)));
+              },
+              kF32);
+    cases.add("PAD_REFLECT_1D_f32",
+              [](Builder & g) { return ggml_pad_reflect_1d(g.ctx(), g.input(GGML_TYPE_F32, {9, 4, 2, 1}), 3, 5); }, kExact);
+    cases.add("TIMESTEP_EMBEDDING_f32",
+              [](Builder & g) {
+                  return ggml_timestep_embedding(g.ctx(), g.input(GGML_TYPE_F32, {7, 1, 1, 1}, uniform(0, 50)), 33, 10000);
+              },
+              kF32);
+}
+
 // Convolution, pooling and resampling (test_ops_conv.cpp has the numeric tests).
 void conv_cases(Cases & cases) {
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
@@ -824,88 +910,6 @@ void conv_cases(Cases & cases) {
                   ggml_tensor * a  = g.input(GGML_TYPE_F32, {9, 8, 2, 1});
                   ggml_tensor * pw = g.input(GGML_TYPE_F32, {3, 4, 2, 2});
                   return ggml_add_rel_pos(g.ctx(), a, pw, g.input(GGML_TYPE_F32, {3, 4, 2, 2}));
-// Element-wise functions with parameters, fills, masks and the ops that
-// write into part of a tensor or move its elements.
-void fill_cases(Cases & cases) {
-    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
-        cases.add("CLAMP_" + tn(t),
-                  [t](Builder & g) { return ggml_clamp(g.ctx(), g.input(t, {37, 5, 3, 2}, uniform(-3, 3)), -0.5f, 1.25f); },
-                  kExact);
-        cases.add("LEAKY_RELU_" + tn(t) + "_permuted",
-                  [t](Builder & g) {
-                      ggml_tensor * base = g.input(t, {11, 5, 4, 1}, uniform(-3, 3));
-                      return ggml_leaky_relu(g.ctx(), ggml_permute(g.ctx(), base, 0, 2, 1, 3), 0.1f, false);
-                  },
-                  for_type(t));
-        cases.add("FILL_" + tn(t), [t](Builder & g) { return ggml_fill(g.ctx(), g.input(t, {13, 4, 3, 1}), 0.75f); },
-                  kExact);
-        cases.add("ROLL_" + tn(t),
-                  [t](Builder & g) { return ggml_roll(g.ctx(), g.input(t, {9, 5, 3, 2}), 4, -2, 1, 1); }, kExact);
-        cases.add("PAD_" + tn(t) + "_ext_permuted",
-                  [t](Builder & g) {
-                      ggml_tensor * base = g.input(t, {5, 3, 4, 2});
-                      return ggml_pad_ext(g.ctx(), ggml_permute(g.ctx(), base, 0, 2, 1, 3), 2, 1, 0, 3, 1, 1, 0, 1);
-                  },
-                  kExact);
-        cases.add("PAD_" + tn(t) + "_circular",
-                  [t](Builder & g) { return ggml_pad_ext_circular(g.ctx(), g.input(t, {5, 3, 2, 1}), 2, 3, 1, 2, 0, 1, 0, 0); },
-                  kExact);
-        cases.add("DIAG_" + tn(t), [t](Builder & g) { return ggml_diag(g.ctx(), g.input(t, {17, 1, 3, 2})); }, kExact);
-    }
-    cases.add("ARANGE_f32", [](Builder & g) { return ggml_arange(g.ctx(), -2.0f, 40.0f, 0.3f); }, kF32);
-    for (int type = 0; type < 4; ++type) {
-        cases.add("TRI_f32_type" + std::to_string(type),
-                  [type](Builder & g) { return ggml_tri(g.ctx(), g.input(GGML_TYPE_F32, {15, 15, 3, 1}), ggml_tri_type(type)); },
-                  kExact);
-    }
-    cases.add("CUMSUM_f32", [](Builder & g) { return ggml_cumsum(g.ctx(), g.input(GGML_TYPE_F32, {129, 7, 3, 1})); },
-              kF32);
-    cases.add("COUNT_EQUAL_i32",
-              [](Builder & g) {
-                  return ggml_count_equal(g.ctx(), g.input(GGML_TYPE_I32, {33, 9, 2, 1}, integers(0, 3)),
-                                          g.input(GGML_TYPE_I32, {33, 9, 2, 1}, integers(0, 3)));
-              },
-              kExact);
-    cases.add("L2_NORM_f32",
-              [](Builder & g) { return ggml_l2_norm(g.ctx(), g.input(GGML_TYPE_F32, {64, 5, 3, 2}), 1e-6f); }, kF32);
-    cases.add("DIAG_MASK_ZERO_f32",
-              [](Builder & g) { return ggml_diag_mask_zero(g.ctx(), g.input(GGML_TYPE_F32, {13, 9, 3, 2}), 2); }, kExact);
-    cases.add("ACC_f32",
-              [](Builder & g) {
-                  ggml_tensor * a = g.input(GGML_TYPE_F32, {10, 6, 3, 1});
-                  return ggml_acc(g.ctx(), a, g.input(GGML_TYPE_F32, {4, 3, 2, 1}), a->nb[1], a->nb[2], a->nb[3],
-                                  a->nb[2] + a->nb[1] + 5 * sizeof(float));
-              },
-              kF32);
-    cases.add("SET_f32_2d",
-              [](Builder & g) {
-                  ggml_tensor * a = g.input(GGML_TYPE_F32, {10, 6, 3, 1});
-                  return ggml_set_2d(g.ctx(), a, g.input(GGML_TYPE_F32, {3, 5, 1, 1}), 7 * sizeof(float), 4);
-              },
-              kExact);
-    cases.add("SET_i32",
-              [](Builder & g) {
-                  ggml_tensor * a = g.input(GGML_TYPE_I32, {8, 5, 2, 1}, integers(-50, 50));
-                  return ggml_set(g.ctx(), a, g.input(GGML_TYPE_I32, {3, 2, 2, 1}, integers(-50, 50)), a->nb[1],
-                                  a->nb[2], a->nb[3], 2 * sizeof(int32_t));
-              },
-              kExact);
-    cases.add("REPEAT_BACK_f32",
-              [](Builder & g) {
-                  return ggml_repeat_back(g.ctx(), g.input(GGML_TYPE_F32, {6, 4, 3, 2}), g.input(GGML_TYPE_F32, {3, 2, 1, 1}));
-              },
-              kF32);
-    cases.add("ADD_ID_f32",
-              [](Builder & g) {
-                  return ggml_add_id(g.ctx(), g.input(GGML_TYPE_F32, {13, 4, 5, 1}), g.input(GGML_TYPE_F32, {13, 6, 1, 1}),
-                                     g.input(GGML_TYPE_I32, {4, 5, 1, 1}, integers(0, 5)));
-              },
-              kF32);
-    cases.add("PAD_REFLECT_1D_f32",
-              [](Builder & g) { return ggml_pad_reflect_1d(g.ctx(), g.input(GGML_TYPE_F32, {9, 4, 2, 1}), 3, 5); }, kExact);
-    cases.add("TIMESTEP_EMBEDDING_f32",
-              [](Builder & g) {
-                  return ggml_timestep_embedding(g.ctx(), g.input(GGML_TYPE_F32, {7, 1, 1, 1}, uniform(0, 50)), 33, 10000);
               },
               kF32);
 }
