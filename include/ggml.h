@@ -832,6 +832,80 @@ GGML_API enum ggml_prec       ggml_flash_attn_ext_get_prec(const struct ggml_ten
 // Recurrent and state-space operators
 //
 
+// Mixture-of-experts product. as: [K, M, n_expert] (one matrix per expert),
+// b: F32 [K, n_b, n_tokens] with n_used % n_b == 0, ids: I32 [n_used, n_tokens]
+// (expert ids in [0, n_expert)). Result: F32 [M, n_used, n_tokens] with
+// result[:, e, t] = as[:, :, ids[e, t]] * b[:, e % n_b, t].
+GGML_API struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as,
+                                              struct ggml_tensor * b, struct ggml_tensor * ids);
+
+// Causal 1-d convolution of each channel of a sliding window (Mamba).
+// sx: [d_conv - 1 + n_t, d_inner, n_s], c: [d_conv, d_inner] -> F32 [d_inner, n_t, n_s],
+// result[i, t, s] = sum_j sx[t + j, i, s] * c[j, i].
+GGML_API struct ggml_tensor * ggml_ssm_conv(struct ggml_context * ctx, struct ggml_tensor * sx,
+                                            struct ggml_tensor * c);
+
+// Selective state-space scan (Mamba-1 and Mamba-2).
+// s: [d_state, head_dim, n_head, >= n_seqs] initial states, picked by ids (I32 [n_seqs]);
+// x: [head_dim, n_head, n_seq_tokens, n_seqs]; dt: [n_head, n_seq_tokens, n_seqs];
+// A: [d_state, n_head] (Mamba-1, K == 1) or [1, n_head] (Mamba-2);
+// B, C: [d_state, n_group, n_seq_tokens, n_seqs], n_head % n_group == 0.
+// Per token: state = state * exp(softplus(dt) * A) + B * x * softplus(dt), y = state . C.
+// Result: F32 1-d, the outputs y [head_dim, n_head, n_seq_tokens, n_seqs] followed by K
+// state snapshots [d_state, head_dim, n_head, n_seqs] each, slot 0 the final state and
+// slot k the state k tokens before it (slots past n_seq_tokens - 1 are not written).
+GGML_API struct ggml_tensor * ggml_ssm_scan(struct ggml_context * ctx, struct ggml_tensor * s,
+                                            struct ggml_tensor * x, struct ggml_tensor * dt,
+                                            struct ggml_tensor * A, struct ggml_tensor * B,
+                                            struct ggml_tensor * C, struct ggml_tensor * ids, int64_t K);
+
+// RWKV-6 time mixing. k, v, r, td: [S, H, n_tokens]; tf: [S, H]; state: S*S*H*n_seqs
+// values (state->ne[1] == n_seqs; n_tokens a multiple of n_seqs, in order of sequence).
+// Per token and head, with S[i][j] (i along k, j along v):
+//   out[j] = sum_i r[i] * (tf[i] * k[i] * v[j] + S[i][j]),  S[i][j] = S[i][j] * td[i] + k[i] * v[j].
+// Result: F32 [S * H, n_tokens + S * n_seqs]: the outputs, then the final states.
+GGML_API struct ggml_tensor * ggml_rwkv_wkv6(struct ggml_context * ctx, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, struct ggml_tensor * r,
+                                             struct ggml_tensor * tf, struct ggml_tensor * td,
+                                             struct ggml_tensor * state);
+
+// Gated linear attention: as ggml_rwkv_wkv6 with q for r, with
+//   S[i][j] = S[i][j] * g[i] + k[i] * v[j],  out[j] = sum_i scale * q[i] * S[i][j] (the new S).
+// op_params: scale (f32).
+GGML_API struct ggml_tensor * ggml_gated_linear_attn(struct ggml_context * ctx, struct ggml_tensor * k,
+                                                     struct ggml_tensor * v, struct ggml_tensor * q,
+                                                     struct ggml_tensor * g, struct ggml_tensor * state,
+                                                     float scale);
+
+// RWKV-7 time mixing. r, w, k, v, a, b: [S, H, n_tokens]; state as for ggml_rwkv_wkv6, with
+// S[i][j] (i along v, j along k): sa = sum_j a[j] S[i][j],
+//   S[i][j] = S[i][j] * w[j] + v[i] * k[j] + sa * b[j],  out[i] = sum_j S[i][j] * r[j].
+// Result: F32 [S * H, n_tokens + S * n_seqs].
+GGML_API struct ggml_tensor * ggml_rwkv_wkv7(struct ggml_context * ctx, struct ggml_tensor * r,
+                                             struct ggml_tensor * w, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, struct ggml_tensor * a,
+                                             struct ggml_tensor * b, struct ggml_tensor * state);
+
+// Solves A X = B by forward substitution. a: F32 [n, n, ne2, ne3] lower triangular with a
+// non-zero diagonal; b: F32 [k, n, ne2, ne3] (k right-hand sides); both contiguous.
+// Result: F32 [k, n, ne2, ne3]. Only left = true, lower = true, uni = false is defined.
+GGML_API struct ggml_tensor * ggml_solve_tri(struct ggml_context * ctx, struct ggml_tensor * a,
+                                             struct ggml_tensor * b, bool left, bool lower, bool uni);
+
+// Gated delta rule. q, k: [S, H_k, n_tokens, n_seqs_k] (rows contiguous; head h reads q and k
+// head h % H_k, sequence s reads n_seqs_k's s / (n_seqs / n_seqs_k)); v: [S, H, n_tokens, n_seqs];
+// g: [1 or S, H, n_tokens, n_seqs] log gates; beta: [1, H, n_tokens, n_seqs];
+// state: [S, S, H, n_seqs], S^T stored (row j of a head's matrix is column j of S).
+// Per token: S = S * exp(g) (row i scaled by exp(g[i]) for a vector gate),
+//   S += k (beta * (v - S^T k))^T, out = S^T q / sqrt(S).
+// Result: F32 [S * H, n_tokens * n_seqs + K * S * n_seqs]: the outputs, then K snapshots of
+// the states, slot 0 the final one, slot k the one k tokens before (only slots < n_tokens
+// are written). op_params: K (i32).
+GGML_API struct ggml_tensor * ggml_gated_delta_net(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                   struct ggml_tensor * k, struct ggml_tensor * v,
+                                                   struct ggml_tensor * g, struct ggml_tensor * beta,
+                                                   struct ggml_tensor * state, int64_t K);
+
 //
 // Graphs
 //

@@ -116,4 +116,9 @@ void   compute_attention(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_attention(const ggml_tensor * op);
 size_t work_size_attention(const ggml_tensor * op, int n_threads);
 
+// Families that fill their own rows of the operator table.
+void add_matmul_id_kernels(OpKernels & t);   // MUL_MAT_ID (kernels/matmul_id.cpp)
+void add_ssm_kernels(OpKernels & t);         // SSM_CONV, SSM_SCAN (kernels/ssm.cpp)
+void add_recurrent_kernels(OpKernels & t);   // RWKV_WKV6/7, GATED_LINEAR_ATTN, GATED_DELTA_NET, SOLVE_TRI
+
 } // namespace loom::cpu

@@ -57,6 +57,9 @@ OpKernels make_table() {
     set({GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM},
         {compute_custom, any_types, nullptr});
     // Families with a table function of their own.
+    add_matmul_id_kernels(t);
+    add_ssm_kernels(t);
+    add_recurrent_kernels(t);
     return t;
 }
 
