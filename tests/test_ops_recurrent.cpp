@@ -10,10 +10,13 @@
 // well-conditioned (diagonally dominant) systems.
 
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "data/ops-recurrent/cases.h"
 #include "test_util.h"
 
 using namespace loomtest;
@@ -519,4 +522,29 @@ TEST(OpsRecurrentDeathTest, Preconditions) {
                  "a divisor of 4");
     EXPECT_DEATH(ggml_gated_delta_net(ctx, q, q, v, new_tensor(ctx, {2, 4, 3, 1}), be, gs, 1), "g .* must be");
     EXPECT_DEATH(ggml_gated_delta_net(ctx, q, q, v, g, be, new_tensor(ctx, {8, 8, 2, 1}), 1), "state .* must be");
+}
+
+// The fixed cases of tests/data/ops-recurrent/cases.h against the results
+// ggml 0.25.1 computed for them (expected.txt, see the README there).
+TEST(OpsRecurrent, MatchesGgml) {
+    std::ifstream in(std::string(LOOM_TEST_DATA) + "/ops-recurrent/expected.txt");
+    ASSERT_TRUE(in.good());
+    std::map<std::string, std::vector<double>> expected;
+    std::string                                name;
+    long long                                  n = 0;
+    while (in >> name >> n) {
+        std::vector<double> & v = expected[name];
+        v.resize(size_t(n));
+        for (double & x : v) in >> x;
+    }
+    ASSERT_EQ(expected.size(), size_t(refcases::kCount));
+    for (int i = 0; i < refcases::kCount; ++i) {
+        SCOPED_TRACE(refcases::name(i));
+        Context       ctx;
+        ggml_tensor * out = refcases::build(ctx, i);
+        ASSERT_NE(out, nullptr);
+        const auto it = expected.find(refcases::name(i));
+        ASSERT_NE(it, expected.end());
+        check_modes(ctx, out, shaped(it->second, out), kTol);
+    }
 }
