@@ -906,6 +906,39 @@ GGML_API struct ggml_tensor * ggml_gated_delta_net(struct ggml_context * ctx, st
                                                    struct ggml_tensor * g, struct ggml_tensor * beta,
                                                    struct ggml_tensor * state, int64_t K);
 
+// DeepSeek sparse attention's lightning indexer: index scores of every key for every query.
+// q: F32 [n_embd, n_head, n_batch, ne3]; k: F32/F16/BF16 [n_embd, 1, n_kv, ne3];
+// weights: F32 [n_head, n_batch, 1, ne3] (prescaled); mask: F16 [n_kv, n_batch, 1, ne33],
+// ne3 % ne33 == 0. Result: F32 [n_kv, n_batch, 1, ne3],
+//   result[j, t, s] = sum_h max(q[:, h, t, s] . k[:, 0, j, s], 0) * weights[h, t, s] + mask[j, t, s % ne33].
+GGML_API struct ggml_tensor * ggml_lightning_indexer(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                     struct ggml_tensor * k, struct ggml_tensor * weights,
+                                                     struct ggml_tensor * mask);
+
+// DeepSeek V4 hyper-connections (streams in place of the residual connection), F32, hc = 4 streams.
+// hc_comb: mixes [(2 + hc) * hc, n_tokens], scale [>= 3], base [(2 + hc) * hc] -> [hc (dst), hc (src), n_tokens]:
+//   c[d, s] = softmax over d of (mixes[2 hc + d + hc s] * scale[2] + base[2 hc + d + hc s]) + eps, then
+//   normalised over s (each sum taken as eps + the sum), then n_iter - 1 times over d and over s again.
+// op_params: eps (f32), n_iter (i32).
+GGML_API struct ggml_tensor * ggml_dsv4_hc_comb(struct ggml_context * ctx, struct ggml_tensor * mixes,
+                                                struct ggml_tensor * scale, struct ggml_tensor * base, float eps,
+                                                int32_t n_iter);
+// hc_pre: x [n_embd, hc, n_tokens], weights [hc, n_tokens] -> [n_embd, n_tokens],
+//   result[i, t] = sum_h x[i, h, t] * weights[h, t].
+GGML_API struct ggml_tensor * ggml_dsv4_hc_pre(struct ggml_context * ctx, struct ggml_tensor * x,
+                                               struct ggml_tensor * weights);
+// hc_pre with a gate [n_embd, hc, n_tokens]: result[i, t] = scale * sum_h x[i, h, t] * sigmoid(gate[i, h, t]).
+// op_params (both): scale (f32), gated (i32).
+GGML_API struct ggml_tensor * ggml_dsv4_hc_pre_gated(struct ggml_context * ctx, struct ggml_tensor * x,
+                                                     struct ggml_tensor * gate, float scale);
+// hc_post: x [n_embd, n_tokens], residual [n_embd, hc, n_tokens], post [hc, n_tokens],
+// comb [hc (dst), hc (src), n_tokens] or NULL -> [n_embd, hc, n_tokens],
+//   result[i, d, t] = x[i, t] * post[d, t] + sum_s residual[i, s, t] * comb[d, s, t]
+//   (+ residual[i, d, t] instead of the sum when comb is NULL).
+GGML_API struct ggml_tensor * ggml_dsv4_hc_post(struct ggml_context * ctx, struct ggml_tensor * x,
+                                                struct ggml_tensor * residual, struct ggml_tensor * post,
+                                                struct ggml_tensor * comb);
+
 //
 // Graphs
 //

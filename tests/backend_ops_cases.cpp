@@ -693,7 +693,8 @@ void attention_cases(Cases & cases) {
     }
 }
 
-// Mixture-of-experts products and the recurrent and state-space operators.
+// Mixture-of-experts products, the recurrent and state-space operators, and
+// DeepSeek's lightning indexer and hyper-connection operators.
 // Snapshot counts never exceed the token counts, so every element of a
 // result is written.
 void recurrent_cases(Cases & cases) {
@@ -792,6 +793,47 @@ void recurrent_cases(Cases & cases) {
                   return ggml_solve_tri(g.ctx(), a, b, true, true, false);
               },
               kF32);
+    for (ggml_type kt : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("LIGHTNING_INDEXER_k_" + tn(kt),
+                  [kt](Builder & g) {
+                      ggml_tensor * q = g.input(GGML_TYPE_F32, {32, 4, 5, 2});
+                      ggml_tensor * k = g.input(kt, {32, 1, 11, 2});
+                      ggml_tensor * w = g.input(GGML_TYPE_F32, {4, 5, 1, 2}, uniform(0, 1));
+                      ggml_tensor * m = g.input(GGML_TYPE_F16, {11, 5, 1, 1}, {Init::mask});
+                      return ggml_lightning_indexer(g.ctx(), q, k, w, m);
+                  },
+                  kF32);
+    }
+    cases.add("DSV4_HC_COMB",
+              [](Builder & g) {
+                  return ggml_dsv4_hc_comb(g.ctx(), g.input(GGML_TYPE_F32, {24, 7, 1, 1}, uniform(-3, 3)),
+                                           g.input(GGML_TYPE_F32, {3, 1, 1, 1}), g.input(GGML_TYPE_F32, {24, 1, 1, 1}),
+                                           1e-6f, 4);
+              },
+              kF32);
+    cases.add("DSV4_HC_PRE",
+              [](Builder & g) {
+                  return ggml_dsv4_hc_pre(g.ctx(), g.input(GGML_TYPE_F32, {33, 4, 5, 1}),
+                                          g.input(GGML_TYPE_F32, {4, 5, 1, 1}));
+              },
+              kF32);
+    cases.add("DSV4_HC_PRE_gated",
+              [](Builder & g) {
+                  return ggml_dsv4_hc_pre_gated(g.ctx(), g.input(GGML_TYPE_F32, {33, 4, 5, 1}),
+                                                g.input(GGML_TYPE_F32, {33, 4, 5, 1}, uniform(-4, 4)), 0.5f);
+              },
+              kF32);
+    for (bool comb : {true, false}) {
+        cases.add(std::string("DSV4_HC_POST_") + (comb ? "comb" : "identity"),
+                  [comb](Builder & g) {
+                      ggml_tensor * x    = g.input(GGML_TYPE_F32, {33, 5, 1, 1});
+                      ggml_tensor * res  = g.input(GGML_TYPE_F32, {33, 4, 5, 1});
+                      ggml_tensor * post = g.input(GGML_TYPE_F32, {4, 5, 1, 1});
+                      ggml_tensor * c    = comb ? g.input(GGML_TYPE_F32, {4, 4, 5, 1}) : nullptr;
+                      return ggml_dsv4_hc_post(g.ctx(), x, res, post, c);
+                  },
+                  kF32);
+    }
 }
 
 } // namespace

@@ -41,13 +41,14 @@ inline ggml_tensor * ids(ggml_context * ctx, int64_t ne0, int64_t ne1, const std
     return t;
 }
 
-constexpr int kCount = 12;
+constexpr int kCount = 17;
 
 inline const char * name(int i) {
     static const char * const names[kCount] = {
         "mul_mat_id_f32", "mul_mat_id_q8_0", "ssm_conv",        "ssm_scan_mamba1", "ssm_scan_mamba2_k2",
         "rwkv_wkv6",      "gated_linear_attn", "rwkv_wkv7",     "gated_delta_net_scalar_k2",
-        "gated_delta_net_vector", "solve_tri", "ssm_scan_mamba2",
+        "gated_delta_net_vector", "solve_tri", "ssm_scan_mamba2", "lightning_indexer", "dsv4_hc_comb",
+        "dsv4_hc_pre",    "dsv4_hc_pre_gated", "dsv4_hc_post",
     };
     return names[i];
 }
@@ -103,6 +104,24 @@ inline ggml_tensor * build(ggml_context * ctx, int i) {
             return ggml_solve_tri(ctx, input(ctx, F, 49, 5, 5, 2, 1, 1.0f, 2.0f), input(ctx, F, 50, 3, 5, 2, 1), true,
                                   true, false);
         }
+        case 12: {
+            ggml_tensor *      mask = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, 6, 3, 1, 1);
+            std::vector<float> m(18);
+            for (size_t j = 0; j < m.size(); ++j) m[j] = j % 5 == 4 ? -INFINITY : value(54, int64_t(j), -1.0f, 1.0f);
+            ggml_fp32_to_fp16_row(m.data(), static_cast<ggml_fp16_t *>(mask->data), int64_t(m.size()));
+            return ggml_lightning_indexer(ctx, input(ctx, F, 51, 8, 4, 3, 2), input(ctx, GGML_TYPE_F16, 52, 8, 1, 6, 2),
+                                          input(ctx, F, 53, 4, 3, 1, 2, 0.0f, 0.5f), mask);
+        }
+        case 13:
+            return ggml_dsv4_hc_comb(ctx, input(ctx, F, 55, 24, 3, 1, 1, -2.0f, 2.0f), input(ctx, F, 56, 3, 1, 1, 1),
+                                     input(ctx, F, 57, 24, 1, 1, 1), 1e-6f, 3);
+        case 14: return ggml_dsv4_hc_pre(ctx, input(ctx, F, 58, 5, 4, 3, 1), input(ctx, F, 59, 4, 3, 1, 1));
+        case 15:
+            return ggml_dsv4_hc_pre_gated(ctx, input(ctx, F, 60, 5, 4, 3, 1), input(ctx, F, 61, 5, 4, 3, 1, -3.0f, 3.0f),
+                                          0.7f);
+        case 16:
+            return ggml_dsv4_hc_post(ctx, input(ctx, F, 62, 5, 3, 1, 1), input(ctx, F, 63, 5, 4, 3, 1),
+                                     input(ctx, F, 64, 4, 3, 1, 1), input(ctx, F, 65, 4, 4, 3, 1));
         default: return nullptr;
     }
 }

@@ -120,5 +120,6 @@ size_t work_size_attention(const ggml_tensor * op, int n_threads);
 void add_matmul_id_kernels(OpKernels & t);   // MUL_MAT_ID (kernels/matmul_id.cpp)
 void add_ssm_kernels(OpKernels & t);         // SSM_CONV, SSM_SCAN (kernels/ssm.cpp)
 void add_recurrent_kernels(OpKernels & t);   // RWKV_WKV6/7, GATED_LINEAR_ATTN, GATED_DELTA_NET, SOLVE_TRI
+void add_dsv4_kernels(OpKernels & t);        // LIGHTNING_INDEXER, DSV4_HC_COMB/PRE/POST (kernels/dsv4.cpp)
 
 } // namespace loom::cpu

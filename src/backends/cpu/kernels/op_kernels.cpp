@@ -60,6 +60,7 @@ OpKernels make_table() {
     add_matmul_id_kernels(t);
     add_ssm_kernels(t);
     add_recurrent_kernels(t);
+    add_dsv4_kernels(t);
     return t;
 }
 
