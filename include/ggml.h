@@ -1220,6 +1220,113 @@ GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx
 // Recurrent and state-space operators
 //
 
+// Mixture-of-experts product. as: [K, M, n_expert] (one matrix per expert),
+// b: F32 [K, n_b, n_tokens] with n_used % n_b == 0, ids: I32 [n_used, n_tokens]
+// (expert ids in [0, n_expert)). Result: F32 [M, n_used, n_tokens] with
+// result[:, e, t] = as[:, :, ids[e, t]] * b[:, e % n_b, t].
+GGML_API struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as,
+                                              struct ggml_tensor * b, struct ggml_tensor * ids);
+
+// Causal 1-d convolution of each channel of a sliding window (Mamba).
+// sx: [d_conv - 1 + n_t, d_inner, n_s], c: [d_conv, d_inner] -> F32 [d_inner, n_t, n_s],
+// result[i, t, s] = sum_j sx[t + j, i, s] * c[j, i].
+GGML_API struct ggml_tensor * ggml_ssm_conv(struct ggml_context * ctx, struct ggml_tensor * sx,
+                                            struct ggml_tensor * c);
+
+// Selective state-space scan (Mamba-1 and Mamba-2).
+// s: [d_state, head_dim, n_head, >= n_seqs] initial states, picked by ids (I32 [n_seqs]);
+// x: [head_dim, n_head, n_seq_tokens, n_seqs]; dt: [n_head, n_seq_tokens, n_seqs];
+// A: [d_state, n_head] (Mamba-1, K == 1) or [1, n_head] (Mamba-2);
+// B, C: [d_state, n_group, n_seq_tokens, n_seqs], n_head % n_group == 0.
+// Per token: state = state * exp(softplus(dt) * A) + B * x * softplus(dt), y = state . C.
+// Result: F32 1-d, the outputs y [head_dim, n_head, n_seq_tokens, n_seqs] followed by K
+// state snapshots [d_state, head_dim, n_head, n_seqs] each, slot 0 the final state and
+// slot k the state k tokens before it (slots past n_seq_tokens - 1 are not written).
+GGML_API struct ggml_tensor * ggml_ssm_scan(struct ggml_context * ctx, struct ggml_tensor * s,
+                                            struct ggml_tensor * x, struct ggml_tensor * dt,
+                                            struct ggml_tensor * A, struct ggml_tensor * B,
+                                            struct ggml_tensor * C, struct ggml_tensor * ids, int64_t K);
+
+// RWKV-6 time mixing. k, v, r, td: [S, H, n_tokens]; tf: [S, H]; state: S*S*H*n_seqs
+// values (state->ne[1] == n_seqs; n_tokens a multiple of n_seqs, in order of sequence).
+// Per token and head, with S[i][j] (i along k, j along v):
+//   out[j] = sum_i r[i] * (tf[i] * k[i] * v[j] + S[i][j]),  S[i][j] = S[i][j] * td[i] + k[i] * v[j].
+// Result: F32 [S * H, n_tokens + S * n_seqs]: the outputs, then the final states.
+GGML_API struct ggml_tensor * ggml_rwkv_wkv6(struct ggml_context * ctx, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, struct ggml_tensor * r,
+                                             struct ggml_tensor * tf, struct ggml_tensor * td,
+                                             struct ggml_tensor * state);
+
+// Gated linear attention: as ggml_rwkv_wkv6 with q for r, with
+//   S[i][j] = S[i][j] * g[i] + k[i] * v[j],  out[j] = sum_i scale * q[i] * S[i][j] (the new S).
+// op_params: scale (f32).
+GGML_API struct ggml_tensor * ggml_gated_linear_attn(struct ggml_context * ctx, struct ggml_tensor * k,
+                                                     struct ggml_tensor * v, struct ggml_tensor * q,
+                                                     struct ggml_tensor * g, struct ggml_tensor * state,
+                                                     float scale);
+
+// RWKV-7 time mixing. r, w, k, v, a, b: [S, H, n_tokens]; state as for ggml_rwkv_wkv6, with
+// S[i][j] (i along v, j along k): sa = sum_j a[j] S[i][j],
+//   S[i][j] = S[i][j] * w[j] + v[i] * k[j] + sa * b[j],  out[i] = sum_j S[i][j] * r[j].
+// Result: F32 [S * H, n_tokens + S * n_seqs].
+GGML_API struct ggml_tensor * ggml_rwkv_wkv7(struct ggml_context * ctx, struct ggml_tensor * r,
+                                             struct ggml_tensor * w, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, struct ggml_tensor * a,
+                                             struct ggml_tensor * b, struct ggml_tensor * state);
+
+// Solves A X = B by forward substitution. a: F32 [n, n, ne2, ne3] lower triangular with a
+// non-zero diagonal; b: F32 [k, n, ne2, ne3] (k right-hand sides); both contiguous.
+// Result: F32 [k, n, ne2, ne3]. Only left = true, lower = true, uni = false is defined.
+GGML_API struct ggml_tensor * ggml_solve_tri(struct ggml_context * ctx, struct ggml_tensor * a,
+                                             struct ggml_tensor * b, bool left, bool lower, bool uni);
+
+// Gated delta rule. q, k: [S, H_k, n_tokens, n_seqs_k] (rows contiguous; head h reads q and k
+// head h % H_k, sequence s reads n_seqs_k's s / (n_seqs / n_seqs_k)); v: [S, H, n_tokens, n_seqs];
+// g: [1 or S, H, n_tokens, n_seqs] log gates; beta: [1, H, n_tokens, n_seqs];
+// state: [S, S, H, n_seqs], S^T stored (row j of a head's matrix is column j of S).
+// Per token: S = S * exp(g) (row i scaled by exp(g[i]) for a vector gate),
+//   S += k (beta * (v - S^T k))^T, out = S^T q / sqrt(S).
+// Result: F32 [S * H, n_tokens * n_seqs + K * S * n_seqs]: the outputs, then K snapshots of
+// the states, slot 0 the final one, slot k the one k tokens before (only slots < n_tokens
+// are written). op_params: K (i32).
+GGML_API struct ggml_tensor * ggml_gated_delta_net(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                   struct ggml_tensor * k, struct ggml_tensor * v,
+                                                   struct ggml_tensor * g, struct ggml_tensor * beta,
+                                                   struct ggml_tensor * state, int64_t K);
+
+// DeepSeek sparse attention's lightning indexer: index scores of every key for every query.
+// q: F32 [n_embd, n_head, n_batch, ne3]; k: F32/F16/BF16 [n_embd, 1, n_kv, ne3];
+// weights: F32 [n_head, n_batch, 1, ne3] (prescaled); mask: F16 [n_kv, n_batch, 1, ne33],
+// ne3 % ne33 == 0. Result: F32 [n_kv, n_batch, 1, ne3],
+//   result[j, t, s] = sum_h max(q[:, h, t, s] . k[:, 0, j, s], 0) * weights[h, t, s] + mask[j, t, s % ne33].
+GGML_API struct ggml_tensor * ggml_lightning_indexer(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                     struct ggml_tensor * k, struct ggml_tensor * weights,
+                                                     struct ggml_tensor * mask);
+
+// DeepSeek V4 hyper-connections (streams in place of the residual connection), F32, hc = 4 streams.
+// hc_comb: mixes [(2 + hc) * hc, n_tokens], scale [>= 3], base [(2 + hc) * hc] -> [hc (dst), hc (src), n_tokens]:
+//   c[d, s] = softmax over d of (mixes[2 hc + d + hc s] * scale[2] + base[2 hc + d + hc s]) + eps, then
+//   normalised over s (each sum taken as eps + the sum), then n_iter - 1 times over d and over s again.
+// op_params: eps (f32), n_iter (i32).
+GGML_API struct ggml_tensor * ggml_dsv4_hc_comb(struct ggml_context * ctx, struct ggml_tensor * mixes,
+                                                struct ggml_tensor * scale, struct ggml_tensor * base, float eps,
+                                                int32_t n_iter);
+// hc_pre: x [n_embd, hc, n_tokens], weights [hc, n_tokens] -> [n_embd, n_tokens],
+//   result[i, t] = sum_h x[i, h, t] * weights[h, t].
+GGML_API struct ggml_tensor * ggml_dsv4_hc_pre(struct ggml_context * ctx, struct ggml_tensor * x,
+                                               struct ggml_tensor * weights);
+// hc_pre with a gate [n_embd, hc, n_tokens]: result[i, t] = scale * sum_h x[i, h, t] * sigmoid(gate[i, h, t]).
+// op_params (both): scale (f32), gated (i32).
+GGML_API struct ggml_tensor * ggml_dsv4_hc_pre_gated(struct ggml_context * ctx, struct ggml_tensor * x,
+                                                     struct ggml_tensor * gate, float scale);
+// hc_post: x [n_embd, n_tokens], residual [n_embd, hc, n_tokens], post [hc, n_tokens],
+// comb [hc (dst), hc (src), n_tokens] or NULL -> [n_embd, hc, n_tokens],
+//   result[i, d, t] = x[i, t] * post[d, t] + sum_s residual[i, s, t] * comb[d, s, t]
+//   (+ residual[i, d, t] instead of the sum when comb is NULL).
+GGML_API struct ggml_tensor * ggml_dsv4_hc_post(struct ggml_context * ctx, struct ggml_tensor * x,
+                                                struct ggml_tensor * residual, struct ggml_tensor * post,
+                                                struct ggml_tensor * comb);
+
 //
 // Graphs
 //

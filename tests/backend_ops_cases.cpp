@@ -807,6 +807,149 @@ void fill_cases(Cases & cases) {
               kF32);
 }
 
+// Mixture-of-experts products, the recurrent and state-space operators, and
+// DeepSeek's lightning indexer and hyper-connection operators.
+// Snapshot counts never exceed the token counts, so every element of a
+// result is written.
+void recurrent_cases(Cases & cases) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        for (int64_t n_b : {1, 4}) {
+            cases.add("MUL_MAT_ID_" + tn(t) + "_b" + std::to_string(n_b),
+                      [t, n_b](Builder & g) {
+                          ggml_tensor * as  = g.input(t, {64, 19, 6, 1});
+                          ggml_tensor * b   = g.input(GGML_TYPE_F32, {64, n_b, 7, 1});
+                          ggml_tensor * ids = g.input(GGML_TYPE_I32, {4, 7, 1, 1}, integers(0, 5));
+                          return ggml_mul_mat_id(g.ctx(), as, b, ids);
+                      },
+                      kProduct);
+        }
+    }
+    cases.add("SSM_CONV",
+              [](Builder & g) {
+                  return ggml_ssm_conv(g.ctx(), g.input(GGML_TYPE_F32, {3 + 5, 33, 2, 1}),
+                                       g.input(GGML_TYPE_F32, {4, 33, 1, 1}));
+              },
+              kF32);
+    for (bool mamba1 : {true, false}) {
+        for (int64_t K : {1, 2}) {
+            if (mamba1 && K > 1) {
+                continue;
+            }
+            cases.add(std::string("SSM_SCAN_") + (mamba1 ? "mamba1" : "mamba2") + "_K" + std::to_string(K),
+                      [mamba1, K](Builder & g) {
+                          const int64_t ds = 16, hd = mamba1 ? 24 : 8, nh = mamba1 ? 1 : 4, ng = mamba1 ? 1 : 2;
+                          ggml_tensor * s  = g.input(GGML_TYPE_F32, {ds, hd, nh, 3});
+                          ggml_tensor * x  = g.input(GGML_TYPE_F32, {hd, nh, 5, 2});
+                          ggml_tensor * dt = g.input(GGML_TYPE_F32, {nh, 5, 2, 1}, uniform(-3, 1));
+                          ggml_tensor * A  = g.input(GGML_TYPE_F32, {mamba1 ? ds : 1, nh, 1, 1}, uniform(-2, -0.1));
+                          ggml_tensor * B  = g.input(GGML_TYPE_F32, {ds, ng, 5, 2});
+                          ggml_tensor * C  = g.input(GGML_TYPE_F32, {ds, ng, 5, 2});
+                          ggml_tensor * id = g.input(GGML_TYPE_I32, {2, 1, 1, 1}, integers(0, 2));
+                          return ggml_ssm_scan(g.ctx(), s, x, dt, A, B, C, id, K);
+                      },
+                      kF32);
+        }
+    }
+    cases.add("RWKV_WKV6",
+              [](Builder & g) {
+                  const Shape   tok = {16, 3, 6, 1};
+                  ggml_tensor * k   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * v   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * r   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * tf  = g.input(GGML_TYPE_F32, {16, 3, 1, 1});
+                  ggml_tensor * td  = g.input(GGML_TYPE_F32, tok, uniform(0.5, 1));
+                  ggml_tensor * s   = g.input(GGML_TYPE_F32, {16 * 16 * 3, 2, 1, 1});
+                  return ggml_rwkv_wkv6(g.ctx(), k, v, r, tf, td, s);
+              },
+              kF32);
+    cases.add("GATED_LINEAR_ATTN",
+              [](Builder & g) {
+                  const Shape   tok = {16, 3, 6, 1};
+                  ggml_tensor * k   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * v   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * q   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * gt  = g.input(GGML_TYPE_F32, tok, uniform(0.5, 1));
+                  ggml_tensor * s   = g.input(GGML_TYPE_F32, {16 * 16 * 3, 2, 1, 1});
+                  return ggml_gated_linear_attn(g.ctx(), k, v, q, gt, s, 0.25f);
+              },
+              kF32);
+    cases.add("RWKV_WKV7",
+              [](Builder & g) {
+                  const Shape   tok = {16, 3, 6, 1};
+                  ggml_tensor * r   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * w   = g.input(GGML_TYPE_F32, tok, uniform(0.5, 1));
+                  ggml_tensor * k   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * v   = g.input(GGML_TYPE_F32, tok);
+                  ggml_tensor * a   = g.input(GGML_TYPE_F32, tok, uniform(-0.2, 0.2));
+                  ggml_tensor * b   = g.input(GGML_TYPE_F32, tok, uniform(-0.2, 0.2));
+                  ggml_tensor * s   = g.input(GGML_TYPE_F32, {16 * 16 * 3, 2, 1, 1});
+                  return ggml_rwkv_wkv7(g.ctx(), r, w, k, v, a, b, s);
+              },
+              kF32);
+    for (bool vector_gate : {false, true}) {
+        cases.add(std::string("GATED_DELTA_NET_") + (vector_gate ? "vector" : "scalar") + "_gate",
+                  [vector_gate](Builder & g) {
+                      ggml_tensor * q    = g.input(GGML_TYPE_F32, {16, 2, 4, 2}, uniform(-0.25, 0.25));
+                      ggml_tensor * k    = g.input(GGML_TYPE_F32, {16, 2, 4, 2}, uniform(-0.25, 0.25));
+                      ggml_tensor * v    = g.input(GGML_TYPE_F32, {16, 4, 4, 2});
+                      ggml_tensor * gt   = g.input(GGML_TYPE_F32, {vector_gate ? 16 : 1, 4, 4, 2}, uniform(-1, 0));
+                      ggml_tensor * beta = g.input(GGML_TYPE_F32, {1, 4, 4, 2}, uniform(0, 1));
+                      ggml_tensor * s    = g.input(GGML_TYPE_F32, {16, 16, 4, 2});
+                      return ggml_gated_delta_net(g.ctx(), q, k, v, gt, beta, s, vector_gate ? 1 : 3);
+                  },
+                  kF32);
+    }
+    cases.add("SOLVE_TRI",
+              [](Builder & g) {
+                  // Entries in [1, 2]: forward substitution over 7 rows stays well scaled.
+                  ggml_tensor * a = g.input(GGML_TYPE_F32, {7, 7, 2, 3}, uniform(1, 2));
+                  ggml_tensor * b = g.input(GGML_TYPE_F32, {5, 7, 2, 3});
+                  return ggml_solve_tri(g.ctx(), a, b, true, true, false);
+              },
+              kF32);
+    for (ggml_type kt : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("LIGHTNING_INDEXER_k_" + tn(kt),
+                  [kt](Builder & g) {
+                      ggml_tensor * q = g.input(GGML_TYPE_F32, {32, 4, 5, 2});
+                      ggml_tensor * k = g.input(kt, {32, 1, 11, 2});
+                      ggml_tensor * w = g.input(GGML_TYPE_F32, {4, 5, 1, 2}, uniform(0, 1));
+                      ggml_tensor * m = g.input(GGML_TYPE_F16, {11, 5, 1, 1}, {Init::mask});
+                      return ggml_lightning_indexer(g.ctx(), q, k, w, m);
+                  },
+                  kF32);
+    }
+    cases.add("DSV4_HC_COMB",
+              [](Builder & g) {
+                  return ggml_dsv4_hc_comb(g.ctx(), g.input(GGML_TYPE_F32, {24, 7, 1, 1}, uniform(-3, 3)),
+                                           g.input(GGML_TYPE_F32, {3, 1, 1, 1}), g.input(GGML_TYPE_F32, {24, 1, 1, 1}),
+                                           1e-6f, 4);
+              },
+              kF32);
+    cases.add("DSV4_HC_PRE",
+              [](Builder & g) {
+                  return ggml_dsv4_hc_pre(g.ctx(), g.input(GGML_TYPE_F32, {33, 4, 5, 1}),
+                                          g.input(GGML_TYPE_F32, {4, 5, 1, 1}));
+              },
+              kF32);
+    cases.add("DSV4_HC_PRE_gated",
+              [](Builder & g) {
+                  return ggml_dsv4_hc_pre_gated(g.ctx(), g.input(GGML_TYPE_F32, {33, 4, 5, 1}),
+                                                g.input(GGML_TYPE_F32, {33, 4, 5, 1}, uniform(-4, 4)), 0.5f);
+              },
+              kF32);
+    for (bool comb : {true, false}) {
+        cases.add(std::string("DSV4_HC_POST_") + (comb ? "comb" : "identity"),
+                  [comb](Builder & g) {
+                      ggml_tensor * x    = g.input(GGML_TYPE_F32, {33, 5, 1, 1});
+                      ggml_tensor * res  = g.input(GGML_TYPE_F32, {33, 4, 5, 1});
+                      ggml_tensor * post = g.input(GGML_TYPE_F32, {4, 5, 1, 1});
+                      ggml_tensor * c    = comb ? g.input(GGML_TYPE_F32, {4, 4, 5, 1}) : nullptr;
+                      return ggml_dsv4_hc_post(g.ctx(), x, res, post, c);
+                  },
+                  kF32);
+    }
+}
+
 // Convolution, pooling and resampling (test_ops_conv.cpp has the numeric tests).
 void conv_cases(Cases & cases) {
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
@@ -935,6 +1078,7 @@ const std::vector<OpCase> & all_cases() {
         attention_cases(cases);
         conv_cases(cases);
         fill_cases(cases);
+        recurrent_cases(cases);
         return cases.take();
     }();
     return list;

@@ -122,5 +122,10 @@ void add_conv_kernels(OpKernels & t);
 // and ACC, SET, REPEAT_BACK, ADD_ID, ROLL, PAD, PAD_REFLECT_1D (layout.cpp).
 void add_fill_kernels(OpKernels & t);
 void add_layout_kernels(OpKernels & t);
+// Families that fill their own rows of the operator table.
+void add_matmul_id_kernels(OpKernels & t);   // MUL_MAT_ID (kernels/matmul_id.cpp)
+void add_ssm_kernels(OpKernels & t);         // SSM_CONV, SSM_SCAN (kernels/ssm.cpp)
+void add_recurrent_kernels(OpKernels & t);   // RWKV_WKV6/7, GATED_LINEAR_ATTN, GATED_DELTA_NET, SOLVE_TRI
+void add_dsv4_kernels(OpKernels & t);        // LIGHTNING_INDEXER, DSV4_HC_COMB/PRE/POST (kernels/dsv4.cpp)
 
 } // namespace loom::cpu

@@ -60,6 +60,10 @@ OpKernels make_table() {
     add_conv_kernels(t);
     add_fill_kernels(t);
     add_layout_kernels(t);
+    add_matmul_id_kernels(t);
+    add_ssm_kernels(t);
+    add_recurrent_kernels(t);
+    add_dsv4_kernels(t);
     return t;
 }
 

@@ -1,0 +1,182 @@
+// GGML_OP_SSM_CONV and GGML_OP_SSM_SCAN: Mamba's causal convolution and
+// selective scan, in f32.
+//
+// ssm_conv: channels are split among the threads; each output is one float
+// sum over the window in order. ssm_scan: items are (sequence, head) pairs,
+// each run through its tokens in order by one thread; the state lives in
+// dst's state part and is updated there token after token.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/common.h"
+#include "kernels.h"
+
+namespace loom::cpu {
+
+namespace {
+
+const float * at_f32(const ggml_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
+    return reinterpret_cast<const float *>(static_cast<const char *>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] +
+                                           i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
+bool all_f32(const ggml_tensor * op, int n_src) {
+    if (op->type != GGML_TYPE_F32) {
+        return false;
+    }
+    for (int i = 0; i < n_src; ++i) {
+        if (op->src[i] == nullptr || op->src[i]->type != GGML_TYPE_F32) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// ---- ssm_conv ----
+
+bool ssm_conv_fits(const ggml_tensor * op) {
+    if (!all_f32(op, 2)) {
+        return false;
+    }
+    const ggml_tensor * sx = op->src[0];
+    const ggml_tensor * c  = op->src[1];
+    return ggml_is_3d(sx) && ggml_is_matrix(c) && sx->ne[1] == c->ne[1] && op->ne[0] == c->ne[1] &&
+           op->ne[1] == sx->ne[0] - c->ne[0] + 1 && op->ne[2] == sx->ne[2] && op->ne[3] == 1;
+}
+
+void compute_ssm_conv(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * sx = dst->src[0];
+    const ggml_tensor * c  = dst->src[1];
+    LOOM_ASSERT(ssm_conv_fits(dst));
+    const int64_t d_conv = c->ne[0];
+    const Range   r      = split_range(dst->ne[0], p.ith, p.nth);
+    for (int64_t s = 0; s < dst->ne[2]; ++s) {
+        for (int64_t t = 0; t < dst->ne[1]; ++t) {
+            auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + t * dst->nb[1] + s * dst->nb[2]);
+            for (int64_t i = r.begin; i < r.end; ++i) {
+                float sum = 0.0f;
+                for (int64_t j = 0; j < d_conv; ++j) {
+                    sum += *at_f32(sx, t + j, i, s) * *at_f32(c, j, i);
+                }
+                *reinterpret_cast<float *>(reinterpret_cast<char *>(out) + i * dst->nb[0]) = sum;
+            }
+        }
+    }
+}
+
+// ---- ssm_scan ----
+
+float softplus(float x) {
+    return x > 20.0f ? x : std::log(1.0f + std::exp(x));
+}
+
+bool ssm_scan_fits(const ggml_tensor * op) {
+    if (!all_f32(op, 6) || op->src[6] == nullptr || op->src[6]->type != GGML_TYPE_I32) {
+        return false;
+    }
+    const ggml_tensor * s   = op->src[0];
+    const ggml_tensor * x   = op->src[1];
+    const ggml_tensor * dt  = op->src[2];
+    const ggml_tensor * A   = op->src[3];
+    const ggml_tensor * B   = op->src[4];
+    const ggml_tensor * C   = op->src[5];
+    const ggml_tensor * ids = op->src[6];
+    const int64_t       K   = op_param_i32(op, 0);
+    const int64_t d_state = s->ne[0], head_dim = x->ne[0], n_head = x->ne[1], n_tok = x->ne[2], n_seqs = x->ne[3];
+    const bool shapes = K >= 1 && dt->ne[0] == n_head && dt->ne[1] == n_tok && dt->ne[2] == n_seqs && dt->ne[3] == 1 &&
+                        s->ne[1] == head_dim && s->ne[2] == n_head && ggml_are_same_shape(B, C) &&
+                        B->ne[0] == d_state && B->ne[1] > 0 && n_head % B->ne[1] == 0 && B->ne[2] == n_tok &&
+                        B->ne[3] == n_seqs && ggml_is_vector(ids) && ids->ne[0] == n_seqs && ggml_is_matrix(A) &&
+                        A->ne[1] == n_head && (A->ne[0] == 1 || (A->ne[0] == d_state && K == 1)) &&
+                        ggml_nelements(op) == ggml_nelements(x) + K * d_state * head_dim * n_head * n_seqs;
+    // Layouts: s, dt, A and dst contiguous; rows of x, B and C contiguous
+    // runs, heads (groups) of x (B, C) side by side.
+    auto packed_rows = [](const ggml_tensor * t) {
+        return t->nb[0] == sizeof(float) && t->nb[1] == size_t(t->ne[0]) * sizeof(float);
+    };
+    return shapes && ggml_is_contiguous(s) && ggml_is_contiguous(dt) && ggml_is_contiguous(A) &&
+           ggml_is_contiguous(op) && packed_rows(x) && packed_rows(B) && packed_rows(C);
+}
+
+void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
+    LOOM_ASSERT(ssm_scan_fits(dst));
+    const ggml_tensor * s0  = dst->src[0];
+    const ggml_tensor * x   = dst->src[1];
+    const ggml_tensor * dt  = dst->src[2];
+    const ggml_tensor * A   = dst->src[3];
+    const ggml_tensor * B   = dst->src[4];
+    const ggml_tensor * C   = dst->src[5];
+    const ggml_tensor * ids = dst->src[6];
+
+    const int64_t d_state  = s0->ne[0];
+    const int64_t head_dim = x->ne[0];
+    const int64_t n_head   = x->ne[1];
+    const int64_t n_tok    = x->ne[2];
+    const int64_t n_seqs   = x->ne[3];
+    const int64_t n_group  = B->ne[1];
+    const int64_t K        = op_param_i32(dst, 0);
+    const bool    mamba1   = A->ne[0] != 1;
+
+    const int64_t head_state = d_state * head_dim; // floats of one head's state
+    float *       y_base     = static_cast<float *>(dst->data);
+    float *       s_base     = y_base + ggml_nelements(x);
+    const auto *  A_data     = static_cast<const float *>(A->data);
+
+    const Range r = split_range(n_seqs * n_head, p.ith, p.nth);
+    for (int64_t item = r.begin; item < r.end; ++item) {
+        const int64_t seq = item / n_head;
+        const int64_t h   = item % n_head;
+        const int64_t g   = h / (n_head / n_group);
+        const int32_t id  = *reinterpret_cast<const int32_t *>(static_cast<const char *>(ids->data) + seq * ids->nb[0]);
+        float *       st  = s_base + (seq * n_head + h) * head_state;
+        // An id outside s is a data error: the sequence starts from zeros.
+        if (id >= 0 && id < s0->ne[3]) {
+            std::memcpy(st, at_f32(s0, 0, 0, h, id), size_t(head_state) * sizeof(float));
+        } else {
+            std::fill(st, st + head_state, 0.0f);
+        }
+        for (int64_t t = 0; t < n_tok; ++t) {
+            const float * xs  = at_f32(x, 0, h, t, seq);
+            const float * Bs  = at_f32(B, 0, g, t, seq);
+            const float * Cs  = at_f32(C, 0, g, t, seq);
+            const float   dts = softplus(*at_f32(dt, h, t, seq));
+            float *       y   = y_base + ((seq * n_tok + t) * n_head + h) * head_dim;
+            const float   dA  = mamba1 ? 0.0f : std::exp(dts * A_data[h]);
+            for (int64_t i = 0; i < head_dim; ++i) {
+                float *     row  = st + i * d_state;
+                const float x_dt = xs[i] * dts;
+                float       sum  = 0.0f;
+                if (mamba1) {
+                    const float * Ah = A_data + h * d_state;
+                    for (int64_t j = 0; j < d_state; ++j) {
+                        row[j] = row[j] * std::exp(dts * Ah[j]) + Bs[j] * x_dt;
+                        sum += row[j] * Cs[j];
+                    }
+                } else {
+                    for (int64_t j = 0; j < d_state; ++j) {
+                        row[j] = row[j] * dA + Bs[j] * x_dt;
+                        sum += row[j] * Cs[j];
+                    }
+                }
+                y[i] = sum;
+            }
+            // Snapshot slot k holds the state k tokens before the last.
+            const int64_t slot = n_tok - 1 - t;
+            if (slot > 0 && slot < K) {
+                std::memcpy(s_base + ((slot * n_seqs + seq) * n_head + h) * head_state, st,
+                            size_t(head_state) * sizeof(float));
+            }
+        }
+    }
+}
+
+} // namespace
+
+void add_ssm_kernels(OpKernels & t) {
+    t[GGML_OP_SSM_CONV] = {compute_ssm_conv, ssm_conv_fits, nullptr};
+    t[GGML_OP_SSM_SCAN] = {compute_ssm_scan, ssm_scan_fits, nullptr};
+}
+
+} // namespace loom::cpu
