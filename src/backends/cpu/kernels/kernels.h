@@ -10,7 +10,12 @@
 // thread with the same sequence of operations whatever the thread count.
 // Kernels never allocate; scratch memory comes from params.wdata, sized by
 // the family's work_size_* function (shared by all threads).
+//
+// A kernel that finds its data unusable (a row index outside its tensor)
+// logs why, calls params.fail() and returns without writing dst; the graph
+// computation stops after that node and returns GGML_STATUS_FAILED.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,6 +32,14 @@ struct ComputeParams {
     size_t    wsize = 0;
     Barrier * barrier = nullptr;
     bool      use_ref = false; // portable code paths only
+    std::atomic<bool> * failed = nullptr; // set by fail(), read after the node's barrier
+
+    // Marks the node as failed (any thread may call it, any number of times).
+    void fail() const {
+        if (failed != nullptr) {
+            failed->store(true, std::memory_order_relaxed);
+        }
+    }
 
     // Waits until every thread of the computation has called sync.
     void sync() const;
