@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend_test_helpers.h"
+#include "reference.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
@@ -27,6 +28,8 @@
 
 using loomtest::LogCapture;
 using loomtest::no_alloc_context;
+
+using loomtest::nmse;
 
 namespace {
 
@@ -65,14 +68,6 @@ std::vector<float> read_f32(const ggml_tensor * t) {
     return v;
 }
 
-double nmse(const std::vector<float> & got, const std::vector<float> & want) {
-    double err = 0, norm = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        norm += double(want[i]) * want[i];
-    }
-    return norm > 0 ? err / norm : err;
-}
 
 ggml_backend_dev_t vk_device() {
     return ggml_backend_reg_dev_get(ggml_backend_vk_reg(), 0);
