@@ -47,10 +47,11 @@ const uint TYPE_Q8_0 = 8u;
 const uint TYPE_I32  = 26u;
 const uint TYPE_I64  = 27u;
 
-// Records an index that was out of range (its row is skipped).
+// Records an index that was out of range (its row is skipped). Atomic:
+// many invocations may find bad indices at once.
 void report_bad_index(uint index) {
-    P.bad_index = index;
-    P.bad       = 1u;
+    atomicExchange(P.bad_index, index);
+    atomicOr(P.bad, 1u);
 }
 
 // The index of this workgroup when the host spread a long 1-D dispatch over
