@@ -332,11 +332,11 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
     // see thread 0's store one barrier early and must not leave before the
     // others reach the barrier of that node.
     std::atomic<int> abort_after{INT_MAX};
-    // Set by a kernel that found its data unusable (ComputeParams::fail),
-    // before the barrier after its node: every thread sees it there and
-    // stops at the same node, which thread 0 records.
-    std::atomic<bool> failed{false};
-    int               failed_node = -1;
+    // The node whose kernel found its data unusable (ComputeParams::fail),
+    // stored before the barrier after that node. Compared with the node a
+    // thread just passed, like abort_after: a thread the others are waiting
+    // for may see the store of a faster thread from the next node.
+    std::atomic<int> failed_at{INT_MAX};
 
     // Note [Node profile]
     const bool prof = profiling();
@@ -356,8 +356,9 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         p.wsize   = wsize;
         p.barrier = &barrier;
         p.use_ref = run.use_ref;
-        p.failed  = &failed;
+        p.failed_at = &failed_at;
         for (const Phase & ph : phases) {
+            p.node = ph.members[ph.n - 1];
             if (ph.n == 1) {
                 compute_node(p, graph->nodes[ph.members[0]]);
             } else {
@@ -378,10 +379,7 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
                 const int64_t t = profile_now();
                 for (int m = 0; m < ph.n; ++m) times.released[size_t(ph.members[m])] = t;
             }
-            if (failed.load(std::memory_order_relaxed)) {
-                if (ith == 0) {
-                    failed_node = ph.members[0];
-                }
+            if (failed_at.load(std::memory_order_relaxed) <= last) {
                 break;
             }
             if (abort_after.load(std::memory_order_relaxed) <= last) {
@@ -393,10 +391,10 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         times.end = profile_now();
         profile_record(graph, times);
     }
-    if (failed_node >= 0) {
-        const ggml_tensor * node = graph->nodes[failed_node];
-        LOOM_LOG_ERROR("CPU: node %d %s (%s) failed on its data; the graph stops there\n", failed_node,
-                       describe(node).text, ggml_op_desc(node));
+    if (const int f = failed_at.load(); f != INT_MAX) {
+        const ggml_tensor * node = graph->nodes[f];
+        LOOM_LOG_ERROR("CPU: node %d %s (%s) failed on its data; the graph stops there\n", f, describe(node).text,
+                       ggml_op_desc(node));
         return GGML_STATUS_FAILED;
     }
     return abort_after.load() != INT_MAX ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;

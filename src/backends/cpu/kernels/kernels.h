@@ -32,12 +32,15 @@ struct ComputeParams {
     size_t    wsize = 0;
     Barrier * barrier = nullptr;
     bool      use_ref = false; // portable code paths only
-    std::atomic<bool> * failed = nullptr; // set by fail(), read after the node's barrier
+    int                node      = 0;       // index in the graph of the node being computed
+    std::atomic<int> * failed_at = nullptr; // the first failed node (fail()), read after its barrier
 
     // Marks the node as failed (any thread may call it, any number of times).
     void fail() const {
-        if (failed != nullptr) {
-            failed->store(true, std::memory_order_relaxed);
+        if (failed_at != nullptr) {
+            int cur = failed_at->load(std::memory_order_relaxed);
+            while (node < cur && !failed_at->compare_exchange_weak(cur, node, std::memory_order_relaxed)) {
+            }
         }
     }
 
