@@ -259,15 +259,16 @@ int64_t load_index(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2) {
 // thread checks every index before any thread writes, so a graph with one
 // bad index leaves dst as it was; the indices are few next to the rows
 // they move. Thread 0 logs the first bad one.
-struct BadIndex {
+// An index read from the index tensor, and where it was read.
+struct RowIndex {
     int64_t value, i1, i2, i3;
 };
 
 // The first of the n indices at(0..n-1) outside [0, limit), if any.
 template <typename At>
-bool find_bad_index(int64_t n, At at, int64_t limit, BadIndex * out) {
+bool find_bad_index(int64_t n, At at, int64_t limit, RowIndex * out) {
     for (int64_t ir = 0; ir < n; ++ir) {
-        const BadIndex b = at(ir);
+        const RowIndex b = at(ir);
         if (b.value < 0 || b.value >= limit) {
             *out = b;
             return true;
@@ -276,7 +277,7 @@ bool find_bad_index(int64_t n, At at, int64_t limit, BadIndex * out) {
     return false;
 }
 
-void report_bad_index(const ComputeParams & p, const ggml_tensor * node, const BadIndex & b, const ggml_tensor * ids,
+void report_bad_index(const ComputeParams & p, const ggml_tensor * node, const RowIndex & b, const ggml_tensor * ids,
                       const ggml_tensor * rows_of) {
     if (p.ith == 0) {
         LOOM_LOG_ERROR("CPU: %s %s: row index %lld at [%lld, %lld, %lld] of %s is outside [0, %lld) of %s\n",
@@ -295,15 +296,15 @@ void compute_get_rows(const ComputeParams & p, ggml_tensor * dst) {
         const int64_t i = ir % dst->ne[1];
         const int64_t j = (ir / dst->ne[1]) % dst->ne[2];
         const int64_t k = ir / (dst->ne[1] * dst->ne[2]);
-        return BadIndex{load_index(rows, i, j, k), i, j, k};
+        return RowIndex{load_index(rows, i, j, k), i, j, k};
     };
-    if (BadIndex bad; find_bad_index(ggml_nrows(dst), index, src->ne[1], &bad)) {
+    if (RowIndex bad; find_bad_index(ggml_nrows(dst), index, src->ne[1], &bad)) {
         report_bad_index(p, dst, bad, rows, src);
         return;
     }
     const Range rr = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
-        const BadIndex at = index(ir);
+        const RowIndex at = index(ir);
         copy_row(s, s.row(at.value, at.i2, at.i3), d, d.row(at.i1, at.i2, at.i3), src->ne[0]);
     }
 }
@@ -318,9 +319,9 @@ void compute_set_rows(const ComputeParams & p, ggml_tensor * dst) {
         const int64_t i1 = ir % ids->ne[0];
         const int64_t i2 = (ir / ids->ne[0]) % ids->ne[1];
         const int64_t i3 = ir / (ids->ne[0] * ids->ne[1]);
-        return BadIndex{load_index(ids, i1, i2, i3), i1, i2, i3};
+        return RowIndex{load_index(ids, i1, i2, i3), i1, i2, i3};
     };
-    if (BadIndex bad; find_bad_index(ggml_nelements(ids), index, dst->ne[1], &bad)) {
+    if (RowIndex bad; find_bad_index(ggml_nelements(ids), index, dst->ne[1], &bad)) {
         report_bad_index(p, dst, bad, ids, dst);
         return;
     }
