@@ -230,29 +230,83 @@ double round_to_type(ggml_type type, double x) {
     }
 }
 
-double nmse(const Array & got, const Array & want) {
+namespace {
+
+template <typename T>
+bool nonfinite_mismatch(T g, T w) {
+    if (std::isfinite(w)) {
+        return !std::isfinite(g);
+    }
+    return std::isnan(w) ? !std::isnan(g) : g != w;
+}
+
+template <typename T>
+double nmse_of(std::span<const T> got, std::span<const T> want) {
+    if (got.size() != want.size()) {
+        return kInf;
+    }
     double err = 0.0;
     double ref = 0.0;
-    for (size_t i = 0; i < want.v.size(); ++i) {
-        if (!std::isfinite(want.v[i])) {
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double w = double(want[i]), g = double(got[i]);
+        if (nonfinite_mismatch(g, w)) {
+            return kInf;
+        }
+        if (!std::isfinite(w)) {
             continue;
         }
-        const double d = got.v[i] - want.v[i];
-        err += d * d;
-        ref += want.v[i] * want.v[i];
+        err += (g - w) * (g - w);
+        ref += w * w;
     }
     return ref > 0.0 ? err / ref : err;
 }
 
-double max_abs_diff(const Array & got, const Array & want) {
+template <typename T>
+double max_abs_diff_of(std::span<const T> got, std::span<const T> want) {
+    if (got.size() != want.size()) {
+        return kInf;
+    }
     double m = 0.0;
-    for (size_t i = 0; i < want.v.size(); ++i) {
-        if (!std::isfinite(want.v[i])) {
-            continue;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double w = double(want[i]), g = double(got[i]);
+        if (nonfinite_mismatch(g, w)) {
+            return kInf;
         }
-        m = std::max(m, std::fabs(got.v[i] - want.v[i]));
+        if (std::isfinite(w)) {
+            m = std::max(m, std::fabs(g - w));
+        }
     }
     return m;
+}
+
+} // namespace
+
+double nmse(std::span<const double> got, std::span<const double> want) {
+    return nmse_of(got, want);
+}
+double nmse(std::span<const float> got, std::span<const float> want) {
+    return nmse_of(got, want);
+}
+double nmse(const Array & got, const Array & want) {
+    return nmse_of<double>(got.v, want.v);
+}
+double max_abs_diff(std::span<const double> got, std::span<const double> want) {
+    return max_abs_diff_of(got, want);
+}
+double max_abs_diff(std::span<const float> got, std::span<const float> want) {
+    return max_abs_diff_of(got, want);
+}
+double max_abs_diff(const Array & got, const Array & want) {
+    return max_abs_diff_of<double>(got.v, want.v);
+}
+
+int64_t first_nonfinite_mismatch(std::span<const double> got, std::span<const double> want) {
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+        if (nonfinite_mismatch(got[i], want[i])) {
+            return int64_t(i);
+        }
+    }
+    return -1;
 }
 
 } // namespace loomtest

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,10 +77,23 @@ double round_to_type(ggml_type type, double x);
 // Error metrics
 //
 
-// sum((got - want)^2) / sum(want^2) over the elements where want is finite
-// (or the plain sum of squares when want is all zero).
+// The one error metric of the tests, for every element type they read.
+// nmse: sum((got - want)^2) / sum(want^2) over the elements where want is
+// finite (the plain sum of squares when want is all zero); max_abs_diff:
+// the largest |got - want| there. Where want is not finite, got must be
+// the same (NaN for NaN, the same infinity) and the element is left out of
+// the sums. A non-finite got where want is finite, or a mismatch where want
+// is not, is an infinite error, and so are arrays of different lengths:
+// a NaN never compares below a tolerance.
+double nmse(std::span<const double> got, std::span<const double> want);
+double nmse(std::span<const float> got, std::span<const float> want);
 double nmse(const Array & got, const Array & want);
+double max_abs_diff(std::span<const double> got, std::span<const double> want);
+double max_abs_diff(std::span<const float> got, std::span<const float> want);
 double max_abs_diff(const Array & got, const Array & want);
+// The first element where a non-finite value of one side is not matched
+// on the other (by the rules above), or -1.
+int64_t first_nonfinite_mismatch(std::span<const double> got, std::span<const double> want);
 
 //
 // Reference ops

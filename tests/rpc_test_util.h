@@ -54,14 +54,15 @@ class RawClient {
     }
     ~RawClient() { disconnect(); }
 
-    // Opens the session; the status of the stream when it fails.
-    grpc::Status connect() {
+    // Opens the session, announcing protocol version; the status of the
+    // stream when it fails.
+    grpc::Status connect(uint32_t version = loom::rpc::k_protocol_version) {
         stream_ctx_ = std::make_unique<grpc::ClientContext>();
         if (!token_.empty()) {
             stream_ctx_->AddMetadata("authorization", "Bearer " + token_);
         }
         loom::rpc::ConnectRequest req;
-        req.set_protocol_version(loom::rpc::k_protocol_version);
+        req.set_protocol_version(version);
         stream_ = stub_->Connect(stream_ctx_.get(), req);
         loom::rpc::ConnectEvent ev;
         if (!stream_->Read(&ev)) {

@@ -9,6 +9,8 @@
 //
 // TestDev1 is restricted to a subset of ops so that every run also goes
 // through the skipping path; TestDev0 computes every op the CPU computes.
+// Only some devices are independent implementations (Note [What the suite
+// compares]); a summary at the end counts the cases of each kind.
 
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -27,6 +30,8 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "reference.h"
+#include "test_util.h"
 
 using namespace loomtest;
 using namespace loomtest::ops;
@@ -264,29 +269,20 @@ std::vector<double> read_values(const ggml_tensor * t) {
 struct CompareState {
     const OpCase *           op_case = nullptr;
     int                      compared = 0;
+    double                   worst_nmse = 0.0; // over the nodes compared by value
     std::vector<std::string> failures;
 };
 
 // Why got differs from want beyond max_nmse; empty when it does not.
 std::string compare_values(const std::vector<double> & got, const std::vector<double> & want, double max_nmse) {
-    double err = 0.0, norm = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        const double w = want[i], g = got[i];
-        if (!std::isfinite(w) || !std::isfinite(g)) {
-            const bool same = std::isnan(w) ? std::isnan(g) : g == w;
-            if (!same) {
-                return "element " + std::to_string(i) + " is " + std::to_string(g) + ", the CPU has " +
-                       std::to_string(w);
-            }
-            continue;
-        }
-        err += (g - w) * (g - w);
-        norm += w * w;
+    if (const int64_t i = first_nonfinite_mismatch(got, want); i >= 0) {
+        return "element " + std::to_string(i) + " is " + std::to_string(got[size_t(i)]) + ", the CPU has " +
+               std::to_string(want[size_t(i)]);
     }
-    const double nmse = norm > 0.0 ? err / norm : err;
-    if (nmse > max_nmse || std::isnan(nmse)) {
+    const double e = nmse(got, want);
+    if (!(e <= max_nmse)) {
         std::ostringstream s;
-        s << "NMSE " << nmse << " above " << max_nmse;
+        s << "NMSE " << e << " above " << max_nmse;
         return s.str();
     }
     return {};
@@ -315,14 +311,68 @@ bool compare_node(int index, ggml_tensor * t1, ggml_tensor * t2, void * user_dat
         st->failures.push_back("node " + std::to_string(index) + ": sizes differ");
         return true;
     }
-    const std::string why = st->op_case->compare == Compare::top_k && t1->op == GGML_OP_TOP_K
-                                ? compare_top_k(got, want, t1->ne[0])
-                                : compare_values(got, want, st->op_case->max_nmse);
+    const bool        by_value = !(st->op_case->compare == Compare::top_k && t1->op == GGML_OP_TOP_K);
+    const std::string why = by_value ? compare_values(got, want, st->op_case->max_nmse)
+                                     : compare_top_k(got, want, t1->ne[0]);
+    if (by_value) {
+        st->worst_nmse = std::max(st->worst_nmse, nmse(got, want));
+    }
     if (!why.empty()) {
         st->failures.push_back("node " + std::to_string(index) + " " + describe_node(t1) + ": " + why);
     }
     return true;
 }
+
+// Note [What the suite compares]
+// Every case compares a device with the CPU backend. Only a device with an
+// arithmetic of its own (Vulkan, BLAS, a remote device that is not a CPU)
+// checks an implementation against an independent one there; the CPU
+// against itself, the test device plugin (which computes through the CPU
+// backend) and an RPC server's CPU device check transport, buffers and
+// memory paths only. The CPU's arithmetic has its own oracle: the per-op
+// tests (test_ops_*) against the double-precision reference. The summary
+// printed at the end says how many cases fell on each side.
+bool independent_implementation(ggml_backend_dev_t dev) {
+    const std::string reg  = ggml_backend_reg_name(ggml_backend_dev_backend_reg(dev));
+    const std::string name = ggml_backend_dev_name(dev);
+    if (reg == "CPU" || reg == "TestDev") {
+        return false;
+    }
+    return !(reg == "RPC" && name.ends_with("CPU"));
+}
+
+struct Tally {
+    std::map<std::string, int> compared; // by device: cases compared (not skipped)
+    std::map<std::string, int> skipped;
+};
+Tally & tally() {
+    static Tally t;
+    return t;
+}
+
+class Summary : public ::testing::Environment {
+  public:
+    void TearDown() override {
+        int         independent = 0, through_cpu = 0;
+        std::string ind_list, cpu_list;
+        for (const auto & [name, n] : tally().compared) {
+            ggml_backend_dev_t dev  = ggml_backend_dev_by_name(name.c_str());
+            const bool         ind  = dev != nullptr && independent_implementation(dev);
+            std::string &      list = ind ? ind_list : cpu_list;
+            (ind ? independent : through_cpu) += n;
+            list += (list.empty() ? "" : ", ") + name + " " + std::to_string(n);
+        }
+        int skipped = 0;
+        for (const auto & [name, n] : tally().skipped) skipped += n;
+        std::printf("[ summary  ] conformance: %d cases against an independent implementation (%s); "
+                    "%d cases test transport and memory paths only, computing through the CPU backend (%s); "
+                    "%d skipped. The CPU's own arithmetic is checked by the per-op tests against the "
+                    "double-precision reference.\n",
+                    independent, ind_list.empty() ? "none" : ind_list.c_str(), through_cpu,
+                    cpu_list.empty() ? "none" : cpu_list.c_str(), skipped);
+    }
+};
+::testing::Environment * const g_summary = ::testing::AddGlobalTestEnvironment(new Summary);
 
 class Conformance : public ::testing::TestWithParam<Param> {};
 
@@ -349,9 +399,11 @@ TEST_P(Conformance, MatchesTheCpu) {
             continue;
         }
         if (!ggml_backend_supports_op(backend.get(), node)) {
+            ++tally().skipped[GetParam().device];
             GTEST_SKIP() << GetParam().device << " does not support " << describe_node(node);
         }
         if (!ggml_backend_supports_op(cpu.get(), node)) {
+            ++tally().skipped[GetParam().device];
             GTEST_SKIP() << "the CPU reference does not support " << describe_node(node);
         }
     }
@@ -368,11 +420,48 @@ TEST_P(Conformance, MatchesTheCpu) {
     st.op_case = &c;
     EXPECT_TRUE(ggml_backend_compare_graph_backend(backend.get(), cpu.get(), gf, compare_node, &st, nullptr, 0));
     EXPECT_GT(st.compared, 0);
+    ++tally().compared[GetParam().device];
     for (const std::string & f : st.failures) {
         ADD_FAILURE() << GetParam().device << ": " << f;
+    }
+    if (verbose()) {
+        std::printf("  %s %s: NMSE %.3g (limit %.3g)\n", GetParam().device.c_str(), c.name.c_str(), st.worst_nmse,
+                    c.max_nmse);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(BackendOps, Conformance, ::testing::ValuesIn(all_params()), param_name);
+
+// The limits of the F32 products see a loss of precision: operands rounded
+// to F16 (a device computing in F16) give an NMSE above them.
+TEST(BackendOpsLimits, F16OperandsFailTheF32Products) {
+    std::mt19937                          rng(9);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int64_t                         K = 256, M = 33, N = 17;
+    std::vector<float>                    a(size_t(K * M)), b(size_t(K * N));
+    for (float & x : a) x = u(rng);
+    for (float & x : b) x = u(rng);
+    std::vector<double> exact(size_t(M * N)), rounded(size_t(M * N));
+    for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+            double s = 0.0, r = 0.0;
+            for (int64_t k = 0; k < K; ++k) {
+                const float x = a[size_t(i * K + k)], y = b[size_t(j * K + k)];
+                s += double(x) * double(y);
+                r += double(ggml_fp16_to_fp32(ggml_fp32_to_fp16(x))) * double(ggml_fp16_to_fp32(ggml_fp32_to_fp16(y)));
+            }
+            exact[size_t(j * M + i)]   = s;
+            rounded[size_t(j * M + i)] = r;
+        }
+    }
+    int checked = 0;
+    for (const OpCase & c : all_cases()) {
+        if ((c.name.starts_with("MUL_MAT_f32_") || c.name.starts_with("OUT_PROD_f32_")) && c.max_nmse > 0.0) {
+            EXPECT_GT(nmse(rounded, exact), c.max_nmse) << c.name;
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 10);
+}
 
 } // namespace

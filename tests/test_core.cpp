@@ -12,6 +12,7 @@
 
 // ggml_graph_view is internal (the graph type is opaque to users).
 #include "core/graph.h"
+#include "core/ptr_map.h"
 
 namespace {
 
@@ -217,6 +218,45 @@ TEST(Core, LogCallbackReceivesMessages) {
     ggml_log_set(nullptr, nullptr);
     ASSERT_FALSE(lines.empty());
     EXPECT_NE(lines[0].find("GRAPH"), std::string::npos);
+}
+
+// A file or function name longer than the message buffer neither overflows
+// it nor hides the message after it.
+TEST(Core, AbortWithALongFileNameKeepsTheMessage) {
+    const std::string file = std::string(3000, 'd') + "/tail_of_the_name.cpp";
+    EXPECT_DEATH(ggml_abort(file.c_str(), 7, "the message %d", 42), "tail_of_the_name.cpp:7: the message 42");
+    EXPECT_DEATH(ggml_abort(file.c_str(), 0, "the message %d", 43), "tail_of_the_name.cpp: the message 43");
+}
+
+// The null pointer is a key like any other (an empty slot holds null).
+TEST(Core, PtrMapTakesTheNullKey) {
+    loom::PtrMap<int> m;
+    EXPECT_EQ(m.find(nullptr), nullptr);
+    m[nullptr] = 5;
+    std::vector<int> keys(200);
+    for (int & k : keys) {
+        m[&k] = int(&k - keys.data()); // grows the map several times
+    }
+    ASSERT_NE(m.find(nullptr), nullptr);
+    EXPECT_EQ(*m.find(nullptr), 5);
+    EXPECT_EQ(m.size(), keys.size() + 1);
+    for (const int & k : keys) {
+        ASSERT_NE(m.find(&k), nullptr);
+        EXPECT_EQ(*m.find(&k), int(&k - keys.data()));
+    }
+    size_t seen = 0, nulls = 0;
+    m.for_each([&](const void * key, int) {
+        ++seen;
+        nulls += key == nullptr;
+    });
+    EXPECT_EQ(seen, keys.size() + 1);
+    EXPECT_EQ(nulls, 1u);
+    m.clear();
+    EXPECT_EQ(m.size(), 0u);
+    EXPECT_EQ(m.find(nullptr), nullptr);
+    EXPECT_EQ(m.find(&keys[0]), nullptr);
+    m[nullptr] += 2;
+    EXPECT_EQ(*m.find(nullptr), 2);
 }
 
 TEST(Core, TimeIsMonotonic) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "log_capture.h"
 #include "test_util.h"
 
 using namespace loomtest;
@@ -55,6 +56,71 @@ TEST(OpsGetRows, AllSourceTypes) {
             ggml_tensor * out = ggml_get_rows(ctx, a, idx);
             ASSERT_EQ(out->type, type == GGML_TYPE_I32 ? GGML_TYPE_I32 : GGML_TYPE_F32);
             check_modes(ctx, out, ref::get_rows(A, I), 0.0, 0.0);
+        }
+    }
+}
+
+// Note [Row indices from data] in kernels/copy.cpp: an index outside the
+// source's rows fails the computation (on any number of threads) instead
+// of aborting the process, the destination keeps its bytes, and the nodes
+// after it are not computed.
+TEST(OpsGetRows, IndexOutsideTheRowsFailsTheGraph) {
+    for (const int bad : {7, -1}) {
+        for (const RunMode & mode : run_modes()) {
+            SCOPED_TRACE("index " + std::to_string(bad) + ", " + describe(mode));
+            Context       ctx;
+            ggml_tensor * a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 7);
+            ggml_tensor * idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 6);
+            std::mt19937  rng(3);
+            fill_random(a, rng);
+            const int32_t rows[6] = {0, 3, 6, bad, 2, 1};
+            std::memcpy(idx->data, rows, sizeof(rows));
+            ggml_tensor * out  = ggml_get_rows(ctx, a, idx);
+            ggml_tensor * next = ggml_scale(ctx, out, 2.0f);
+            std::memset(out->data, 0x5a, ggml_nbytes(out));
+            std::memset(next->data, 0x3c, ggml_nbytes(next));
+            LogCapture log(true);
+            EXPECT_EQ(compute(ctx, next, mode), GGML_STATUS_FAILED);
+            EXPECT_TRUE(log.contains("row index " + std::to_string(bad) + " at [3, 0, 0]")) << log.text();
+            EXPECT_TRUE(log.contains("GET_ROWS")) << log.text();
+            const std::vector<uint8_t> out_bytes(static_cast<uint8_t *>(out->data),
+                                                 static_cast<uint8_t *>(out->data) + ggml_nbytes(out));
+            const std::vector<uint8_t> next_bytes(static_cast<uint8_t *>(next->data),
+                                                  static_cast<uint8_t *>(next->data) + ggml_nbytes(next));
+            EXPECT_EQ(out_bytes, std::vector<uint8_t>(ggml_nbytes(out), 0x5a));
+            EXPECT_EQ(next_bytes, std::vector<uint8_t>(ggml_nbytes(next), 0x3c));
+        }
+    }
+}
+
+TEST(OpsSetRows, IndexOutsideTheRowsFailsTheGraph) {
+    for (const ggml_type idx_type : {GGML_TYPE_I64, GGML_TYPE_I32}) {
+        for (const RunMode & mode : run_modes()) {
+            SCOPED_TRACE(std::string(ggml_type_name(idx_type)) + ", " + describe(mode));
+            Context       ctx;
+            ggml_tensor * dst = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 5, 9);
+            ggml_tensor * src = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 5, 4);
+            ggml_tensor * idx = ggml_new_tensor_1d(ctx, idx_type, 4);
+            std::mt19937  rng(5);
+            fill_random(src, rng);
+            const int64_t rows[4] = {8, 0, 4, int64_t(1) << 33};
+            for (int i = 0; i < 4; ++i) {
+                if (idx_type == GGML_TYPE_I64) {
+                    static_cast<int64_t *>(idx->data)[i] = rows[i];
+                } else {
+                    static_cast<int32_t *>(idx->data)[i] = i == 3 ? 9 : int32_t(rows[i]);
+                }
+            }
+            std::memset(dst->data, 0x5a, ggml_nbytes(dst));
+            ggml_tensor * out = ggml_set_rows(ctx, dst, src, idx);
+            LogCapture    log(true);
+            EXPECT_EQ(compute(ctx, out, mode), GGML_STATUS_FAILED);
+            const std::string bad = idx_type == GGML_TYPE_I64 ? std::to_string(int64_t(1) << 33) : "9";
+            EXPECT_TRUE(log.contains("row index " + bad + " at [3, 0, 0]")) << log.text();
+            EXPECT_TRUE(log.contains("SET_ROWS")) << log.text();
+            const std::vector<uint8_t> bytes(static_cast<uint8_t *>(dst->data),
+                                             static_cast<uint8_t *>(dst->data) + ggml_nbytes(dst));
+            EXPECT_EQ(bytes, std::vector<uint8_t>(ggml_nbytes(dst), 0x5a));
         }
     }
 }

@@ -294,6 +294,25 @@ TEST_F(Rpc, WrongOrMissingTokenIsRefused) {
     EXPECT_EQ(loom_rpc_server_start(&p), nullptr);
 }
 
+// A client of another protocol version (another operator table, core/
+// op_table.h) is refused with a message naming both versions, and opens no
+// session; one of this version then connects.
+TEST_F(Rpc, ClientOfAnotherProtocolVersionIsRefused) {
+    TestServer server;
+    for (const uint32_t version : {loom::rpc::k_protocol_version + 1, loom::rpc::k_protocol_version - 1, 0u}) {
+        SCOPED_TRACE("version " + std::to_string(version));
+        RawClient          old(server.endpoint(), kToken);
+        const grpc::Status st = old.connect(version);
+        EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+        EXPECT_EQ(st.error_message(), "protocol version " + std::to_string(version) + " is not " +
+                                          std::to_string(loom::rpc::k_protocol_version));
+        EXPECT_EQ(loom_rpc_server_session_count(server.get()), 0u);
+    }
+    RawClient current(server.endpoint(), kToken);
+    EXPECT_TRUE(current.connect().ok());
+    EXPECT_EQ(loom_rpc_server_session_count(server.get()), 1u);
+}
+
 TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
     TestServer server;
     RawClient  c(server.endpoint());

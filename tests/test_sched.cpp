@@ -18,6 +18,7 @@
 #include "ggml-cpu.h"
 
 #include "backend_test_helpers.h"
+#include "log_capture.h"
 
 namespace {
 
@@ -559,6 +560,49 @@ TEST_F(SchedDevices, WeightInABufferNoBackendCanUseIsAClearError) {
     ggml_cgraph *    g = ggml_new_graph(c.get());
     ggml_build_forward_expand(g, y);
     EXPECT_DEATH(ggml_backend_sched_alloc_graph(s, g), "pre-allocated tensor .*w1.* is in buffer .*TestDev");
+    ggml_backend_sched_free(s);
+}
+
+// A row index outside the rows (data, not a broken precondition) fails the
+// computation through the scheduler as on the backend: the status comes
+// back, the output keeps its bytes, and the scheduler computes the next
+// graph (Note [Row indices from data] in kernels/copy.cpp).
+TEST_F(Sched, RowIndexOutsideTheRowsFailsTheGraph) {
+    ggml_backend_t       backends[1] = {cpu.get()};
+    ggml_backend_sched_t s = ggml_backend_sched_new(backends, nullptr, 1, GGML_DEFAULT_GRAPH_SIZE, false, true);
+    ggml_init_params     p = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context_ptr     ctx(ggml_init(p));
+    ggml_tensor *        a   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 16, 5);
+    ggml_tensor *        idx = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I32, 4);
+    ggml_set_input(a);
+    ggml_set_input(idx);
+    ggml_tensor * out = ggml_get_rows(ctx.get(), a, idx);
+    ggml_set_output(out);
+    ggml_cgraph * g = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, out);
+    for (const int32_t bad : {5, 4}) {
+        SCOPED_TRACE("last index " + std::to_string(bad));
+        ggml_backend_sched_reset(s);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, g));
+        const std::vector<float> av = random_input(16 * 5, 11);
+        ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+        const int32_t rows[4] = {1, 0, 3, bad};
+        ggml_backend_tensor_set(idx, rows, 0, sizeof(rows));
+        const std::vector<float> before(16 * 4, 42.0f);
+        ggml_backend_tensor_set(out, before.data(), 0, ggml_nbytes(out));
+        loomtest::LogCapture log(true);
+        const ggml_status    st = ggml_backend_sched_graph_compute(s, g);
+        std::vector<float>   got(before.size());
+        ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+        if (bad == 5) {
+            EXPECT_EQ(st, GGML_STATUS_FAILED);
+            EXPECT_TRUE(log.contains("row index 5 at [3, 0, 0]")) << log.text();
+            EXPECT_EQ(got, before);
+        } else {
+            EXPECT_EQ(st, GGML_STATUS_SUCCESS);
+            EXPECT_EQ(std::vector<float>(got.begin() + 48, got.end()), std::vector<float>(av.begin() + 64, av.end()));
+        }
+    }
     ggml_backend_sched_free(s);
 }
 

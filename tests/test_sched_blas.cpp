@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend_test_helpers.h"
+#include "reference.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-blas.h"
@@ -25,6 +26,8 @@
 #include "backends/blas/policy.h"
 
 using loomtest::LogCapture;
+
+using loomtest::nmse;
 
 namespace {
 
@@ -63,15 +66,6 @@ std::vector<float> read_f32(const ggml_tensor * t) {
     return v;
 }
 
-// Normalised mean squared error of got against want.
-double nmse(const std::vector<float> & got, const std::vector<float> & want) {
-    double err = 0, norm = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        norm += double(want[i]) * want[i];
-    }
-    return norm > 0 ? err / norm : err;
-}
 
 // The CPU quantises activations to 8 bits against quantized weights; BLAS
 // multiplies them in F32. Elsewhere only the summation order differs.

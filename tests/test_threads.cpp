@@ -255,6 +255,58 @@ TEST(Threads, BackendBitIdentical) {
     ggml_backend_free(backend);
 }
 
+// A kernel that fails on its data (Note [Row indices from data]) stops
+// every thread at that node: on the CPU backend, with 1 to 6 threads, graph
+// after graph on the same pool, the status is GGML_STATUS_FAILED, nothing
+// after the node is computed, and a good graph computes next.
+TEST(Threads, DataFailureStopsEveryThreadAtTheNode) {
+    ggml_backend_t backend = ggml_backend_cpu_init();
+    ASSERT_NE(backend, nullptr);
+    ggml_init_params params{};
+    params.mem_size = ggml_tensor_overhead() * 16 + ggml_graph_overhead();
+    params.no_alloc = true;
+    ggml_context * ctx = ggml_init(params);
+    ASSERT_NE(ctx, nullptr);
+    ggml_tensor * a    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 9);
+    ggml_tensor * idx  = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 24);
+    ggml_tensor * rows = ggml_get_rows(ctx, ggml_scale(ctx, a, 0.5f), idx);
+    ggml_tensor * out  = ggml_sum_rows(ctx, ggml_sqr(ctx, rows));
+    ggml_cgraph * gf   = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ASSERT_NE(buf, nullptr);
+    std::vector<float> av(64 * 9, 1.0f);
+    ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+    std::vector<int32_t> good(24), bad(24);
+    for (int i = 0; i < 24; ++i) {
+        good[size_t(i)] = bad[size_t(i)] = i % 9;
+    }
+    bad[17] = 9;
+    const std::vector<float> marker(24, -7.0f);
+    for (int n_threads : {1, 2, 3, 4, 6}) {
+        SCOPED_TRACE(std::to_string(n_threads) + " threads");
+        ggml_backend_cpu_set_n_threads(backend, n_threads);
+        for (int round = 0; round < 20; ++round) {
+            ggml_backend_tensor_set(idx, bad.data(), 0, ggml_nbytes(idx));
+            ggml_backend_tensor_set(out, marker.data(), 0, ggml_nbytes(out));
+            ggml_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
+            const ggml_status st = ggml_backend_graph_compute(backend, gf);
+            ggml_log_set(nullptr, nullptr);
+            ASSERT_EQ(st, GGML_STATUS_FAILED);
+            std::vector<float> got(24);
+            ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+            ASSERT_EQ(got, marker);
+            ggml_backend_tensor_set(idx, good.data(), 0, ggml_nbytes(idx));
+            ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+            ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+            ASSERT_EQ(got, std::vector<float>(24, 64 * 0.25f));
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
+}
+
 // ---- ggml's threadpool API ----
 
 TEST(ThreadsPoolApi, ParamsDefaultsAndMatch) {

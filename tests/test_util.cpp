@@ -62,28 +62,20 @@ ggml_status compute(ggml_context * ctx, ggml_tensor * out, int n_threads) {
     if (got.ne != want.ne) {
         return ::testing::AssertionFailure() << "shape " << shape_str(got.ne) << ", expected " << shape_str(want.ne);
     }
-    int64_t worst   = -1;
-    double  worst_d = -1.0;
+    if (const int64_t i = first_nonfinite_mismatch(got.v, want.v); i >= 0) {
+        return ::testing::AssertionFailure() << "element " << i << " is " << got.v[size_t(i)] << ", expected "
+                                             << want.v[size_t(i)];
+    }
+    // Where the largest difference is, for the message.
+    int64_t worst = -1;
     for (size_t i = 0; i < want.v.size(); ++i) {
-        const double w = want.v[i];
-        const double g = got.v[i];
-        if (!std::isfinite(w)) {
-            const bool same = std::isnan(w) ? std::isnan(g) : g == w;
-            if (!same) {
-                return ::testing::AssertionFailure() << "element " << i << " is " << g << ", expected " << w;
-            }
-            continue;
-        }
-        if (!std::isfinite(g)) {
-            return ::testing::AssertionFailure() << "element " << i << " is " << g << ", expected " << w;
-        }
-        const double d = std::fabs(g - w);
-        if (d > worst_d) {
-            worst_d = d;
-            worst   = int64_t(i);
+        if (std::isfinite(want.v[i]) &&
+            (worst < 0 || std::fabs(got.v[i] - want.v[i]) > std::fabs(got.v[size_t(worst)] - want.v[size_t(worst)]))) {
+            worst = int64_t(i);
         }
     }
-    const double e = nmse(got, want);
+    const double worst_d = max_abs_diff(got, want);
+    const double e       = nmse(got, want);
     const bool   ok_nmse = e <= max_nmse;
     const bool   ok_abs  = max_abs < 0.0 || worst_d <= max_abs;
     std::ostringstream detail;

@@ -7,12 +7,12 @@
 #include <new>
 #include <vector>
 
-#include "backend/backend_impl.h"
 #include "core/common.h"
 #include "core/graph.h"
 #include "gallocr_inspect.h"
 #include "gallocr_internal.h"
 #include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "liveness.h"
 #include "planner.h"
 
@@ -240,11 +240,11 @@ bool ggml_gallocr::init_tensor(ggml_tensor * t) {
         // what ggml_backend_tensor_alloc would check again for every tensor.
         const Slot &          s    = plan.slots[size_t(ids.id(t))];
         ggml_backend_buffer_t buf  = pools[size_t(s.pool)].chunks[size_t(s.chunk)];
-        char *                base = static_cast<char *>(buf->base());
-        LOOM_ASSERT(s.offset + s.size_max <= buf->size);
+        char *                base = static_cast<char *>(ggml_backend_buffer_get_base(buf));
+        LOOM_ASSERT(s.offset + s.size_max <= ggml_backend_buffer_get_size(buf));
         t->buffer = buf;
         t->data   = base == nullptr ? nullptr : base + s.offset;
-        st        = buf->init_tensor(t);
+        st        = ggml_backend_buffer_init_tensor(buf, t);
     }
     if (st != GGML_STATUS_SUCCESS) {
         LOOM_LOG_ERROR("ggml_gallocr_alloc_graph: failed to initialise tensor %s: %s\n", describe(t).text,

@@ -4,9 +4,9 @@
 #include <new>
 #include <vector>
 
-#include "backend/backend_impl.h"
 #include "core/common.h"
 #include "ggml-alloc.h"
+#include "ggml-backend.h"
 
 using namespace loom;
 

@@ -7,16 +7,6 @@
 #include <utility>
 
 #include "core/common.h"
-#include "ggml-cpu.h"
-#ifdef LOOM_HAS_BLAS
-#    include "ggml-blas.h"
-#endif
-#ifdef LOOM_HAS_VULKAN
-#    include "ggml-vulkan.h"
-#endif
-#ifdef LOOM_HAS_RPC
-#    include "ggml-rpc.h"
-#endif
 
 namespace loom {
 
@@ -26,23 +16,9 @@ Registry & Registry::get() {
 }
 
 Registry::Registry() {
-    // Built-in backend families, in order of preference. BLAS comes before
-    // the CPU, as in ggml: a scheduler given the devices in registry order
-    // then has the CPU last, as it requires. init_best and dev_by_type pick
-    // by type, so the CPU stays their answer for CPU. Vulkan (GPU devices)
-    // comes first of all.
-#ifdef LOOM_HAS_VULKAN
-    add_locked(ggml_backend_vk_reg(), SharedLibrary());
-#endif
-#ifdef LOOM_HAS_BLAS
-    add_locked(ggml_backend_blas_reg(), SharedLibrary());
-#endif
-    add_locked(ggml_backend_cpu_reg(), SharedLibrary());
-    // The RPC family has no devices until ggml_backend_rpc_add_server adds
-    // a reg per server; it is here so that its proc addresses are found.
-#ifdef LOOM_HAS_RPC
-    add_locked(ggml_backend_rpc_reg(), SharedLibrary());
-#endif
+    for (ggml_backend_reg * reg : builtin_regs()) {
+        add_locked(reg, SharedLibrary());
+    }
 }
 
 Registry::~Registry() {

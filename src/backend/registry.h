@@ -37,6 +37,12 @@ class SharedLibrary {
     void * handle_ = nullptr;
 };
 
+// The backend families built into the library, in order of preference:
+// what the registry holds before anything is loaded or registered. Defined
+// by the backends (src/backends/builtin.cpp), which the backend layer does
+// not include (docs/DESIGN-layers.md).
+std::vector<ggml_backend_reg *> builtin_regs();
+
 class Registry {
   public:
     static Registry & get();

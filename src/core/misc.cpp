@@ -1,9 +1,11 @@
 // Process-wide services of the core: abort, logging, time, names.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -91,9 +93,19 @@ ggml_abort_callback_t ggml_set_abort_callback(ggml_abort_callback_t callback) {
 }
 
 void ggml_abort(const char * file, int line, const char * fmt, ...) {
-    char    msg[1536];
+    char msg[1536];
+    // A file or function name longer than a path should be keeps its end
+    // (the part that names it), so that the message after it fits.
+    constexpr size_t k_max_name = 256;
+    if (file == nullptr) {
+        file = "?";
+    } else if (const size_t len = std::strlen(file); len > k_max_name) {
+        file += len - k_max_name;
+    }
     int     n = line > 0 ? std::snprintf(msg, sizeof(msg), "%s:%d: ", file, line)
                          : std::snprintf(msg, sizeof(msg), "%s: ", file);
+    // snprintf returns the length it wanted, which may pass the end of msg.
+    n = std::clamp(n, 0, int(sizeof(msg)) - 1);
     va_list args;
     va_start(args, fmt);
     std::vsnprintf(msg + n, sizeof(msg) - size_t(n), fmt, args);

@@ -232,6 +232,9 @@ int run(const Options & o) {
                  model->name().empty() ? "model" : model->name().c_str(), hp.n_layer, hp.n_embd, hp.n_head,
                  hp.n_head_kv, hp.n_vocab, double(model->n_params()) / 1e6, load_ms,
                  model->mapped() ? " (CPU weights mapped)" : "");
+    if (model->n_repacked() > 0) {
+        std::fprintf(stderr, "loom-run: %zu matrices repacked for the CPU (CPU_REPACK)\n", model->n_repacked());
+    }
     std::fprintf(stderr, "loom-run: layers %s; context %u tokens; threads %d\n",
                  placement_text(*model, *backends).c_str(), n_ctx, n_threads);
 

@@ -511,6 +511,7 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         p.tensor = ggml_new_tensor(m->contexts_[slot_of(p)], gguf_get_tensor_type(g, p.id), GGML_MAX_DIMS, ne);
         ggml_set_name(p.tensor, p.name.c_str());
         m->weight_bytes_[size_t(p.device)] += ggml_nbytes(p.tensor);
+        m->n_repacked_ += p.repack ? 1 : 0;
         if (p.id != embd_id || p.name == "token_embd.weight") {
             m->n_params_ += size_t(ggml_nelements(p.tensor));
         }

@@ -107,6 +107,8 @@ class Model {
     // the token embeddings): the memory traffic generation is bound by.
     size_t token_bytes() const;
     bool   mapped() const { return map_ != nullptr; }
+    // Matrices in the CPU's CPU_REPACK buffer (none without its kernels or with --no-repack).
+    size_t n_repacked() const { return n_repacked_; }
 
   private:
     Model() = default;
@@ -127,6 +129,7 @@ class Model {
     int                       output_device_ = 0;
     std::vector<size_t>       weight_bytes_;
     size_t                    n_params_ = 0;
+    size_t                    n_repacked_ = 0;
 };
 
 } // namespace loom_run

@@ -1,16 +1,39 @@
 #include "policy.h"
 
 #include <cstdlib>
+#include <cstring>
 
-#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "products.h"
 
 namespace loom::blas {
 
+namespace {
+
+// Whether the CPU's kernel table in use has 8-bit integer dot products, as
+// the CPU reg reports among its features (through the public API: one
+// backend does not read another's internals).
+bool cpu_has_int8_dot_products() {
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get = reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    if (get == nullptr) {
+        return false;
+    }
+    for (const ggml_backend_feature * f = get(reg); f->name != nullptr; ++f) {
+        if (std::strcmp(f->name, "INT8_DOT_PRODUCTS") == 0) {
+            return std::strcmp(f->value, "1") == 0;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
 Policy Policy::from_environment() {
     Policy p;
-    if (cpu::best_kernels().int8_dot_products) {
+    if (cpu_has_int8_dot_products()) {
         p.min_batch_q4_0 = never; // the CPU's VNNI products win at every batch
     }
     if (const char * v = std::getenv("LOOM_BLAS_MIN_BATCH")) {

@@ -212,6 +212,11 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
     // see thread 0's store one barrier early and must not leave before the
     // others reach the barrier of that node.
     std::atomic<int> abort_after{INT_MAX};
+    // The node whose kernel found its data unusable (ComputeParams::fail),
+    // stored before the barrier after that node. Compared with the node a
+    // thread just passed, like abort_after: a thread the others are waiting
+    // for may see the store of a faster thread from the next node.
+    std::atomic<int> failed_at{INT_MAX};
 
     // Note [Node profile]
     const bool prof = profiling();
@@ -231,7 +236,9 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
         p.wsize   = wsize;
         p.barrier = &barrier;
         p.use_ref = run.use_ref;
+        p.failed_at = &failed_at;
         for (const Phase & ph : phases) {
+            p.node = ph.members[ph.n - 1];
             if (ph.n == 1) {
                 compute_node(p, graph->nodes[ph.members[0]]);
             } else {
@@ -252,6 +259,9 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
                 const int64_t t = profile_now();
                 for (int m = 0; m < ph.n; ++m) times.released[size_t(ph.members[m])] = t;
             }
+            if (failed_at.load(std::memory_order_relaxed) <= last) {
+                break;
+            }
             if (abort_after.load(std::memory_order_relaxed) <= last) {
                 break;
             }
@@ -260,6 +270,12 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
     if (prof) {
         times.end = profile_now();
         profile_record(graph, times);
+    }
+    if (const int f = failed_at.load(); f != INT_MAX) {
+        const ggml_tensor * node = graph->nodes[f];
+        LOOM_LOG_ERROR("CPU: node %d %s (%s) failed on its data; the graph stops there\n", f, describe(node).text,
+                       ggml_op_desc(node));
+        return GGML_STATUS_FAILED;
     }
     return abort_after.load() != INT_MAX ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
 }

@@ -264,6 +264,10 @@ class CpuReg final : public ggml_backend_reg {
             if (f.avx512vnni) v.push_back({"AVX512_VNNI", "1"});
             if (f.avx512vbmi) v.push_back({"AVX512_VBMI", "1"});
             if (f.avx512bf16) v.push_back({"AVX512_BF16", "1"});
+            // The kernel table in use (LOOM_CPU_KERNELS may choose a lesser
+            // one) multiplies quantized data with 8-bit integer dot products;
+            // the BLAS backend's placement reads it.
+            if (best_kernels().int8_dot_products) v.push_back({"INT8_DOT_PRODUCTS", "1"});
             v.push_back({nullptr, nullptr});
             return v;
         }();

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "backend/backend_impl.h"
-#include "backend/registry.h"
 #include "core/common.h"
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
@@ -710,7 +709,7 @@ ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint) {
     }
     auto * reg          = new RpcServerReg(conn);
     s.regs[endpoint]    = reg;
-    loom::Registry::get().add_reg(reg);
+    ggml_backend_register(reg);
     return reg;
 }
 

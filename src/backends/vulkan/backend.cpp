@@ -192,6 +192,8 @@ class Stream final : public ggml_backend {
     ggml_status graph_compute(ggml_cgraph * graph) override;
 
   private:
+    ggml_status finish_checked(const std::vector<std::pair<const ggml_tensor *, const Params *>> & checked);
+
     struct Read {
         void *       to;
         const void * from;
@@ -443,6 +445,9 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     // Barriers only where a node touches what an earlier node since the
     // last barrier wrote, or writes what one read.
     std::vector<Range> written, read;
+    // Note [Indices from data]: the parameter blocks of the nodes whose
+    // shaders check the indices they read.
+    std::vector<std::pair<const ggml_tensor *, const Params *>> checked;
     VkPipeline         bound = VK_NULL_HANDLE;
     for (const ggml_tensor * node : nodes) {
         Dispatch   d = plan(node);
@@ -488,6 +493,9 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
             return GGML_STATUS_ALLOC_FAILED;
         }
         std::memcpy(ps.mapped, &d.params, sizeof(Params));
+        if (node->op == GGML_OP_GET_ROWS || node->op == GGML_OP_SET_ROWS) {
+            checked.emplace_back(node, static_cast<const Params *>(ps.mapped));
+        }
         VkDescriptorSet set = descriptor_set();
         if (set == VK_NULL_HANDLE) {
             LOOM_LOG_ERROR("%s: out of descriptor sets\n", name());
@@ -516,8 +524,49 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
                                 nullptr);
         vkCmdDispatch(cur_->cb, d.groups[0], d.groups[1], d.groups[2]);
     }
+    if (checked.empty()) {
+        flush(nullptr);
+        return GGML_STATUS_SUCCESS;
+    }
+    return finish_checked(checked);
+}
+
+// Note [Indices from data]
+// GET_ROWS and SET_ROWS read row numbers from a tensor, so a number outside
+// the rows is a data problem and must come back as a status, not as a
+// write outside the tensor (robust buffer access is not enabled, and would
+// only keep the write inside the buffer). Their shaders skip such a row and
+// write two words into the dispatch's parameter block, which lives in
+// host-visible staging memory; a graph with such nodes waits for its
+// submission and reads the words before it returns. The staging memory
+// stays mapped after the batch is retired and nothing is staged before the
+// words are read.
+ggml_status Stream::finish_checked(const std::vector<std::pair<const ggml_tensor *, const Params *>> & checked) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cur_->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+    const uint64_t before = submitted_;
     flush(nullptr);
-    return GGML_STATUS_SUCCESS;
+    if (submitted_ == before) {
+        return GGML_STATUS_FAILED; // the submission failed (logged)
+    }
+    retire(true);
+    ggml_status status = GGML_STATUS_SUCCESS;
+    for (const auto & [node, params] : checked) {
+        uint32_t words[2];
+        std::memcpy(words, &params->bad, sizeof(words));
+        if (words[0] != 0) {
+            const ggml_tensor * limit = node->op == GGML_OP_GET_ROWS ? node->src[0] : node;
+            LOOM_LOG_ERROR("%s: %s %s: row index %u (as an unsigned 32-bit word) of %s is outside [0, %lld) of %s; "
+                           "its row was skipped\n",
+                           name(), ggml_op_desc(node), describe(node).text, words[1], describe(node->src[1]).text,
+                           (long long) limit->ne[1], describe(limit).text);
+            status = GGML_STATUS_FAILED;
+        }
+    }
+    return status;
 }
 
 } // namespace

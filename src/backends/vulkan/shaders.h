@@ -28,8 +28,13 @@ struct Params {
     uint32_t n;
     uint32_t ip[6];
     float    fp[8];
+    // Written by the shaders that read indices from data (GET_ROWS,
+    // SET_ROWS): 0 from the host; bad = 1 and index = one of the indices
+    // outside the rows when the shader skipped such a row.
+    uint32_t bad;
+    uint32_t bad_index;
 };
-static_assert(sizeof(Params) == 56 * 4);
+static_assert(sizeof(Params) == 58 * 4);
 
 // Bindings 1..4 of every shader: src0, src1, src2, dst.
 constexpr int k_tensor_slots = 4;

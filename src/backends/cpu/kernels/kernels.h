@@ -10,8 +10,13 @@
 // thread with the same sequence of operations whatever the thread count.
 // Kernels never allocate; scratch memory comes from params.wdata, sized by
 // the family's work_size_* function (shared by all threads).
+//
+// A kernel that finds its data unusable (a row index outside its tensor)
+// logs why, calls params.fail() and returns without writing dst; the graph
+// computation stops after that node and returns GGML_STATUS_FAILED.
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,6 +33,17 @@ struct ComputeParams {
     size_t    wsize = 0;
     Barrier * barrier = nullptr;
     bool      use_ref = false; // portable code paths only
+    int                node      = 0;       // index in the graph of the node being computed
+    std::atomic<int> * failed_at = nullptr; // the first failed node (fail()), read after its barrier
+
+    // Marks the node as failed (any thread may call it, any number of times).
+    void fail() const {
+        if (failed_at != nullptr) {
+            int cur = failed_at->load(std::memory_order_relaxed);
+            while (node < cur && !failed_at->compare_exchange_weak(cur, node, std::memory_order_relaxed)) {
+            }
+        }
+    }
 
     // Waits until every thread of the computation has called sync.
     void sync() const;

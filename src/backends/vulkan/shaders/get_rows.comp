@@ -1,7 +1,8 @@
 #version 450
 // dst[i0, i, j, k] = src0[i0, idx[i, j, k], j, k], idx = src1 (I32); src0
 // F32, F16, Q8_0 or Q4_0 into F32, or I32 into I32. One invocation per
-// element of dst.
+// element of dst. An index outside src0's rows (a negative one reads as a
+// large one) is reported to the host and its row of dst left as it was.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -13,6 +14,10 @@ void main() {
     }
     const uvec4 d   = coords(3u, g);
     const uint  row = s1_u32[at(1u, d.y, d.z, d.w, 0u) >> 2];
+    if (row >= P.ne[1]) {
+        report_bad_index(row);
+        return;
+    }
     const uint  t   = P.ty[0];
     const uint  db  = at(3u, d.x, d.y, d.z, d.w);
     if (t == TYPE_I32) {
