@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/float_io.h"
+#include "backends/cpu/kernels/element_at.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/common.h"
 
@@ -17,31 +18,14 @@ namespace loom::cpu {
 
 namespace {
 
-// The position of row ir of a tensor with ne1 rows per matrix and ne2
-// matrices per batch.
-struct RowIndex {
-    int64_t i1, i2, i3;
-};
-inline RowIndex row_index(int64_t ir, const int64_t * ne) {
-    return {ir % ne[1], ir / ne[1] % ne[2], ir / (ne[1] * ne[2])};
-}
-
-inline const char * at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return static_cast<const char *>(t->data) + i0 * int64_t(t->nb[0]) + i1 * int64_t(t->nb[1]) +
-           i2 * int64_t(t->nb[2]) + i3 * int64_t(t->nb[3]);
-}
-inline char * at(ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return const_cast<char *>(at(static_cast<const ggml_tensor *>(t), i0, i1, i2, i3));
-}
-
 // dst = f(src) element-wise, src and dst F32 or F16 of one shape.
 template <typename F> void map_floats(const ComputeParams & p, ggml_tensor * dst, F f) {
     const ggml_tensor * src = dst->src[0];
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        const char *   x  = at(src, 0, ix.i1, ix.i2, ix.i3);
-        char *         y  = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        const RowPos ix = row_pos(ir, dst->ne);
+        const char *   x  = element_at(src, 0, ix.i1, ix.i2, ix.i3);
+        char *         y  = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         for (int64_t i = 0; i < dst->ne[0]; ++i) {
             const float v = load_float(src->type, x + i * int64_t(src->nb[0]));
             store_float(dst->type, y + i * int64_t(dst->nb[0]), f(v));
@@ -106,9 +90,9 @@ void compute_tri(const ComputeParams & p, ggml_tensor * dst) {
     const int32_t       type = op_param_i32(dst, 0);
     const Range         r    = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        const float *  x  = reinterpret_cast<const float *>(at(src, 0, ix.i1, ix.i2, ix.i3));
-        float *        y  = reinterpret_cast<float *>(at(dst, 0, ix.i1, ix.i2, ix.i3));
+        const RowPos ix = row_pos(ir, dst->ne);
+        const float *  x  = reinterpret_cast<const float *>(element_at(src, 0, ix.i1, ix.i2, ix.i3));
+        float *        y  = reinterpret_cast<float *>(element_at(dst, 0, ix.i1, ix.i2, ix.i3));
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
             y[i0] = tri_keeps(type, i0, ix.i1) ? x[i0] : 0.0f;
         }
@@ -119,9 +103,9 @@ void compute_cumsum(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix  = row_index(ir, dst->ne);
-        const char *   x   = at(src, 0, ix.i1, ix.i2, ix.i3);
-        char *         y   = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        const RowPos ix  = row_pos(ir, dst->ne);
+        const char *   x   = element_at(src, 0, ix.i1, ix.i2, ix.i3);
+        char *         y   = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         float          sum = 0.0f;
         for (int64_t i = 0; i < dst->ne[0]; ++i) {
             float v;
@@ -141,9 +125,9 @@ void compute_count_equal(const ComputeParams & p, ggml_tensor * dst) {
     const Range         r     = split_range(ggml_nrows(a), p.ith, p.nth);
     int64_t             count = 0;
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, a->ne);
-        const char *   x  = at(a, 0, ix.i1, ix.i2, ix.i3);
-        const char *   y  = at(b, 0, ix.i1, ix.i2, ix.i3);
+        const RowPos ix = row_pos(ir, a->ne);
+        const char *   x  = element_at(a, 0, ix.i1, ix.i2, ix.i3);
+        const char *   y  = element_at(b, 0, ix.i1, ix.i2, ix.i3);
         for (int64_t i = 0; i < a->ne[0]; ++i) {
             int32_t u, v;
             std::memcpy(&u, x + i * int64_t(a->nb[0]), sizeof(u));
@@ -169,9 +153,9 @@ void compute_l2_norm(const ComputeParams & p, ggml_tensor * dst) {
     const float         eps = op_param_f32(dst, 0);
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        const char *   x  = at(src, 0, ix.i1, ix.i2, ix.i3);
-        char *         y  = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        const RowPos ix = row_pos(ir, dst->ne);
+        const char *   x  = element_at(src, 0, ix.i1, ix.i2, ix.i3);
+        char *         y  = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         double         sum = 0.0;
         for (int64_t i = 0; i < dst->ne[0]; ++i) {
             float v;
@@ -195,12 +179,12 @@ void compute_diag(const ComputeParams & p, ggml_tensor * dst) {
     const size_t        es  = ggml_type_size(dst->type);
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        char *         y  = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        const RowPos ix = row_pos(ir, dst->ne);
+        char *         y  = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
             char * e = y + i0 * int64_t(dst->nb[0]);
             if (i0 == ix.i1) {
-                std::memcpy(e, at(src, i0, 0, ix.i2, ix.i3), es);
+                std::memcpy(e, element_at(src, i0, 0, ix.i2, ix.i3), es);
             } else {
                 std::memset(e, 0, es);
             }

@@ -13,27 +13,13 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/kernels/element_at.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/common.h"
 
 namespace loom::cpu {
 
 namespace {
-
-struct RowIndex {
-    int64_t i1, i2, i3;
-};
-inline RowIndex row_index(int64_t ir, const int64_t * ne) {
-    return {ir % ne[1], ir / ne[1] % ne[2], ir / (ne[1] * ne[2])};
-}
-
-inline const char * at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return static_cast<const char *>(t->data) + i0 * int64_t(t->nb[0]) + i1 * int64_t(t->nb[1]) +
-           i2 * int64_t(t->nb[2]) + i3 * int64_t(t->nb[3]);
-}
-inline char * at(ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    return const_cast<char *>(at(static_cast<const ggml_tensor *>(t), i0, i1, i2, i3));
-}
 
 inline float load_f32(const char * p) {
     float v;
@@ -106,9 +92,9 @@ void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
     const Range     r     = rows_disjoint(b, v) ? split_range(nrows, p.ith, p.nth)
                                                 : (p.ith == 0 ? Range{0, nrows} : Range{0, 0});
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix  = row_index(ir, b->ne);
+        const RowPos ix  = row_pos(ir, b->ne);
         const size_t   off = v.offset + size_t(ix.i1) * v.nb[1] + size_t(ix.i2) * v.nb[2] + size_t(ix.i3) * v.nb[3];
-        const char *   x   = at(b, 0, ix.i1, ix.i2, ix.i3);
+        const char *   x   = element_at(b, 0, ix.i1, ix.i2, ix.i3);
         const char *   s   = static_cast<const char *>(a->data) + off;
         char *         y   = static_cast<char *>(dst->data) + off;
         for (int64_t i = 0; i < b->ne[0]; ++i) {
@@ -130,15 +116,15 @@ void compute_repeat_back(const ComputeParams & p, ggml_tensor * dst) {
     const int64_t       nr[4] = {src->ne[0] / ne[0], src->ne[1] / ne[1], src->ne[2] / ne[2], src->ne[3] / ne[3]};
     const Range         r     = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, ne);
-        float *        y  = reinterpret_cast<float *>(at(dst, 0, ix.i1, ix.i2, ix.i3));
+        const RowPos ix = row_pos(ir, ne);
+        float *        y  = reinterpret_cast<float *>(element_at(dst, 0, ix.i1, ix.i2, ix.i3));
         for (int64_t i = 0; i < ne[0]; ++i) {
             y[i] = 0.0f;
         }
         for (int64_t r3 = 0; r3 < nr[3]; ++r3) {
             for (int64_t r2 = 0; r2 < nr[2]; ++r2) {
                 for (int64_t r1 = 0; r1 < nr[1]; ++r1) {
-                    const char * x = at(src, 0, r1 * ne[1] + ix.i1, r2 * ne[2] + ix.i2, r3 * ne[3] + ix.i3);
+                    const char * x = element_at(src, 0, r1 * ne[1] + ix.i1, r2 * ne[2] + ix.i2, r3 * ne[3] + ix.i3);
                     for (int64_t r0 = 0; r0 < nr[0]; ++r0) {
                         for (int64_t i = 0; i < ne[0]; ++i) {
                             y[i] += load_f32(x + (r0 * ne[0] + i) * int64_t(src->nb[0]));
@@ -158,18 +144,18 @@ void compute_add_id(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * ids = dst->src[2];
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
+        const RowPos ix = row_pos(ir, dst->ne);
         int32_t        id;
-        std::memcpy(&id, at(ids, ix.i1, ix.i2, 0, 0), sizeof(id));
-        const char * x = at(a, 0, ix.i1, ix.i2, ix.i3);
-        char *       y = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        std::memcpy(&id, element_at(ids, ix.i1, ix.i2, 0, 0), sizeof(id));
+        const char * x = element_at(a, 0, ix.i1, ix.i2, ix.i3);
+        char *       y = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         if (id < 0 || id >= b->ne[1]) {
             for (int64_t i = 0; i < dst->ne[0]; ++i) {
                 store_f32(y + i * int64_t(dst->nb[0]), std::numeric_limits<float>::quiet_NaN());
             }
             continue;
         }
-        const char * z = at(b, 0, id, 0, 0);
+        const char * z = element_at(b, 0, id, 0, 0);
         for (int64_t i = 0; i < dst->ne[0]; ++i) {
             store_f32(y + i * int64_t(dst->nb[0]),
                       load_f32(x + i * int64_t(a->nb[0])) + load_f32(z + i * int64_t(b->nb[0])));
@@ -192,10 +178,10 @@ void compute_roll(const ComputeParams & p, ggml_tensor * dst) {
     const int64_t       s0  = wrap(-int64_t(op_param_i32(dst, 0)), n0);
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        const char *   x  = at(src, 0, wrap(ix.i1 - op_param_i32(dst, 1), src->ne[1]),
+        const RowPos ix = row_pos(ir, dst->ne);
+        const char *   x  = element_at(src, 0, wrap(ix.i1 - op_param_i32(dst, 1), src->ne[1]),
                                wrap(ix.i2 - op_param_i32(dst, 2), src->ne[2]), wrap(ix.i3 - op_param_i32(dst, 3), src->ne[3]));
-        char *         y  = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        char *         y  = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         std::memcpy(y, x + size_t(s0) * es, size_t(n0 - s0) * es);
         std::memcpy(y + size_t(n0 - s0) * es, x, size_t(s0) * es);
     }
@@ -214,18 +200,18 @@ void compute_pad(const ComputeParams & p, ggml_tensor * dst) {
     }
     const Range r = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        char *         y  = at(dst, 0, ix.i1, ix.i2, ix.i3);
+        const RowPos ix = row_pos(ir, dst->ne);
+        char *         y  = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
         const int64_t  j1 = ix.i1 - lp[1], j2 = ix.i2 - lp[2], j3 = ix.i3 - lp[3];
         if (circular) {
-            const char * x = at(src, 0, wrap(j1, src->ne[1]), wrap(j2, src->ne[2]), wrap(j3, src->ne[3]));
+            const char * x = element_at(src, 0, wrap(j1, src->ne[1]), wrap(j2, src->ne[2]), wrap(j3, src->ne[3]));
             for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
                 std::memcpy(y + i0 * int64_t(dst->nb[0]), x + wrap(i0 - lp[0], src->ne[0]) * int64_t(src->nb[0]), es);
             }
             continue;
         }
         const bool   inside = j1 >= 0 && j1 < src->ne[1] && j2 >= 0 && j2 < src->ne[2] && j3 >= 0 && j3 < src->ne[3];
-        const char * x      = inside ? at(src, 0, j1, j2, j3) : nullptr;
+        const char * x      = inside ? element_at(src, 0, j1, j2, j3) : nullptr;
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
             char *        e  = y + i0 * int64_t(dst->nb[0]);
             const int64_t j0 = i0 - lp[0];
@@ -247,9 +233,9 @@ void compute_pad_reflect_1d(const ComputeParams & p, ggml_tensor * dst) {
     const int64_t       n   = src->ne[0];
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const RowIndex ix = row_index(ir, dst->ne);
-        const float *  x  = reinterpret_cast<const float *>(at(src, 0, ix.i1, ix.i2, ix.i3));
-        float *        y  = reinterpret_cast<float *>(at(dst, 0, ix.i1, ix.i2, ix.i3));
+        const RowPos ix = row_pos(ir, dst->ne);
+        const float *  x  = reinterpret_cast<const float *>(element_at(src, 0, ix.i1, ix.i2, ix.i3));
+        float *        y  = reinterpret_cast<float *>(element_at(dst, 0, ix.i1, ix.i2, ix.i3));
         std::memcpy(y + p0, x, size_t(n) * sizeof(float));
         for (int64_t i = 1; i <= p0; ++i) {
             y[p0 - i] = x[i];
