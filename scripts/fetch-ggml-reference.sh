@@ -9,6 +9,6 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 if [ ! -d "$dir/llama.cpp/ggml/include" ]; then
     (cd "$dir" && npm pack --silent node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz \
-        && git clone -q package/llama/gitRelease.bundle llama.cpp && rm -rf package node-llama-cpp-3.22.1.tgz) >&2
+        && git -c advice.detachedHead=false clone -q package/llama/gitRelease.bundle llama.cpp && rm -rf package node-llama-cpp-3.22.1.tgz) >&2
 fi
 echo "$dir/llama.cpp"
