@@ -18,6 +18,8 @@
 #include "core/types/iq_search.h"
 #include "core/types/iq_tables.h"
 
+#include "core/types/quant_search.h"
+
 namespace loom {
 
 using namespace iq;
@@ -236,65 +238,11 @@ void quantize_iq2_s_row(const float * x, block_iq2_s * y, int64_t n, const float
     }
 }
 
-// The scale of n values x >= 0 (largest >= 1e-15) on levels 0..nmax by
-// weighted least squares, as ggml's make_qp_quants: the best of nine
-// starting scales, then up to five rounds moving single levels while that
-// improves the fit.
+// The scale of n <= 32 values x >= 0 (largest >= 1e-15) on levels 0..nmax
+// by weighted least squares (quant::fit_positive, ggml's make_qp_quants).
 float fit_qp_scale(int n, int nmax, const float * x, const float * w) {
-    float max = 0;
-    for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
-    float       iscale   = float(nmax) / max;
-    const float scale    = 1 / iscale;
-    float       best_mse = 0;
-    for (int i = 0; i < n; ++i) {
-        const float diff = x[i] - scale * float(uint8_t(nearest_int(iscale * x[i])));
-        best_mse += w[i] * diff * diff;
-    }
-    for (int is = -4; is <= 4; ++is) {
-        if (is == 0) continue;
-        const float iscale_is = (0.1f * float(is) + float(nmax)) / max;
-        const float scale_is  = 1 / iscale_is;
-        float       mse       = 0;
-        for (int i = 0; i < n; ++i) {
-            const int   l    = std::min(nmax, nearest_int(iscale_is * x[i]));
-            const float diff = x[i] - scale_is * float(l);
-            mse += w[i] * diff * diff;
-        }
-        if (mse < best_mse) {
-            best_mse = mse;
-            iscale   = iscale_is;
-        }
-    }
-    uint8_t L[32];
-    float   sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = std::min(nmax, nearest_int(iscale * x[i]));
-        L[i]        = uint8_t(l);
-        sumlx += w[i] * x[i] * float(l);
-        suml2 += w[i] * float(l) * float(l);
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < n; ++i) {
-            float slx = sumlx - w[i] * x[i] * float(L[i]);
-            float sl2 = suml2 - w[i] * float(L[i]) * float(L[i]);
-            if (slx > 0 && sl2 > 0) {
-                const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
-                if (new_l != L[i]) {
-                    slx += w[i] * x[i] * float(new_l);
-                    sl2 += w[i] * float(new_l) * float(new_l);
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i]  = uint8_t(new_l);
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    uint8_t levels[32];
+    return quant::fit_positive(n, nmax, x, levels, w);
 }
 
 // IQ2_XXS: groups of 32 (four points of 8, 7 sign bits each, a 4-bit scale);
