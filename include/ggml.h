@@ -1337,8 +1337,20 @@ GGML_API struct ggml_cgraph * ggml_graph_dup(struct ggml_context * ctx, struct g
 GGML_API void                 ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst);
 GGML_API void                 ggml_graph_clear(struct ggml_cgraph * cgraph);
 
-// Adds tensor and every source it depends on, in execution order.
+// Adds tensor and every source it depends on, in execution order, and marks
+// them to be computed (GGML_TENSOR_FLAG_COMPUTE).
 GGML_API void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+
+// Adds tensor and its sources in execution order without marking them to be
+// computed: backends skip a node without GGML_TENSOR_FLAG_COMPUTE. A node gets
+// the mark later when a node that computes is added on top of it.
+GGML_API void ggml_build_forward_order(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+
+// Adds all n_tensors to the graph (a topology that does not depend on the
+// input) but marks only tensors[idx] and what it depends on to be computed.
+// Returns tensors[idx]; 0 <= idx < n_tensors.
+GGML_API struct ggml_tensor * ggml_build_forward_select(struct ggml_cgraph * cgraph, struct ggml_tensor ** tensors,
+                                                        int n_tensors, int idx);
 
 GGML_API int                  ggml_graph_size(struct ggml_cgraph * cgraph);
 GGML_API struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i); // i < 0 counts from the end

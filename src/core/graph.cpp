@@ -82,14 +82,40 @@ template <typename T> T * carve(char *& p, size_t count) {
     return r;
 }
 
+// Marks t, and every source reachable from it that lacks the mark, as to be
+// computed (GGML_TENSOR_FLAG_COMPUTE; leafs are never marked). Used when a
+// node already in the graph is reached from one that computes.
+void mark_compute(ggml_tensor * t) {
+    std::vector<ggml_tensor *> stack{t};
+    while (!stack.empty()) {
+        ggml_tensor * n = stack.back();
+        stack.pop_back();
+        if (n->op == GGML_OP_NONE) {
+            continue;
+        }
+        n->flags |= GGML_TENSOR_FLAG_COMPUTE;
+        for (ggml_tensor * s : n->src) {
+            if (s != nullptr && s->op != GGML_OP_NONE && !(s->flags & GGML_TENSOR_FLAG_COMPUTE)) {
+                stack.push_back(s);
+            }
+        }
+    }
+}
+
 // Depth-first, sources before consumers, in source order; iterative so
-// that long chains do not exhaust the stack.
-void visit(ggml_cgraph * g, ggml_tensor * root) {
+// that long chains do not exhaust the stack. With compute, every node
+// reached gets GGML_TENSOR_FLAG_COMPUTE, including nodes already in the
+// graph (ggml_build_forward_order adds nodes without it; the backends skip
+// nodes that lack it).
+void visit(ggml_cgraph * g, ggml_tensor * root, bool compute) {
     struct Frame {
         ggml_tensor * t;
         int           next_src;
     };
     if (!g->visited_hash_set.insert(root)) {
+        if (compute) {
+            mark_compute(root);
+        }
         return;
     }
     std::vector<Frame> stack;
@@ -98,13 +124,20 @@ void visit(ggml_cgraph * g, ggml_tensor * root) {
         Frame & f = stack.back();
         if (f.next_src < GGML_MAX_SRC) {
             ggml_tensor * s = f.t->src[f.next_src++];
-            if (s != nullptr && g->visited_hash_set.insert(s)) {
-                stack.push_back({s, 0});
+            if (s != nullptr) {
+                if (g->visited_hash_set.insert(s)) {
+                    stack.push_back({s, 0});
+                } else if (compute) {
+                    mark_compute(s);
+                }
             }
             continue;
         }
         ggml_tensor * t = f.t;
         stack.pop_back();
+        if (compute && t->op != GGML_OP_NONE) {
+            t->flags |= GGML_TENSOR_FLAG_COMPUTE;
+        }
         if (t->op == GGML_OP_NONE && !(t->flags & GGML_TENSOR_FLAG_PARAM)) {
             LOOM_REQUIRE(g->n_leafs < g->size, "graph is full: more than %d leafs (while adding %s)", g->size,
                          describe(t).text);
@@ -210,7 +243,24 @@ void ggml_graph_clear(ggml_cgraph * g) {
 void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) {
     LOOM_REQUIRE(g != nullptr && tensor != nullptr, "NULL graph or tensor");
     LOOM_REQUIRE(g->visited_hash_set.size > 0, "graph views cannot be expanded");
-    visit(g, tensor);
+    visit(g, tensor, true);
+}
+
+void ggml_build_forward_order(ggml_cgraph * g, ggml_tensor * tensor) {
+    LOOM_REQUIRE(g != nullptr && tensor != nullptr, "NULL graph or tensor");
+    LOOM_REQUIRE(g->visited_hash_set.size > 0, "graph views cannot be expanded");
+    visit(g, tensor, false);
+}
+
+ggml_tensor * ggml_build_forward_select(ggml_cgraph * g, ggml_tensor ** tensors, int n_tensors, int idx) {
+    LOOM_REQUIRE(g != nullptr && tensors != nullptr, "NULL graph or tensor list");
+    LOOM_REQUIRE(idx >= 0 && idx < n_tensors, "index %d out of the %d tensors", idx, n_tensors);
+    LOOM_REQUIRE(g->visited_hash_set.size > 0, "graph views cannot be expanded");
+    for (int i = 0; i < n_tensors; ++i) {
+        LOOM_REQUIRE(tensors[i] != nullptr, "tensor %d of %d is NULL", i, n_tensors);
+        visit(g, tensors[i], i == idx);
+    }
+    return tensors[idx];
 }
 
 int ggml_graph_size(ggml_cgraph * g) {

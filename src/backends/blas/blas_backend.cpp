@@ -43,7 +43,7 @@ class BlasBackend final : public ggml_backend {
         set_library_threads(workspace_.n_threads());
         for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
             ggml_tensor * node = ggml_graph_node(graph, i);
-            if (is_noop(node)) {
+            if (is_noop(node) || !(node->flags & GGML_TENSOR_FLAG_COMPUTE)) {
                 continue;
             }
             if (!can_compute(node)) {

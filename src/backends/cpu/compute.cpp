@@ -23,6 +23,12 @@ bool is_noop(const ggml_tensor * t) {
     return t->op == GGML_OP_NONE || is_view_op(t->op) || ggml_is_empty(t);
 }
 
+// A graph node that computes nothing: a no-op, or a node the graph was built
+// without marking (ggml_build_forward_order, ggml_build_forward_select).
+bool skipped(const ggml_tensor * t) {
+    return is_noop(t) || !(t->flags & GGML_TENSOR_FLAG_COMPUTE);
+}
+
 void compute_node(const ComputeParams & p, ggml_tensor * node) {
     const OpKernel & k = op_kernel(node->op);
     LOOM_ASSERT(k.compute != nullptr && "op without a CPU kernel reached compute");
@@ -56,7 +62,7 @@ int product_group(const ggml_cgraph * graph, int i, bool check_memory, int (&mem
     }
     for (int j = i + 1; j < graph->n_nodes && n < MAX_PRODUCT_GROUP; ++j) {
         const ggml_tensor * t = graph->nodes[j];
-        if (is_noop(t)) {
+        if (skipped(t)) {
             continue;
         }
         if (t->src[1] != first->src[1] || !matmul_joins_group(t)) {
@@ -124,7 +130,7 @@ size_t graph_work_size(const ggml_cgraph * graph, int n_threads) {
     size_t max_size = 0;
     for (int i = 0; i < graph->n_nodes; ++i) {
         const ggml_tensor * node = graph->nodes[i];
-        if (!is_noop(node)) {
+        if (!skipped(node)) {
             max_size = std::max(max_size, node_work_size(node, n_threads));
             // Groups as they could form before allocation shows which
             // members overlap (at most the groups compute_graph forms).
@@ -143,7 +149,7 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
     ggml_cgraph * const graph = run.graph;
     for (int i = 0; i < graph->n_nodes; ++i) {
         ggml_tensor * node = graph->nodes[i];
-        if (is_noop(node)) {
+        if (skipped(node)) {
             continue;
         }
         if (!supports_op(node)) {
@@ -190,7 +196,7 @@ ggml_status compute_graph(ThreadPool & pool, const GraphRun & run) {
     std::vector<Phase> phases;
     phases.reserve(size_t(graph->n_nodes));
     for (int i = 0; i < graph->n_nodes; ++i) {
-        if (is_noop(graph->nodes[i])) {
+        if (skipped(graph->nodes[i])) {
             continue;
         }
         Phase ph{1, {i}};

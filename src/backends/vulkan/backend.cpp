@@ -413,7 +413,7 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     std::vector<const ggml_tensor *> nodes;
     for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
         const ggml_tensor * node = ggml_graph_node(graph, i);
-        if (is_noop(node)) {
+        if (is_noop(node) || !(node->flags & GGML_TENSOR_FLAG_COMPUTE)) {
             continue;
         }
         if (!supports(node)) {
