@@ -714,3 +714,79 @@ TEST(RpcValidate, FillFamilyRules) {
     EXPECT_FALSE(ok(refl));
     EXPECT_NE(why.find("PAD_REFLECT_1D"), std::string::npos) << why;
 }
+
+// The server's rules for the recurrent, state-space and mixture-of-experts
+// operators are their constructors (Note [Checked constructors]): nodes as
+// the constructors build them pass; a node whose shape, op params or
+// sources the constructor would not produce is refused with the
+// constructor's message, and the server keeps running.
+TEST(RpcValidate, ConstructorRules) {
+    ggml_init_params ip{ggml_tensor_overhead() * 128, nullptr, true};
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_context *   c  = ctx.get();
+    auto             f3 = [&](int64_t a, int64_t b, int64_t d) { return ggml_new_tensor_3d(c, GGML_TYPE_F32, a, b, d); };
+    std::string      why;
+    auto             ok = [&](ggml_tensor * n) {
+        why.clear();
+        return loom::rpc::check_node(n, &why);
+    };
+
+    ggml_tensor * ids  = ggml_new_tensor_2d(c, GGML_TYPE_I32, 2, 4);
+    ggml_tensor * mmid = ggml_mul_mat_id(c, f3(8, 5, 3), f3(8, 2, 4), ids);
+    ggml_tensor * conv = ggml_ssm_conv(c, f3(7, 6, 2), ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 6));
+    ggml_tensor * solve = ggml_solve_tri(c, f3(4, 4, 2), f3(3, 4, 2), true, true, false);
+    ggml_tensor * state = ggml_new_tensor_2d(c, GGML_TYPE_F32, 4 * 4 * 2, 2);
+    ggml_tensor * wkv6 = ggml_rwkv_wkv6(c, f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 2),
+                                        f3(4, 2, 6), state);
+    ggml_tensor * gla  = ggml_gated_linear_attn(c, f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), state, 0.5f);
+    ggml_tensor * wkv7 = ggml_rwkv_wkv7(c, f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6),
+                                        state);
+    ggml_tensor * sc_s = ggml_new_tensor_4d(c, GGML_TYPE_F32, 16, 4, 2, 3);
+    ggml_tensor * scan = ggml_ssm_scan(c, sc_s, ggml_new_tensor_4d(c, GGML_TYPE_F32, 4, 2, 5, 2), f3(2, 5, 2),
+                                       ggml_new_tensor_2d(c, GGML_TYPE_F32, 1, 2),
+                                       ggml_new_tensor_4d(c, GGML_TYPE_F32, 16, 1, 5, 2),
+                                       ggml_new_tensor_4d(c, GGML_TYPE_F32, 16, 1, 5, 2),
+                                       ggml_new_tensor_1d(c, GGML_TYPE_I32, 2), 1);
+    for (ggml_tensor * n : {mmid, conv, solve, wkv6, gla, wkv7, scan}) {
+        EXPECT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+    }
+
+    // A shape the constructor would not give.
+    mmid->ne[2] = 3; // 4 tokens in b and ids
+    EXPECT_FALSE(ok(mmid));
+    EXPECT_NE(why.find("shape"), std::string::npos) << why;
+    mmid->ne[2] = 4;
+    // A source the constructor refuses: its message, and no abort.
+    mmid->src[2] = ggml_new_tensor_2d(c, GGML_TYPE_F32, 2, 4);
+    EXPECT_FALSE(ok(mmid));
+    EXPECT_NE(why.find("must be i32"), std::string::npos) << why;
+    mmid->src[2] = ggml_new_tensor_2d(c, GGML_TYPE_I32, 2, 5); // one list per token of b: 4
+    EXPECT_FALSE(ok(mmid));
+    EXPECT_NE(why.find("ggml_mul_mat_id"), std::string::npos) << why;
+    mmid->src[2] = ids;
+    EXPECT_TRUE(ok(mmid)) << why;
+    // Op params: ssm_scan's K decides the size of the saved states.
+    scan->op_params[0] = 2;
+    EXPECT_FALSE(ok(scan)) << "K = 2 needs a longer result";
+    scan->op_params[0] = 0;
+    EXPECT_FALSE(ok(scan));
+    EXPECT_NE(why.find("K 0 must be in"), std::string::npos) << why;
+    scan->op_params[0] = 1;
+    scan->op_params[5] = 7; // a parameter the constructor never sets
+    EXPECT_FALSE(ok(scan));
+    EXPECT_NE(why.find("op params"), std::string::npos) << why;
+    scan->op_params[5] = 0;
+    EXPECT_TRUE(ok(scan)) << why;
+    // Sources in other places.
+    std::swap(gla->src[0], gla->src[1]);
+    EXPECT_TRUE(ok(gla)) << "k and v of one shape may trade places";
+    gla->src[4] = f3(4, 2, 6);
+    EXPECT_FALSE(ok(gla));
+    conv->type = GGML_TYPE_F16;
+    EXPECT_FALSE(ok(conv));
+    solve->src[1] = f3(3, 5, 2);
+    EXPECT_FALSE(ok(solve));
+    EXPECT_NE(why.find("SOLVE_TRI"), std::string::npos) << why;
+    wkv7->nb[1] *= 2;
+    EXPECT_FALSE(ok(wkv7));
+}

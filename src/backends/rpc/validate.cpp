@@ -241,6 +241,9 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             return true;
         }
         default: {
+            if (has_constructor_rule(n->op)) {
+                return constructor_rule(n, why);
+            }
             if (is_conv_family(n->op)) {
                 std::string rule;
                 return conv_family_rules(n, &rule) ? true : bad(rule.c_str());

@@ -10,7 +10,8 @@
 // and at an offset and strides aligned for its element type.
 // A graph's nodes are then checked against the shape rules of their op
 // (check_node), so that a kernel iterating over a node's shape stays inside
-// its sources; ops without rules here are refused. Index tensors of
+// its sources (for some ops the rule is the op's constructor, called again
+// on the node's sources: validate_replay.cpp); ops without rules are refused. Index tensors of
 // GET_ROWS / SET_ROWS are scanned before compute, and must not be written
 // by the same graph. Finally the server device's supports_op must accept
 // every node. Anything else is an error message, never an abort.
@@ -55,6 +56,12 @@ bool conv_family_rules(const ggml_tensor * node, std::string * why);
 // false for an op of another family; otherwise true, with *rule NULL when
 // the node keeps them or the rule it breaks.
 bool fill_family_rule(const ggml_tensor * node, const char ** rule);
+
+// The rules of operators whose constructor is their rule
+// (validate_replay.cpp): the node must be what its op's constructor builds
+// from the node's sources and op params. false with why set.
+bool has_constructor_rule(ggml_op op);
+bool constructor_rule(const ggml_tensor * node, std::string * why);
 
 // Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
 struct IndexCheck {
