@@ -7,6 +7,7 @@
 // bound and against ggml_quantize_chunk of the same data.
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -189,6 +190,41 @@ TEST(OpsCpy, FloatConversions) {
             ggml_tensor * c = ggml_cast(ctx, a, to);
             ASSERT_EQ(c->type, to);
             check_modes(ctx, c, convert_all(A, to), 0.0, 0.0);
+        }
+    }
+}
+
+// F32 to I32 truncates toward zero (NaN gives 0, out-of-range values
+// saturate); I32 to F32 rounds to the nearest float. Through a permuted
+// source and a strided destination view, as ggml's CPU copies them.
+TEST(OpsCpy, F32AndI32) {
+    const float special[] = {2.9f, -2.9f, 0.5f, -0.5f, NAN, 3e9f, -3e9f, 16777217.0f, -7.0f, 0.0f};
+    for (int n_threads : {1, 3}) {
+        Context       ctx;
+        ggml_tensor * base = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 5, 6);
+        auto *        bv   = static_cast<float *>(base->data);
+        for (int i = 0; i < 30; ++i) bv[i] = i < 10 ? special[i] : float(i * 37 % 101) - 50.25f;
+        ggml_tensor * src = ggml_transpose(ctx, base); // [6, 5], strided
+        ggml_tensor * dst = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 6, 5);
+        ASSERT_EQ(compute(ctx, ggml_cpy(ctx, src, dst), n_threads), GGML_STATUS_SUCCESS);
+        for (int i1 = 0; i1 < 5; ++i1) {
+            for (int i0 = 0; i0 < 6; ++i0) {
+                const float   v = bv[i0 * 5 + i1];
+                const int32_t want = std::isnan(v) ? 0 : v >= 2147483648.0f ? INT32_MAX
+                                                     : v <= -2147483648.0f  ? INT32_MIN
+                                                                            : int32_t(v);
+                EXPECT_EQ(static_cast<const int32_t *>(dst->data)[i1 * 6 + i0], want) << "from " << v;
+            }
+        }
+        // Back: I32 to F32 into every other element of a wider row.
+        ggml_tensor * ints = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 7);
+        const int32_t iv[7] = {0, -1, 123456789, INT32_MAX, INT32_MIN, 16777217, 42};
+        std::memcpy(ints->data, iv, sizeof(iv));
+        ggml_tensor * wide = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 14);
+        ggml_tensor * view = ggml_view_2d(ctx, wide, 1, 7, 2 * sizeof(float), 0);
+        ASSERT_EQ(compute(ctx, ggml_cpy(ctx, ggml_reshape_2d(ctx, ints, 1, 7), view), n_threads), GGML_STATUS_SUCCESS);
+        for (int i = 0; i < 7; ++i) {
+            EXPECT_EQ(static_cast<const float *>(wide->data)[2 * i], float(iv[i]));
         }
     }
 }

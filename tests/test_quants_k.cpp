@@ -382,10 +382,67 @@ std::vector<double> dequantized(ggml_type t, const void * q, int64_t n) {
         for (int64_t i = 0; i < n; ++i) {
             f[size_t(i)] = ggml_fp16_to_fp32(b[i / 32].d) * float(b[i / 32].qs[i % 32]);
         }
+    } else if (t == GGML_TYPE_F32) {
+        std::memcpy(f.data(), q, size_t(n) * sizeof(float));
     } else {
         ggml_get_type_traits(t)->to_float(q, f.data(), n);
     }
     return std::vector<double>(f.begin(), f.end());
+}
+
+// The types without a dot product of their own take ggml's vec_dot_type and
+// a dot product of the decoded rows; ggml's public table gives F32 no
+// to_float (programs read a to_float as "this type needs converting").
+TEST(QuantsK, CpuTraitsOfTheOtherTypes) {
+    struct Want {
+        ggml_type t, dot_type;
+        bool      from_float;
+    };
+    const Want wants[] = {
+        {GGML_TYPE_IQ2_XXS, GGML_TYPE_Q8_K, false}, {GGML_TYPE_IQ2_XS, GGML_TYPE_Q8_K, false},
+        {GGML_TYPE_IQ2_S, GGML_TYPE_Q8_K, false},   {GGML_TYPE_IQ3_XXS, GGML_TYPE_Q8_K, false},
+        {GGML_TYPE_IQ3_S, GGML_TYPE_Q8_K, false},   {GGML_TYPE_IQ1_S, GGML_TYPE_Q8_K, false},
+        {GGML_TYPE_IQ1_M, GGML_TYPE_Q8_K, false},   {GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0, true},
+        {GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K, true},   {GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K, true},
+        {GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K, true},    {GGML_TYPE_MXFP4, GGML_TYPE_Q8_0, true},
+        {GGML_TYPE_NVFP4, GGML_TYPE_Q8_0, true},    {GGML_TYPE_Q1_0, GGML_TYPE_Q8_0, true},
+        {GGML_TYPE_Q2_0, GGML_TYPE_Q8_0, true},
+    };
+    EXPECT_EQ(ggml_get_type_traits(GGML_TYPE_F32)->to_float, nullptr);
+    EXPECT_EQ(ggml_get_type_traits(GGML_TYPE_F32)->from_float_ref, nullptr);
+    EXPECT_NE(ggml_get_type_traits_cpu(GGML_TYPE_F32)->from_float, nullptr);
+    EXPECT_EQ(ggml_get_type_traits_cpu(GGML_TYPE_Q8_1)->vec_dot_type, GGML_TYPE_Q8_1);
+    ggml_cpu_init();
+    constexpr int      n = 768;
+    std::mt19937       rng(911);
+    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+    std::vector<float> x(n), y(n), imatrix(n, 1.0f);
+    for (int i = 0; i < n; ++i) {
+        x[i] = ud(rng) + (i % 53 == 0 ? 4.0f : 0.0f);
+        y[i] = ud(rng);
+    }
+    for (const Want & w : wants) {
+        SCOPED_TRACE(ggml_type_name(w.t));
+        const ggml_type_traits_cpu * ct = ggml_get_type_traits_cpu(w.t);
+        ASSERT_NE(ct->vec_dot, nullptr);
+        EXPECT_EQ(ct->vec_dot_type, w.dot_type);
+        EXPECT_EQ(ct->nrows, 1);
+        EXPECT_EQ(ct->from_float != nullptr, w.from_float);
+        std::vector<uint8_t> qx(ggml_row_size(w.t, n)), qy(ggml_row_size(w.dot_type, n));
+        ggml_quantize_init(w.t);
+        ASSERT_EQ(ggml_quantize_chunk(w.t, x.data(), qx.data(), 0, 1, n, imatrix.data()), qx.size());
+        ggml_get_type_traits_cpu(w.dot_type)->from_float(y.data(), qy.data(), n);
+        const std::vector<double> dx = dequantized(w.t, qx.data(), n), dy = dequantized(w.dot_type, qy.data(), n);
+        double want = 0.0, mag = 0.0;
+        for (int i = 0; i < n; ++i) {
+            want += dx[i] * dy[i];
+            mag += std::fabs(dx[i] * dy[i]);
+        }
+        float got = NAN;
+        ct->vec_dot(n, &got, 0, qx.data(), 0, qy.data(), 0, 1);
+        EXPECT_NEAR(got, want, 1e-6 * mag + 1e-6);
+        EXPECT_GT(mag, 1.0) << "the rows are not empty";
+    }
 }
 
 TEST(QuantsK, CpuTraitsVecDot) {

@@ -230,8 +230,11 @@ const ggml_type_traits * ggml_get_type_traits(ggml_type type) {
     static const bool       init = [] {
         for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
             const TypeInfo & ti = type_row(t);
-            traits[t] = {ggml_type_name(ggml_type(t)), ti.blck_size, 0, ti.type_size, ti.is_quantized, ti.to_float,
-                         ti.from_float};
+            // As in ggml's table, F32 converts to and from nothing: programs
+            // take a to_float as the sign of a type that needs converting.
+            const bool f32 = t == GGML_TYPE_F32;
+            traits[t]      = {ggml_type_name(ggml_type(t)), ti.blck_size, 0, ti.type_size, ti.is_quantized,
+                              f32 ? nullptr : ti.to_float, f32 ? nullptr : ti.from_float};
         }
         return true;
     }();

@@ -1,4 +1,5 @@
-// Data movement: DUP, CONT, CPY (with type conversion and quantization),
+// Data movement: DUP, CONT, CPY (with type conversion and quantization, and
+// between F32 and I32),
 // REPEAT, CONCAT, GET_ROWS and SET_ROWS.
 //
 // Same-type moves copy bytes, so integer and quantized data pass through
@@ -7,6 +8,8 @@
 // cut at block boundaries. Each dst row is written by one thread.
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <initializer_list>
 
 #include "backends/cpu/kernels/float_io.h"
@@ -48,6 +51,15 @@ void copy_strided(const char * s, size_t snb, char * d, size_t dnb, int64_t n) {
     }
 }
 
+// F32 to I32 as a C cast (toward zero), made total: NaN gives 0 and values
+// outside the range of int32 saturate.
+int32_t float_to_i32(float v) {
+    if (!(v == v)) return 0;
+    if (v >= 2147483648.0f) return INT32_MAX;
+    if (v <= -2147483648.0f) return INT32_MIN;
+    return int32_t(v);
+}
+
 // One tensor's element access. Block types are only ever addressed at
 // block boundaries (their nb[0] is the block size).
 struct Side {
@@ -77,7 +89,13 @@ struct Side {
     bool   unit() const { return t->nb[0] == bsize; }
 
     void load(const char * p, int64_t n, float * out) const {
-        if (quant) {
+        if (t->type == GGML_TYPE_I32) {
+            for (int64_t i = 0; i < n; ++i) {
+                int32_t v;
+                std::memcpy(&v, p + size_t(i) * t->nb[0], sizeof(v));
+                out[i] = float(v);
+            }
+        } else if (quant) {
             to(p, out, n);
         } else {
             load_floats(t->type, p, t->nb[0], n, out);
@@ -85,7 +103,12 @@ struct Side {
     }
 
     void store(const float * in, char * p, int64_t n) const {
-        if (quant) {
+        if (t->type == GGML_TYPE_I32) {
+            for (int64_t i = 0; i < n; ++i) {
+                const int32_t v = float_to_i32(in[i]);
+                std::memcpy(p + size_t(i) * t->nb[0], &v, sizeof(v));
+            }
+        } else if (quant) {
             from(in, p, n);
         } else {
             store_floats(t->type, in, p, t->nb[0], n);
@@ -350,7 +373,9 @@ bool supports_dup(const ggml_tensor * op) {
     if (!type_is_valid(st) || !type_is_valid(dt) || ggml_nelements(src) != ggml_nelements(op)) {
         return false;
     }
-    if (st != dt && !(loads_as_float(st) && stores_from_float(dt) && !(is_block_type(st) && is_block_type(dt)))) {
+    const bool i32_pair = (st == GGML_TYPE_F32 && dt == GGML_TYPE_I32) || (st == GGML_TYPE_I32 && dt == GGML_TYPE_F32);
+    if (st != dt && !i32_pair &&
+        !(loads_as_float(st) && stores_from_float(dt) && !(is_block_type(st) && is_block_type(dt)))) {
         return false;
     }
     // Block data is addressed block by block along dim 0.
