@@ -9,12 +9,18 @@
 //   rope                            1e-9   float angles (see test_ops_nn.cpp)
 //   f16 silu_back                   1e-5   the result is stored in f16
 //   AdamW, SGD after 5 steps        1e-10
+//   against ggml 0.25.1's results   1e-10  and max abs 1e-5 (tests/data/ops-backward)
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "backward_ggml_cases.h"
 #include "test_util.h"
 
 using namespace loomtest;
@@ -767,4 +773,43 @@ TEST(OpsBackwardDeath, BrokenPreconditions) {
     ggml_tensor * vis =
         ggml_rope_multi(ctx, x, pos12, nullptr, 8, sec, GGML_ROPE_TYPE_VISION, 0, 1e4f, 1, 0, 1, 32, 1);
     EXPECT_DEATH(ggml_rope_set_offset(vis, 2), "vision rope takes no offset");
+}
+
+TEST(OpsBackwardGgml, SameResultsAsGgml) {
+    std::ifstream file(std::string(LOOM_TEST_DATA) + "/ops-backward/ggml-0.25.1.txt");
+    ASSERT_TRUE(file.good());
+    std::map<std::string, std::vector<double>> want;
+    for (std::string line; std::getline(file, line);) {
+        std::istringstream in(line);
+        std::string        name;
+        size_t             n = 0;
+        in >> name >> n;
+        std::vector<double> v(n);
+        for (double & x : v) {
+            in >> x;
+        }
+        ASSERT_FALSE(in.fail()) << name;
+        want[name] = std::move(v);
+    }
+    ASSERT_EQ(want.size(), backward_ggml_cases::cases().size());
+    for (const backward_ggml_cases::Case & c : backward_ggml_cases::cases()) {
+        SCOPED_TRACE(c.name);
+        ASSERT_EQ(want.count(c.name), 1u);
+        Context       ctx;
+        ggml_tensor * out = c.build(ctx);
+        ASSERT_TRUE(ggml_is_contiguous(out));
+        Array w({int64_t(want[c.name].size()), 1, 1, 1});
+        w.v = want[c.name];
+        for (const RunMode & mode : run_modes()) {
+            SCOPED_TRACE(describe(mode));
+            ASSERT_EQ(compute(ctx, out, mode), GGML_STATUS_SUCCESS);
+            const std::vector<float> got = backward_ggml_cases::values(out);
+            ASSERT_EQ(got.size(), w.v.size());
+            Array g(w.ne);
+            for (size_t i = 0; i < got.size(); ++i) {
+                g.v[i] = got[i];
+            }
+            EXPECT_TRUE(matches(g, w, 1e-10, 1e-5));
+        }
+    }
 }
