@@ -5,7 +5,8 @@
 // scratch (one double per row) and thread 0 adds the slots in row order
 // after a barrier, so the result does not depend on the thread count. The
 // optimizer steps update their parameter (and moments) in place, one row
-// per thread share.
+// per thread share; the node is a view of the parameter, and where a copy
+// of the graph gave it memory of its own it receives the new values too.
 
 #include <cmath>
 #include <cstring>
@@ -151,6 +152,7 @@ void compute_opt_step_adamw(const ComputeParams & p, ggml_tensor * dst) {
         const float * gr = row_of(grad, ir);
         float *       mr = row_of(m, ir);
         float *       vr = row_of(v, ir);
+        float * out = dst->data != w->data ? row_of(dst, ir) : nullptr;
         for (int64_t i = 0; i < n; ++i) {
             const float g  = gr[i];
             mr[i]          = mr[i] * beta1 + g * (1.0f - beta1);
@@ -158,6 +160,9 @@ void compute_opt_step_adamw(const ComputeParams & p, ggml_tensor * dst) {
             const float mh = mr[i] * beta1h;
             const float vh = std::sqrt(vr[i] * beta2h) + eps;
             wr[i]          = wr[i] * keep - alpha * mh / vh;
+            if (out != nullptr) {
+                out[i] = wr[i];
+            }
         }
     }
 }
@@ -175,8 +180,12 @@ void compute_opt_step_sgd(const ComputeParams & p, ggml_tensor * dst) {
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
         float *       wr = row_of(w, ir);
         const float * gr = row_of(grad, ir);
+        float * out = dst->data != w->data ? row_of(dst, ir) : nullptr;
         for (int64_t i = 0; i < n; ++i) {
             wr[i] = wr[i] * keep - alpha * gr[i];
+            if (out != nullptr) {
+                out[i] = wr[i];
+            }
         }
     }
 }
@@ -185,7 +194,7 @@ bool supports_opt_step(const ggml_tensor * op) {
     const ggml_tensor * w       = op->src[0];
     const int           n_state = op->op == GGML_OP_OPT_STEP_ADAMW ? 3 : 1; // grad (, m, v)
     const ggml_tensor * params  = op->src[n_state + 1];
-    if (!f32_rows(w) || op->view_src != w || params == nullptr || params->type != GGML_TYPE_F32 ||
+    if (!f32_rows(w) || !f32_rows(op) || !ggml_are_same_shape(op, w) || params == nullptr || params->type != GGML_TYPE_F32 ||
         ggml_nelements(params) != (op->op == GGML_OP_OPT_STEP_ADAMW ? 7 : 2)) {
         return false;
     }
