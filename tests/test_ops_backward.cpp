@@ -813,3 +813,40 @@ TEST(OpsBackwardGgml, SameResultsAsGgml) {
         }
     }
 }
+
+// The deprecated rope_custom is rope_ext without frequency factors; the
+// _inplace variants write into their input.
+TEST(OpsBackward, RopeCustomAndInplaceVariants) {
+    std::mt19937         rng(31);
+    Context              ctx;
+    ggml_tensor *        a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 18, 2, 3);
+    const Array          A = fill_random(a, rng);
+    std::vector<int32_t> P;
+    ggml_tensor *        pos3 = positions(ctx, rng, 3, P);
+    const Rope           neox = {8, GGML_ROPE_TYPE_NEOX, {0, 0, 0, 0}, 0, 10000.0f, 1.0f, 1.0f};
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    check_modes(ctx, ggml_rope_custom(ctx, a, pos3, 8, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f),
+                rope(A, P, nullptr, neox, 1.0), kRope);
+    ggml_tensor * c = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 18, 2, 3);
+    write_tensor(c, A);
+    ggml_tensor * ci = ggml_rope_custom_inplace(ctx, c, pos3, 8, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
+                                                32.0f, 1.0f);
+#pragma GCC diagnostic pop
+    ASSERT_EQ(ci->data, c->data);
+    ASSERT_EQ(compute(ctx, ci, 2), GGML_STATUS_SUCCESS);
+    EXPECT_TRUE(matches(c, rope(A, P, nullptr, neox, 1.0), kRope));
+
+    std::vector<int32_t> P12;
+    ggml_tensor *        pos12 = positions(ctx, rng, 12, P12);
+    int                  sec[4] = {4, 2, 2, 0};
+    const Rope           mr     = {16, GGML_ROPE_TYPE_MROPE, {4, 2, 2, 0}, 0, 10000.0f, 1.0f, 1.0f};
+    ggml_tensor *        m      = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 18, 2, 3);
+    write_tensor(m, A);
+    ggml_tensor * mi =
+        ggml_rope_multi_inplace(ctx, m, pos12, nullptr, 16, sec, GGML_ROPE_TYPE_MROPE, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
+                                32.0f, 1.0f);
+    ASSERT_EQ(mi->data, m->data);
+    ASSERT_EQ(compute(ctx, mi, 3), GGML_STATUS_SUCCESS);
+    EXPECT_TRUE(matches(m, rope(A, P12, nullptr, mr, 1.0), kRope));
+}
