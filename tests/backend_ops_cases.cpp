@@ -1085,7 +1085,8 @@ void backward_cases(Cases & cases) {
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
         cases.add("SILU_BACK_" + tn(t),
                   [t](Builder & g) {
-                      return ggml_silu_back(g.ctx(), g.input(t, {33, 5, 3, 1}), g.input(t, {33, 5, 3, 1}, uniform(-4, 4)));
+                      return ggml_silu_back(g.ctx(), g.input(t, {33, 5, 3, 1}),
+                                            g.input(t, {33, 5, 3, 1}, uniform(-4, 4)));
                   },
                   for_type(t));
     }

@@ -92,16 +92,21 @@ inline ggml_tensor * neox_offset(ggml_context * c, bool back) {
 
 inline const std::vector<Case> & cases() {
     static const std::vector<Case> list = {
-        {"mrope", [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_MROPE, 18, 16, 4, 2, 2, 0, 1.0f, 0.0f, false, 0); }},
-        {"mrope_back", [](ggml_context * c) { return multi(c, true, GGML_ROPE_TYPE_MROPE, 18, 16, 4, 2, 2, 0, 1.0f, 0.0f, false, 0); }},
+        // multi(ctx, back, mode, head, n_dims, sections..., freq_scale, ext_factor, factors, n_offs)
+        {"mrope",
+         [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_MROPE, 18, 16, 4, 2, 2, 0, 1, 0, false, 0); }},
+        {"mrope_back",
+         [](ggml_context * c) { return multi(c, true, GGML_ROPE_TYPE_MROPE, 18, 16, 4, 2, 2, 0, 1, 0, false, 0); }},
         {"mrope_yarn_factors_offset",
-         [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_MROPE, 20, 12, 2, 2, 1, 1, 0.25f, 1.0f, true, 4); }},
-        {"imrope", [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_IMROPE, 18, 16, 3, 3, 2, 0, 1.0f, 0.0f, false, 0); }},
+         [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_MROPE, 20, 12, 2, 2, 1, 1, 0.25f, 1, true, 4); }},
+        {"imrope",
+         [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_IMROPE, 18, 16, 3, 3, 2, 0, 1, 0, false, 0); }},
         {"imrope_back_offset",
-         [](ggml_context * c) { return multi(c, true, GGML_ROPE_TYPE_IMROPE, 22, 16, 2, 3, 3, 0, 0.5f, 1.0f, false, 2); }},
-        {"vision", [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_VISION, 8, 4, 2, 2, 0, 0, 1.0f, 0.0f, false, 0); }},
+         [](ggml_context * c) { return multi(c, true, GGML_ROPE_TYPE_IMROPE, 22, 16, 2, 3, 3, 0, 0.5f, 1, false, 2); }},
+        {"vision",
+         [](ggml_context * c) { return multi(c, false, GGML_ROPE_TYPE_VISION, 8, 4, 2, 2, 0, 0, 1, 0, false, 0); }},
         {"vision_back_factors",
-         [](ggml_context * c) { return multi(c, true, GGML_ROPE_TYPE_VISION, 12, 6, 3, 3, 0, 0, 1.0f, 0.0f, true, 0); }},
+         [](ggml_context * c) { return multi(c, true, GGML_ROPE_TYPE_VISION, 12, 6, 3, 3, 0, 0, 1, 0, true, 0); }},
         {"neox_offset", [](ggml_context * c) { return neox_offset(c, false); }},
         {"neox_back_offset", [](ggml_context * c) { return neox_offset(c, true); }},
         {"cross_entropy_loss",

@@ -702,7 +702,8 @@ TEST(OpsTrain, AdamWAndSgdSteps) {
         for (size_t i = 0; i < W.v.size(); ++i) {
             M.v[i] = b1 * M.v[i] + (1.0 - b1) * G.v[i];
             V.v[i] = b2 * V.v[i] + (1.0 - b2) * G.v[i] * G.v[i];
-            W.v[i] = W.v[i] * (1.0 - a * d) - a * (M.v[i] * double(params[5])) / (std::sqrt(V.v[i] * double(params[6])) + e);
+            W.v[i] = W.v[i] * (1.0 - a * d) -
+                     a * (M.v[i] * double(params[5])) / (std::sqrt(V.v[i] * double(params[6])) + e);
         }
         ggml_tensor * step = ggml_opt_step_adamw(ctx, w, g, m, v, pa);
         ASSERT_EQ(step->data, w->data);

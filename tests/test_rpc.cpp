@@ -734,8 +734,9 @@ TEST(RpcValidate, BackwardFamilyRules) {
     ggml_set_param(w);
     ggml_tensor * img     = ggml_new_tensor_4d(c, GGML_TYPE_F32, 9, 7, 3, 2);
     int64_t       ne[4]   = {9, 7, 3, 2};
-    ggml_tensor * im2col  = ggml_im2col_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 18, 5, 5, 2),
-                                             ggml_new_tensor_4d(c, GGML_TYPE_F16, 3, 2, 3, 4), ne, 2, 1, 1, 0, 1, 2, true);
+    ggml_tensor * kern    = ggml_new_tensor_4d(c, GGML_TYPE_F16, 3, 2, 3, 4);
+    ggml_tensor * im2col  = ggml_im2col_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 18, 5, 5, 2), kern, ne, 2, 1, 1,
+                                             0, 1, 2, true);
     ggml_tensor * pool    = ggml_pool_2d_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 5, 4, 3, 2), img,
                                               GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0);
     ggml_tensor * sgd     = ggml_opt_step_sgd(c, w, a, ggml_new_tensor_1d(c, GGML_TYPE_F32, 2));

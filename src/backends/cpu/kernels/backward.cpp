@@ -314,7 +314,8 @@ void compute_im2col_back(const ComputeParams & p, ggml_tensor * dst) {
                         }
                         const int64_t ox  = tx / g.s0;
                         const int64_t col = c * taps + ky * g.kw + kx;
-                        const char *  src = g.two_d ? element_at(grad, col, ox, oy, in) : element_at(grad, col, ox, in, 0);
+                        const char *  src =
+                            g.two_d ? element_at(grad, col, ox, oy, in) : element_at(grad, col, ox, in, 0);
                         sum += *reinterpret_cast<const float *>(src);
                     }
                 }

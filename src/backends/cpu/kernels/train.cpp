@@ -194,7 +194,8 @@ bool supports_opt_step(const ggml_tensor * op) {
     const ggml_tensor * w       = op->src[0];
     const int           n_state = op->op == GGML_OP_OPT_STEP_ADAMW ? 3 : 1; // grad (, m, v)
     const ggml_tensor * params  = op->src[n_state + 1];
-    if (!f32_rows(w) || !f32_rows(op) || !ggml_are_same_shape(op, w) || params == nullptr || params->type != GGML_TYPE_F32 ||
+    if (!f32_rows(w) || !f32_rows(op) || !ggml_are_same_shape(op, w) || params == nullptr ||
+        params->type != GGML_TYPE_F32 ||
         ggml_nelements(params) != (op->op == GGML_OP_OPT_STEP_ADAMW ? 7 : 2)) {
         return false;
     }
