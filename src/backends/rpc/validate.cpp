@@ -82,6 +82,7 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
         case GGML_OP_DIAG_MASK_INF:
         case GGML_OP_SOFT_MAX:
         case GGML_OP_ROPE:
+        case GGML_OP_ROPE_BACK:
         case GGML_OP_UNARY:
         case GGML_OP_GLU:
             if (n->type != a->type || (n->op == GGML_OP_CONCAT && b->type != a->type)) {
@@ -210,13 +211,19 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
                 return bad("mask shape");
             }
             return true;
-        case GGML_OP_ROPE: {
+        case GGML_OP_ROPE:
+        case GGML_OP_ROPE_BACK: {
             const int32_t n_dims = n->op_params[1];
             const ggml_tensor * ff = n->src[2]; // frequency factors, one per rotated pair
             if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims <= 0 ||
                 n_dims % 2 != 0 || n_dims > a->ne[0] ||
                 (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < n_dims / 2 || !ggml_is_contiguous(ff)))) {
                 return bad("rope shapes, positions, frequency factors or n_dims");
+            }
+            // Plain rotations from the start of each row only: no multi-section modes, no offset.
+            if ((n->op_params[2] != GGML_ROPE_TYPE_NORMAL && n->op_params[2] != GGML_ROPE_TYPE_NEOX) ||
+                n->op_params[15] != 0) {
+                return bad("rope mode or offset");
             }
             return true;
         }
@@ -250,6 +257,9 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             }
             const char * rule = nullptr;
             if (fill_family_rule(n, &rule)) {
+                return rule == nullptr ? true : bad(rule);
+            }
+            if (backward_family_rule(n, &rule)) {
                 return rule == nullptr ? true : bad(rule);
             }
             return bad("op not accepted by the RPC server");
