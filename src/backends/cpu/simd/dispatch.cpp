@@ -49,6 +49,17 @@ std::vector<const KernelTable *> runnable_kernels() {
     return out;
 }
 
+ggml_type quant_operand_type(ggml_type weight_type) {
+    switch (weight_type) {
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K:
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K: return GGML_TYPE_Q8_K;
+        default: return GGML_TYPE_COUNT;
+    }
+}
+
 const KernelTable & best_kernels() {
     static const KernelTable & table = choose();
     return table;

@@ -7,6 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace loom {
+struct block_q8_K;
+}
+
 namespace loom::cpu::avx512 {
 
 // F32 and F16 weights, every column count in one pass (gemv_float.cpp).
@@ -20,6 +24,19 @@ void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
                float * dst, size_t ldd);
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd);
+
+// K-quant weights against Q8_K columns, and the Q8_K quantizer (kquants.cpp).
+void gemv_q2_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void gemv_q3_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n);
 
 // Many-column products on prepared columns (kernel_table.h): Q4_0 and Q8_0
 // with four rows per register (gemv.cpp), Q4_0 one row at a time (quad.cpp,

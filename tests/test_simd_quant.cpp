@@ -1,0 +1,413 @@
+// The K-quant kernels of the SIMD tables (KernelTable::gemv_quant and
+// quantize_row_q8_K) against their portable twins, the dot products of
+// kernels/quant_dot.h, and mul_mat with K-quant weights through the graph.
+//
+// Weights are random bytes (every level, scale and min pattern, Q6_K's
+// scale -128 included) with finite random super-block scales; activations
+// are random floats quantized to Q8_K by the core's reference quantizer.
+//
+// Bounds: with a_k the dequantized weights, y_k the dequantized Q8_K
+// activations and z_k the weights' constant part (the row dequantized with
+// every level field zeroed: -dmin * min, or the level offset times the
+// scale), M = sum |a_k y_k| + sum |z_k y_k| is the size of the terms before
+// cancellation:
+//  - the portable dot product against sum a_k y_k in double: <= 1e-5 M
+//    (integer sums exact, a few f32 roundings per super-block);
+//  - every SIMD gemv against the portable dot product: <= 1e-5 M (the
+//    integer sums are the same, the f32 additions in another order);
+//  - the Q8_K quantizer: the same bytes as the reference one;
+//  - mul_mat through the graph, on a table with the K-quant kernels: each
+//    element against the double-precision sum of a_k y_k (b quantized by
+//    the reference quantizer), <= 1e-5 M; on a table without them (the
+//    portable one) against the f32 b, <= 1e-5 sum |a_k b_k|; 1..4 threads
+//    and every column count give the same bits.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/quant_dot.h"
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/fp16.h"
+#include "core/types.h"
+#include "core/types/legacy_k.h"
+#include "simd_test_util.h"
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::cpu;
+using namespace loomtest;
+using namespace loomtest::simd;
+
+namespace {
+
+constexpr ggml_type kKTypes[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+
+using DotFn = float (*)(int64_t n, const void * x, const void * y);
+
+DotFn portable_dot(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q2_K: return dot_q2_K_q8_K;
+        case GGML_TYPE_Q3_K: return dot_q3_K_q8_K;
+        case GGML_TYPE_Q4_K: return dot_q4_K_q8_K;
+        case GGML_TYPE_Q5_K: return dot_q5_K_q8_K;
+        case GGML_TYPE_Q6_K: return dot_q6_K_q8_K;
+        default: return nullptr;
+    }
+}
+
+// Random bytes for nb super-blocks of type t, with finite positive scales.
+void random_k_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * out) {
+    std::uniform_int_distribution<int>    byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.0005f, 0.02f);
+    const size_t                          bs = ggml_type_size(t);
+    for (size_t i = 0; i < size_t(nb) * bs; ++i) {
+        out[i] = uint8_t(byte(rng));
+    }
+    for (int64_t i = 0; i < nb; ++i) {
+        unsigned char * b = out + size_t(i) * bs;
+        const uint16_t  d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
+        switch (t) {
+            case GGML_TYPE_Q2_K: {
+                auto * x = reinterpret_cast<block_q2_K *>(b);
+                x->d     = d;
+                x->dmin  = m;
+                break;
+            }
+            case GGML_TYPE_Q3_K: reinterpret_cast<block_q3_K *>(b)->d = d; break;
+            case GGML_TYPE_Q4_K: {
+                auto * x = reinterpret_cast<block_q4_K *>(b);
+                x->d     = d;
+                x->dmin  = m;
+                break;
+            }
+            case GGML_TYPE_Q5_K: {
+                auto * x = reinterpret_cast<block_q5_K *>(b);
+                x->d     = d;
+                x->dmin  = m;
+                break;
+            }
+            case GGML_TYPE_Q6_K: reinterpret_cast<block_q6_K *>(b)->d = d; break;
+            default: FAIL() << "not a K-quant";
+        }
+    }
+}
+
+// The row's constant part: the row with its level fields zeroed.
+std::vector<float> constant_part(ggml_type t, const unsigned char * row, int64_t K) {
+    const size_t               bs = ggml_type_size(t);
+    const int64_t              nb = K / QK_K;
+    std::vector<unsigned char> z(row, row + size_t(nb) * bs);
+    for (int64_t i = 0; i < nb; ++i) {
+        unsigned char * b = z.data() + size_t(i) * bs;
+        switch (t) {
+            case GGML_TYPE_Q2_K: std::memset(reinterpret_cast<block_q2_K *>(b)->qs, 0, QK_K / 4); break;
+            case GGML_TYPE_Q3_K: {
+                auto * x = reinterpret_cast<block_q3_K *>(b);
+                std::memset(x->qs, 0, sizeof(x->qs));
+                std::memset(x->hmask, 0, sizeof(x->hmask));
+                break;
+            }
+            case GGML_TYPE_Q4_K: std::memset(reinterpret_cast<block_q4_K *>(b)->qs, 0, QK_K / 2); break;
+            case GGML_TYPE_Q5_K: {
+                auto * x = reinterpret_cast<block_q5_K *>(b);
+                std::memset(x->qs, 0, sizeof(x->qs));
+                std::memset(x->qh, 0, sizeof(x->qh));
+                break;
+            }
+            case GGML_TYPE_Q6_K: {
+                auto * x = reinterpret_cast<block_q6_K *>(b);
+                std::memset(x->ql, 0, sizeof(x->ql));
+                std::memset(x->qh, 0, sizeof(x->qh));
+                break;
+            }
+            default: break;
+        }
+    }
+    return to_floats(t, z.data(), K);
+}
+
+struct Bound {
+    double exact; // sum a_k y_k in double
+    double mag;   // M
+};
+
+Bound bound_of(ggml_type t, const unsigned char * row, const std::vector<float> & y, int64_t K) {
+    const std::vector<float> a = to_floats(t, row, K);
+    const std::vector<float> z = constant_part(t, row, K);
+    Bound                    b{0.0, 0.0};
+    for (int64_t k = 0; k < K; ++k) {
+        b.exact += double(a[size_t(k)]) * double(y[size_t(k)]);
+        b.mag += std::fabs(double(a[size_t(k)]) * double(y[size_t(k)])) +
+                 std::fabs(double(z[size_t(k)]) * double(y[size_t(k)]));
+    }
+    return b;
+}
+
+// The values of a Q8_K row (the type table gives Q8_K no to_float).
+std::vector<float> q8_K_floats(const block_q8_K * q, int64_t K) {
+    std::vector<float> out(static_cast<size_t>(K));
+    dequantize_row_q8_K(q, out.data(), K);
+    return out;
+}
+
+// Bytes placed off a 32-byte boundary by the alignment of the element.
+struct OffBuffer {
+    std::vector<unsigned char> storage;
+    unsigned char *            ptr;
+    OffBuffer(size_t bytes, size_t align) : storage(bytes + 64) {
+        auto base = reinterpret_cast<uintptr_t>(storage.data());
+        ptr       = reinterpret_cast<unsigned char *>(((base + 31) & ~uintptr_t(31)) + align);
+    }
+};
+
+} // namespace
+
+TEST(SimdQuant, PortableDotAgainstDequantized) {
+    std::mt19937 rng(21);
+    for (ggml_type t : kKTypes) {
+        for (int64_t K : {256, 512, 1280, 4096}) {
+            SCOPED_TRACE(std::string(ggml_type_name(t)) + " K " + std::to_string(K));
+            std::vector<unsigned char> a(ggml_row_size(t, K));
+            random_k_blocks(rng, t, K / QK_K, a.data());
+            const std::vector<float> x = random_floats(rng, size_t(K));
+            std::vector<block_q8_K>  q(size_t(K / QK_K));
+            quantize_row_q8_K_ref(x.data(), q.data(), K);
+            const std::vector<float> y   = q8_K_floats(q.data(), K);
+            const Bound              b   = bound_of(t, a.data(), y, K);
+            const float              got = portable_dot(t)(K, a.data(), q.data());
+            EXPECT_NEAR(got, b.exact, 1e-5 * b.mag + 1e-30);
+        }
+    }
+}
+
+TEST(SimdQuant, KQuantGemvAgainstPortable) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(22);
+        for (ggml_type t : kKTypes) {
+            ASSERT_NE(kt->gemv_quant[t], nullptr) << kt->name << " " << ggml_type_name(t);
+            ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
+            for (int64_t K : {256, 768, 4096}) {
+                const int64_t nb = K / QK_K;
+                for (int64_t nrows : {1, 2, 3, 5, 7, 16, 19, 37}) {
+                    // Rows with a gap after them, at an address only 2-byte
+                    // aligned; columns 4-byte aligned.
+                    const size_t lda = ggml_row_size(t, K) + 2;
+                    const size_t ldb = size_t(nb) * sizeof(block_q8_K) + 4;
+                    OffBuffer    a(lda * size_t(nrows), 2);
+                    OffBuffer    b(ldb * GEMV_MAX_COLS, 4);
+                    for (int64_t r = 0; r < nrows; ++r) {
+                        random_k_blocks(rng, t, nb, a.ptr + size_t(r) * lda);
+                    }
+                    std::vector<std::vector<float>> ys;
+                    for (int c = 0; c < GEMV_MAX_COLS; ++c) {
+                        const std::vector<float> x = random_floats(rng, size_t(K));
+                        auto * col = reinterpret_cast<block_q8_K *>(b.ptr + size_t(c) * ldb);
+                        quantize_row_q8_K_ref(x.data(), col, K);
+                        ys.push_back(q8_K_floats(col, K));
+                    }
+                    for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
+                        const size_t       ldd = size_t(nrows) + 3;
+                        std::vector<float> got(ldd * size_t(ncols) + 1, -1.0f);
+                        kt->gemv_quant[t](K, a.ptr, lda, nrows, b.ptr, ldb, ncols, got.data() + 1, ldd);
+                        for (int c = 0; c < ncols; ++c) {
+                            for (int64_t r = 0; r < nrows; ++r) {
+                                const unsigned char * row  = a.ptr + size_t(r) * lda;
+                                const float           want = portable_dot(t)(K, row, b.ptr + size_t(c) * ldb);
+                                const Bound           bd   = bound_of(t, row, ys[size_t(c)], K);
+                                ASSERT_NEAR(got[size_t(c) * ldd + size_t(r) + 1], want, 1e-5 * bd.mag + 1e-30)
+                                    << "row " << r << " col " << c;
+                            }
+                            for (size_t i = size_t(c) * ldd + size_t(nrows); i < size_t(c + 1) * ldd; ++i) {
+                                ASSERT_EQ(got[i + 1], -1.0f) << "padding after column " << c;
+                            }
+                        }
+                        ASSERT_EQ(got[0], -1.0f);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(SimdQuant, QuantizeQ8_KSameBits) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        ASSERT_NE(kt->quantize_row_q8_K, nullptr) << kt->name;
+        std::mt19937 rng(23);
+        for (int64_t n : {256, 512, 2560}) {
+            for (int variant = 0; variant < 6; ++variant) {
+                SCOPED_TRACE(std::string(kt->name) + " n " + std::to_string(n) + " variant " +
+                             std::to_string(variant));
+                std::vector<float> x = random_floats(rng, size_t(n), -3.0f, 3.0f);
+                switch (variant) {
+                    case 1: // equal magnitudes of both signs: the first one sets the sign
+                        x[17] = -5.0f;
+                        x[200] = 5.0f;
+                        break;
+                    case 2: // a zero block and a block of one value
+                        std::fill(x.begin(), x.begin() + QK_K, 0.0f);
+                        std::fill(x.end() - QK_K, x.end(), -0.25f);
+                        break;
+                    case 3: // large and tiny values
+                        for (size_t i = 0; i < x.size(); ++i) {
+                            x[i] *= (i % 3 == 0) ? 1e30f : 1e-30f;
+                        }
+                        break;
+                    case 4: // halves between levels (rounding to even)
+                        for (size_t i = 0; i < x.size(); ++i) {
+                            x[i] = float(int(i % 255) - 127) + 0.5f;
+                        }
+                        x[0] = 127.0f;
+                        break;
+                    case 5: // a NaN is skipped by the search for the largest value
+                        x[3] = std::nanf("");
+                        break;
+                    default: break;
+                }
+                const Unaligned<float>  ux(x);
+                std::vector<block_q8_K> want(size_t(n / QK_K)), got(size_t(n / QK_K));
+                quantize_row_q8_K_ref(x.data(), want.data(), n);
+                kt->quantize_row_q8_K(ux.ptr, got.data(), n);
+                for (size_t i = 0; i < want.size(); ++i) {
+                    if (variant == 5 && i == 0) {
+                        // The NaN's own byte is unspecified; the rest of its block is not.
+                        EXPECT_EQ(std::memcmp(&got[i].d, &want[i].d, sizeof(float)), 0);
+                        for (int j = 0; j < QK_K; ++j) {
+                            if (j != 3) {
+                                EXPECT_EQ(got[i].qs[j], want[i].qs[j]) << j;
+                            }
+                        }
+                        continue;
+                    }
+                    EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(block_q8_K)), 0) << "block " << i;
+                }
+            }
+        }
+    }
+}
+
+namespace {
+
+struct KShape {
+    ggml_type t;
+    int64_t   K, M, N, a2, b2;
+    bool      transposed_b;
+};
+
+std::vector<KShape> k_shapes() {
+    std::vector<KShape> out;
+    for (ggml_type t : kKTypes) {
+        for (int64_t N : {1, 2, 3, 7, 16, 33}) {
+            out.push_back({t, 512, 37, N, 1, 1, false});
+        }
+        out.push_back({t, 256, 19, 3, 2, 4, false}); // broadcast over batches
+        out.push_back({t, 768, 21, 5, 1, 1, true});  // strided b
+        out.push_back({t, 256, 13, 1, 2, 6, false}); // one column, heads sharing a matrix
+    }
+    return out;
+}
+
+std::string describe(const KShape & s) {
+    return std::string(ggml_type_name(s.t)) + " K " + std::to_string(s.K) + " M " + std::to_string(s.M) + " N " +
+           std::to_string(s.N) + " a2 " + std::to_string(s.a2) + " b2 " + std::to_string(s.b2) +
+           (s.transposed_b ? " transposed b" : "");
+}
+
+struct KProblem {
+    ggml_tensor * a;
+    ggml_tensor * b;
+    ggml_tensor * out;
+};
+
+KProblem build(ggml_context * ctx, const KShape & s, std::mt19937 & rng) {
+    KProblem p;
+    p.a = ggml_new_tensor_3d(ctx, s.t, s.K, s.M, s.a2);
+    random_k_blocks(rng, s.t, ggml_nelements(p.a) / QK_K, static_cast<unsigned char *>(p.a->data));
+    if (s.transposed_b) {
+        ggml_tensor * bt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, s.N, s.K, s.b2);
+        fill_random(bt, rng);
+        p.b = ggml_transpose(ctx, bt);
+    } else {
+        p.b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, s.K, s.N, s.b2);
+        fill_random(p.b, rng);
+    }
+    p.out = ggml_mul_mat(ctx, p.a, p.b);
+    return p;
+}
+
+} // namespace
+
+TEST(SimdQuant, MulMatKQuantsThroughTheGraph) {
+    std::mt19937 rng(24);
+    for (const KShape & s : k_shapes()) {
+        SCOPED_TRACE(describe(s) + " table " + best_kernels().name);
+        Context        ctx;
+        const KProblem p          = build(ctx, s, rng);
+        const bool     quantizes  = best_kernels().gemv_quant[s.t] != nullptr;
+        std::vector<float> first;
+        for (int nth = 1; nth <= 4; ++nth) {
+            std::memset(p.out->data, 0xff, ggml_nbytes(p.out));
+            ASSERT_EQ(compute(ctx, p.out, RunMode{nth, false}), GGML_STATUS_SUCCESS);
+            std::vector<float> got(size_t(ggml_nelements(p.out)));
+            std::memcpy(got.data(), p.out->data, ggml_nbytes(p.out));
+            if (nth == 1) {
+                first = got;
+                continue;
+            }
+            ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float))) << nth << " threads";
+        }
+        const int64_t r2 = s.b2 / s.a2;
+        for (int64_t i2 = 0; i2 < s.b2; ++i2) {
+            for (int64_t n = 0; n < s.N; ++n) {
+                std::vector<float> col(size_t(s.K));
+                for (int64_t k = 0; k < s.K; ++k) {
+                    std::memcpy(&col[size_t(k)],
+                                static_cast<const char *>(p.b->data) + k * p.b->nb[0] + n * p.b->nb[1] + i2 * p.b->nb[2],
+                                sizeof(float));
+                }
+                if (quantizes) {
+                    std::vector<block_q8_K> q(size_t(s.K / QK_K));
+                    quantize_row_q8_K_ref(col.data(), q.data(), s.K);
+                    col = q8_K_floats(q.data(), s.K);
+                }
+                for (int64_t m = 0; m < s.M; ++m) {
+                    const auto * row = static_cast<const unsigned char *>(p.a->data) + m * p.a->nb[1] +
+                                       (i2 / r2) * p.a->nb[2];
+                    const Bound  bd  = bound_of(s.t, row, col, s.K);
+                    const float  got = first[size_t((i2 * s.N + n) * s.M + m)];
+                    ASSERT_NEAR(got, bd.exact, 1e-5 * bd.mag + 1e-30) << "m " << m << " n " << n << " i2 " << i2;
+                }
+            }
+        }
+    }
+}
+
+TEST(SimdQuant, ColumnCountsGiveSameBits) {
+    // A column's results do not depend on how many other columns the
+    // product has (the gemv groups of columns meet each column alone).
+    std::mt19937 rng(25);
+    for (ggml_type t : kKTypes) {
+        SCOPED_TRACE(ggml_type_name(t));
+        if (best_kernels().gemv_quant[t] == nullptr) {
+            continue; // the general path's f32 products are blocked by the shape
+        }
+        Context       ctx;
+        ggml_tensor * a = ggml_new_tensor_2d(ctx, t, 512, 29);
+        random_k_blocks(rng, t, ggml_nelements(a) / QK_K, static_cast<unsigned char *>(a->data));
+        ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 512, 33);
+        fill_random(b, rng);
+        ggml_tensor * all = ggml_mul_mat(ctx, a, b);
+        ASSERT_EQ(compute(ctx, all, RunMode{2, false}), GGML_STATUS_SUCCESS);
+        for (int64_t n : {1, 3, 7, 16}) {
+            ggml_tensor * part = ggml_mul_mat(ctx, a, ggml_view_2d(ctx, b, 512, n, b->nb[1], 0));
+            ASSERT_EQ(compute(ctx, part, RunMode{3, false}), GGML_STATUS_SUCCESS);
+            EXPECT_EQ(0, std::memcmp(part->data, all->data, size_t(n) * 29 * sizeof(float))) << n << " columns";
+        }
+    }
+}
