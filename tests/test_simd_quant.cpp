@@ -1,10 +1,12 @@
-// The K-quant kernels of the SIMD tables (KernelTable::gemv_quant and
+// The quantized kernels of the SIMD tables beyond Q8_0 and Q4_0
+// (KernelTable::gemv_quant: Q2_K..Q6_K, Q4_1, Q5_0, Q5_1; and
 // quantize_row_q8_K) against their portable twins, the dot products of
-// kernels/quant_dot.h, and mul_mat with K-quant weights through the graph.
+// kernels/quant_dot.h, and mul_mat with those weights through the graph.
 //
 // Weights are random bytes (every level, scale and min pattern, Q6_K's
-// scale -128 included) with finite random super-block scales; activations
-// are random floats quantized to Q8_K by the core's reference quantizer.
+// scale -128 included) with finite random block scales; activations are
+// random floats quantized to the operand type (Q8_K, Q8_1, Q8_0) by the
+// core's reference quantizers.
 //
 // Bounds: with a_k the dequantized weights, y_k the dequantized Q8_K
 // activations and z_k the weights' constant part (the row dequantized with
@@ -45,7 +47,9 @@ using namespace loomtest::simd;
 
 namespace {
 
-constexpr ggml_type kKTypes[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+// Every weight type with SIMD kernels here.
+constexpr ggml_type kTypes[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                GGML_TYPE_Q6_K, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
 
 using DotFn = float (*)(int64_t n, const void * x, const void * y);
 
@@ -56,12 +60,15 @@ DotFn portable_dot(ggml_type t) {
         case GGML_TYPE_Q4_K: return dot_q4_K_q8_K;
         case GGML_TYPE_Q5_K: return dot_q5_K_q8_K;
         case GGML_TYPE_Q6_K: return dot_q6_K_q8_K;
+        case GGML_TYPE_Q4_1: return dot_q4_1_q8_1;
+        case GGML_TYPE_Q5_0: return dot_q5_0_q8_0;
+        case GGML_TYPE_Q5_1: return dot_q5_1_q8_1;
         default: return nullptr;
     }
 }
 
-// Random bytes for nb super-blocks of type t, with finite positive scales.
-void random_k_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * out) {
+// Random bytes for nb blocks of type t, with finite positive scales.
+void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * out) {
     std::uniform_int_distribution<int>    byte(0, 255);
     std::uniform_real_distribution<float> scale(0.0005f, 0.02f);
     const size_t                          bs = ggml_type_size(t);
@@ -92,7 +99,20 @@ void random_k_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char 
                 break;
             }
             case GGML_TYPE_Q6_K: reinterpret_cast<block_q6_K *>(b)->d = d; break;
-            default: FAIL() << "not a K-quant";
+            case GGML_TYPE_Q4_1: {
+                auto * x = reinterpret_cast<block_q4_1 *>(b);
+                x->d     = d;
+                x->m     = m;
+                break;
+            }
+            case GGML_TYPE_Q5_0: reinterpret_cast<block_q5_0 *>(b)->d = d; break;
+            case GGML_TYPE_Q5_1: {
+                auto * x = reinterpret_cast<block_q5_1 *>(b);
+                x->d     = d;
+                x->m     = m;
+                break;
+            }
+            default: FAIL() << "not a type of these kernels";
         }
     }
 }
@@ -100,7 +120,7 @@ void random_k_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char 
 // The row's constant part: the row with its level fields zeroed.
 std::vector<float> constant_part(ggml_type t, const unsigned char * row, int64_t K) {
     const size_t               bs = ggml_type_size(t);
-    const int64_t              nb = K / QK_K;
+    const int64_t              nb = K / ggml_blck_size(t);
     std::vector<unsigned char> z(row, row + size_t(nb) * bs);
     for (int64_t i = 0; i < nb; ++i) {
         unsigned char * b = z.data() + size_t(i) * bs;
@@ -122,6 +142,19 @@ std::vector<float> constant_part(ggml_type t, const unsigned char * row, int64_t
             case GGML_TYPE_Q6_K: {
                 auto * x = reinterpret_cast<block_q6_K *>(b);
                 std::memset(x->ql, 0, sizeof(x->ql));
+                std::memset(x->qh, 0, sizeof(x->qh));
+                break;
+            }
+            case GGML_TYPE_Q4_1: std::memset(reinterpret_cast<block_q4_1 *>(b)->qs, 0, 16); break;
+            case GGML_TYPE_Q5_0: {
+                auto * x = reinterpret_cast<block_q5_0 *>(b);
+                std::memset(x->qs, 0, sizeof(x->qs));
+                std::memset(x->qh, 0, sizeof(x->qh));
+                break;
+            }
+            case GGML_TYPE_Q5_1: {
+                auto * x = reinterpret_cast<block_q5_1 *>(b);
+                std::memset(x->qs, 0, sizeof(x->qs));
                 std::memset(x->qh, 0, sizeof(x->qh));
                 break;
             }
@@ -155,6 +188,33 @@ std::vector<float> q8_K_floats(const block_q8_K * q, int64_t K) {
     return out;
 }
 
+// A column of K floats in operand type op (Q8_K, Q8_1 or Q8_0) by the
+// reference quantizer, and its values.
+void quantize_column(ggml_type op, const float * x, void * out, int64_t K) {
+    switch (op) {
+        case GGML_TYPE_Q8_K: quantize_row_q8_K_ref(x, out, K); break;
+        case GGML_TYPE_Q8_1: quantize_row_q8_1_ref(x, out, K); break;
+        default: quantize_row_q8_0_ref(x, out, K); break;
+    }
+}
+std::vector<float> column_floats(ggml_type op, const void * q, int64_t K) {
+    if (op == GGML_TYPE_Q8_K) {
+        return q8_K_floats(static_cast<const block_q8_K *>(q), K);
+    }
+    std::vector<float> out(static_cast<size_t>(K));
+    for (int64_t i = 0; i < K / 32; ++i) {
+        // Q8_0 and Q8_1 both start with the half d, then (Q8_1) s.
+        const auto * b  = static_cast<const unsigned char *>(q) + size_t(i) * ggml_type_size(op);
+        uint16_t     dh;
+        std::memcpy(&dh, b, sizeof(dh));
+        const auto * qs = reinterpret_cast<const int8_t *>(b + (op == GGML_TYPE_Q8_1 ? 4 : 2));
+        for (int j = 0; j < 32; ++j) {
+            out[size_t(32 * i + j)] = fp16_to_fp32(dh) * float(qs[j]);
+        }
+    }
+    return out;
+}
+
 // Bytes placed off a 32-byte boundary by the alignment of the element.
 struct OffBuffer {
     std::vector<unsigned char> storage;
@@ -169,15 +229,16 @@ struct OffBuffer {
 
 TEST(SimdQuant, PortableDotAgainstDequantized) {
     std::mt19937 rng(21);
-    for (ggml_type t : kKTypes) {
+    for (ggml_type t : kTypes) {
+        const ggml_type op = quant_operand_type(t);
         for (int64_t K : {256, 512, 1280, 4096}) {
             SCOPED_TRACE(std::string(ggml_type_name(t)) + " K " + std::to_string(K));
             std::vector<unsigned char> a(ggml_row_size(t, K));
-            random_k_blocks(rng, t, K / QK_K, a.data());
-            const std::vector<float> x = random_floats(rng, size_t(K));
-            std::vector<block_q8_K>  q(size_t(K / QK_K));
-            quantize_row_q8_K_ref(x.data(), q.data(), K);
-            const std::vector<float> y   = q8_K_floats(q.data(), K);
+            random_blocks(rng, t, K / ggml_blck_size(t), a.data());
+            const std::vector<float>   x = random_floats(rng, size_t(K));
+            std::vector<unsigned char> q(ggml_row_size(op, K));
+            quantize_column(op, x.data(), q.data(), K);
+            const std::vector<float> y   = column_floats(op, q.data(), K);
             const Bound              b   = bound_of(t, a.data(), y, K);
             const float              got = portable_dot(t)(K, a.data(), q.data());
             EXPECT_NEAR(got, b.exact, 1e-5 * b.mag + 1e-30);
@@ -185,30 +246,32 @@ TEST(SimdQuant, PortableDotAgainstDequantized) {
     }
 }
 
-TEST(SimdQuant, KQuantGemvAgainstPortable) {
+TEST(SimdQuant, GemvAgainstPortable) {
     FOR_EACH_SIMD_TABLE(kt) {
         std::mt19937 rng(22);
-        for (ggml_type t : kKTypes) {
+        for (ggml_type t : kTypes) {
             ASSERT_NE(kt->gemv_quant[t], nullptr) << kt->name << " " << ggml_type_name(t);
-            ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
-            for (int64_t K : {256, 768, 4096}) {
-                const int64_t nb = K / QK_K;
+            const ggml_type op   = quant_operand_type(t);
+            const bool      kq   = op == GGML_TYPE_Q8_K;
+            ASSERT_EQ(op, kq ? GGML_TYPE_Q8_K : t == GGML_TYPE_Q5_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q8_1);
+            for (int64_t K : kq ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{32, 96, 320, 4096}) {
+                const int64_t nb = K / ggml_blck_size(t);
                 for (int64_t nrows : {1, 2, 3, 5, 7, 16, 19, 37}) {
                     // Rows with a gap after them, at an address only 2-byte
                     // aligned; columns 4-byte aligned.
                     const size_t lda = ggml_row_size(t, K) + 2;
-                    const size_t ldb = size_t(nb) * sizeof(block_q8_K) + 4;
+                    const size_t ldb = ggml_row_size(op, K) + 4;
                     OffBuffer    a(lda * size_t(nrows), 2);
-                    OffBuffer    b(ldb * GEMV_MAX_COLS, 4);
+                    OffBuffer    b(ldb * GEMV_MAX_COLS, kq ? 4 : 2);
                     for (int64_t r = 0; r < nrows; ++r) {
-                        random_k_blocks(rng, t, nb, a.ptr + size_t(r) * lda);
+                        random_blocks(rng, t, nb, a.ptr + size_t(r) * lda);
                     }
                     std::vector<std::vector<float>> ys;
                     for (int c = 0; c < GEMV_MAX_COLS; ++c) {
                         const std::vector<float> x = random_floats(rng, size_t(K));
-                        auto * col = reinterpret_cast<block_q8_K *>(b.ptr + size_t(c) * ldb);
-                        quantize_row_q8_K_ref(x.data(), col, K);
-                        ys.push_back(q8_K_floats(col, K));
+                        unsigned char *          col = b.ptr + size_t(c) * ldb;
+                        quantize_column(op, x.data(), col, K);
+                        ys.push_back(column_floats(op, col, K));
                     }
                     for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
                         SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " K " + std::to_string(K) +
@@ -302,7 +365,7 @@ struct KShape {
 
 std::vector<KShape> k_shapes() {
     std::vector<KShape> out;
-    for (ggml_type t : kKTypes) {
+    for (ggml_type t : kTypes) {
         for (int64_t N : {1, 2, 3, 7, 16, 33}) {
             out.push_back({t, 512, 37, N, 1, 1, false});
         }
@@ -328,7 +391,7 @@ struct KProblem {
 KProblem build(ggml_context * ctx, const KShape & s, std::mt19937 & rng) {
     KProblem p;
     p.a = ggml_new_tensor_3d(ctx, s.t, s.K, s.M, s.a2);
-    random_k_blocks(rng, s.t, ggml_nelements(p.a) / QK_K, static_cast<unsigned char *>(p.a->data));
+    random_blocks(rng, s.t, ggml_nelements(p.a) / ggml_blck_size(s.t), static_cast<unsigned char *>(p.a->data));
     if (s.transposed_b) {
         ggml_tensor * bt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, s.N, s.K, s.b2);
         fill_random(bt, rng);
@@ -343,7 +406,7 @@ KProblem build(ggml_context * ctx, const KShape & s, std::mt19937 & rng) {
 
 } // namespace
 
-TEST(SimdQuant, MulMatKQuantsThroughTheGraph) {
+TEST(SimdQuant, MulMatThroughTheGraph) {
     std::mt19937 rng(24);
     for (const KShape & s : k_shapes()) {
         SCOPED_TRACE(describe(s) + " table " + best_kernels().name);
@@ -372,9 +435,10 @@ TEST(SimdQuant, MulMatKQuantsThroughTheGraph) {
                                 sizeof(float));
                 }
                 if (quantizes) {
-                    std::vector<block_q8_K> q(size_t(s.K / QK_K));
-                    quantize_row_q8_K_ref(col.data(), q.data(), s.K);
-                    col = q8_K_floats(q.data(), s.K);
+                    const ggml_type            op = quant_operand_type(s.t);
+                    std::vector<unsigned char> q(ggml_row_size(op, s.K));
+                    quantize_column(op, col.data(), q.data(), s.K);
+                    col = column_floats(op, q.data(), s.K);
                 }
                 for (int64_t m = 0; m < s.M; ++m) {
                     const auto * row = static_cast<const unsigned char *>(p.a->data) + m * p.a->nb[1] +
@@ -392,14 +456,14 @@ TEST(SimdQuant, ColumnCountsGiveSameBits) {
     // A column's results do not depend on how many other columns the
     // product has (the gemv groups of columns meet each column alone).
     std::mt19937 rng(25);
-    for (ggml_type t : kKTypes) {
+    for (ggml_type t : kTypes) {
         SCOPED_TRACE(ggml_type_name(t));
         if (best_kernels().gemv_quant[t] == nullptr) {
             continue; // the general path's f32 products are blocked by the shape
         }
         Context       ctx;
         ggml_tensor * a = ggml_new_tensor_2d(ctx, t, 512, 29);
-        random_k_blocks(rng, t, ggml_nelements(a) / QK_K, static_cast<unsigned char *>(a->data));
+        random_blocks(rng, t, ggml_nelements(a) / ggml_blck_size(t), static_cast<unsigned char *>(a->data));
         ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 512, 33);
         fill_random(b, rng);
         ggml_tensor * all = ggml_mul_mat(ctx, a, b);

@@ -111,24 +111,32 @@ BOperand b_operand(const ggml_tensor * b, const void * packed, size_t row_size) 
 // Converts n f32 values stride bytes apart into a row of the operand type,
 // through the kernel table where it has the conversion.
 void convert_operand(const KernelTable & kt, ggml_type type, const char * src, size_t stride, void * dst, int64_t n) {
-    if (type == GGML_TYPE_Q8_K) {
-        // Both quantizers give the same bits; a strided b is gathered a
-        // block at a time.
-        auto * const quantize = kt.quantize_row_q8_K != nullptr
-                                    ? kt.quantize_row_q8_K
-                                    : +[](const float * x, block_q8_K * y, int64_t k) { quantize_row_q8_K_ref(x, y, k); };
-        auto * y = static_cast<block_q8_K *>(dst);
+    if (type == GGML_TYPE_Q8_K || type == GGML_TYPE_Q8_1) {
+        // The table's Q8_K quantizer gives the reference one's bits; a
+        // strided b is gathered a block at a time.
+        const bool k8       = type == GGML_TYPE_Q8_K;
+        auto       quantize = [&](const float * x, void * y, int64_t k) {
+            if (!k8) {
+                quantize_row_q8_1_ref(x, y, k);
+            } else if (kt.quantize_row_q8_K != nullptr) {
+                kt.quantize_row_q8_K(x, static_cast<block_q8_K *>(y), k);
+            } else {
+                quantize_row_q8_K_ref(x, y, k);
+            }
+        };
         if (stride == sizeof(float)) {
-            quantize(reinterpret_cast<const float *>(src), y, n);
+            quantize(reinterpret_cast<const float *>(src), dst, n);
             return;
         }
-        LOOM_ASSERT(n % QK_K == 0);
+        const int64_t bs = k8 ? QK_K : QK8_1;
+        const size_t  bb = k8 ? sizeof(block_q8_K) : sizeof(block_q8_1);
+        LOOM_ASSERT(n % bs == 0);
         float block[QK_K];
-        for (int64_t b = 0; b < n / QK_K; ++b) {
-            for (int j = 0; j < QK_K; ++j) {
-                std::memcpy(&block[j], src + size_t(b * QK_K + j) * stride, sizeof(float));
+        for (int64_t b = 0; b < n / bs; ++b) {
+            for (int64_t j = 0; j < bs; ++j) {
+                std::memcpy(&block[j], src + size_t(b * bs + j) * stride, sizeof(float));
             }
-            quantize(block, y + b, QK_K);
+            quantize(block, static_cast<char *>(dst) + size_t(b) * bb, bs);
         }
         return;
     }

@@ -56,6 +56,9 @@ ggml_type quant_operand_type(ggml_type weight_type) {
         case GGML_TYPE_Q4_K:
         case GGML_TYPE_Q5_K:
         case GGML_TYPE_Q6_K: return GGML_TYPE_Q8_K;
+        case GGML_TYPE_Q4_1:
+        case GGML_TYPE_Q5_1: return GGML_TYPE_Q8_1;
+        case GGML_TYPE_Q5_0: return GGML_TYPE_Q8_0;
         default: return GGML_TYPE_COUNT;
     }
 }

@@ -65,6 +65,9 @@ const KernelTable k_avx2 = [] {
     t.gemv_quant[GGML_TYPE_Q5_K] = avx2::gemv_q5_K;
     t.gemv_quant[GGML_TYPE_Q6_K] = avx2::gemv_q6_K;
     t.quantize_row_q8_K          = avx2::quantize_row_q8_K;
+    t.gemv_quant[GGML_TYPE_Q4_1] = avx2::gemv_q4_1;
+    t.gemv_quant[GGML_TYPE_Q5_0] = avx2::gemv_q5_0;
+    t.gemv_quant[GGML_TYPE_Q5_1] = avx2::gemv_q5_1;
     return t;
 }();
 

@@ -70,6 +70,9 @@ const KernelTable * avx512_kernels() {
         t.gemv_quant[GGML_TYPE_Q5_K] = avx512::gemv_q5_K;
         t.gemv_quant[GGML_TYPE_Q6_K] = avx512::gemv_q6_K;
         t.quantize_row_q8_K          = avx512::quantize_row_q8_K;
+        t.gemv_quant[GGML_TYPE_Q4_1] = avx512::gemv_q4_1;
+        t.gemv_quant[GGML_TYPE_Q5_0] = avx512::gemv_q5_0;
+        t.gemv_quant[GGML_TYPE_Q5_1] = avx512::gemv_q5_1;
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
