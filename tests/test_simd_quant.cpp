@@ -475,3 +475,61 @@ TEST(SimdQuant, ColumnCountsGiveSameBits) {
         }
     }
 }
+
+TEST(SimdQuant, MulMatIdThroughTheGraph) {
+    // Experts of every type: each (slot, token) column against the double
+    // sum with its chosen expert (b quantized as the path quantizes it, the
+    // same on both paths), the table's kernels and the portable dot
+    // products, 1..4 threads giving the same bits.
+    std::mt19937 rng(26);
+    for (ggml_type t : kTypes) {
+        for (int64_t n_b1 : {1, 2}) { // b's columns per token: shared or one per slot
+            SCOPED_TRACE(std::string(ggml_type_name(t)) + " b columns " + std::to_string(n_b1));
+            const int64_t K = 512, M = 23, n_as = 5, n_used = 2, n_tok = 7;
+            Context       ctx;
+            ggml_tensor * as = ggml_new_tensor_3d(ctx, t, K, M, n_as);
+            random_blocks(rng, t, ggml_nelements(as) / ggml_blck_size(t), static_cast<unsigned char *>(as->data));
+            ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, n_b1, n_tok);
+            fill_random(b, rng);
+            ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, n_tok);
+            for (int64_t i = 0; i < n_used * n_tok; ++i) {
+                static_cast<int32_t *>(ids->data)[i] = int32_t((i * 3 + i / n_used) % n_as);
+            }
+            ggml_tensor * out = ggml_mul_mat_id(ctx, as, b, ids);
+            const ggml_type op = quant_operand_type(t);
+            for (bool use_ref : {false, true}) {
+                std::vector<float> first;
+                for (int nth = 1; nth <= 4; ++nth) {
+                    std::memset(out->data, 0xff, ggml_nbytes(out));
+                    ASSERT_EQ(compute(ctx, out, RunMode{nth, use_ref}), GGML_STATUS_SUCCESS);
+                    std::vector<float> got(size_t(ggml_nelements(out)));
+                    std::memcpy(got.data(), out->data, ggml_nbytes(out));
+                    if (nth == 1) {
+                        first = got;
+                        continue;
+                    }
+                    ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float)))
+                        << nth << " threads" << (use_ref ? ", portable" : "");
+                }
+                for (int64_t tok = 0; tok < n_tok; ++tok) {
+                    for (int64_t e = 0; e < n_used; ++e) {
+                        const int32_t id = static_cast<const int32_t *>(ids->data)[tok * n_used + e];
+                        const auto *  x  = reinterpret_cast<const float *>(static_cast<const char *>(b->data) +
+                                                                          (e % n_b1) * b->nb[1] + tok * b->nb[2]);
+                        std::vector<unsigned char> q(ggml_row_size(op, K));
+                        quantize_column(op, x, q.data(), K);
+                        const std::vector<float> y = column_floats(op, q.data(), K);
+                        for (int64_t m = 0; m < M; ++m) {
+                            const auto * row = static_cast<const unsigned char *>(as->data) + id * as->nb[2] +
+                                               m * as->nb[1];
+                            const Bound bd  = bound_of(t, row, y, K);
+                            const float got = first[size_t((tok * n_used + e) * M + m)];
+                            ASSERT_NEAR(got, bd.exact, 1e-5 * bd.mag + 1e-30)
+                                << "m " << m << " slot " << e << " token " << tok << (use_ref ? ", portable" : "");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -111,40 +111,18 @@ BOperand b_operand(const ggml_tensor * b, const void * packed, size_t row_size) 
 // Converts n f32 values stride bytes apart into a row of the operand type,
 // through the kernel table where it has the conversion.
 void convert_operand(const KernelTable & kt, ggml_type type, const char * src, size_t stride, void * dst, int64_t n) {
-    if (type == GGML_TYPE_Q8_K || type == GGML_TYPE_Q8_1) {
-        // The table's Q8_K quantizer gives the reference one's bits; a
-        // strided b is gathered a block at a time.
-        const bool k8       = type == GGML_TYPE_Q8_K;
-        auto       quantize = [&](const float * x, void * y, int64_t k) {
-            if (!k8) {
-                quantize_row_q8_1_ref(x, y, k);
-            } else if (kt.quantize_row_q8_K != nullptr) {
-                kt.quantize_row_q8_K(x, static_cast<block_q8_K *>(y), k);
-            } else {
-                quantize_row_q8_K_ref(x, y, k);
-            }
-        };
-        if (stride == sizeof(float)) {
-            quantize(reinterpret_cast<const float *>(src), dst, n);
-            return;
-        }
-        const int64_t bs = k8 ? QK_K : QK8_1;
-        const size_t  bb = k8 ? sizeof(block_q8_K) : sizeof(block_q8_1);
-        LOOM_ASSERT(n % bs == 0);
-        float block[QK_K];
-        for (int64_t b = 0; b < n / bs; ++b) {
-            for (int64_t j = 0; j < bs; ++j) {
-                std::memcpy(&block[j], src + size_t(b * bs + j) * stride, sizeof(float));
-            }
-            quantize(block, static_cast<char *>(dst) + size_t(b) * bb, bs);
-        }
-        return;
-    }
     if (stride == sizeof(float)) {
         const auto * x = reinterpret_cast<const float *>(src);
         switch (type) {
             case GGML_TYPE_Q8_0: kt.quantize_row_q8_0(x, static_cast<block_q8_0 *>(dst), n); return;
             case GGML_TYPE_F16: kt.fp32_to_fp16_row(x, static_cast<ggml_fp16_t *>(dst), n); return;
+            case GGML_TYPE_Q8_K:
+                // The reference quantizer's bits.
+                if (kt.quantize_row_q8_K != nullptr) {
+                    kt.quantize_row_q8_K(x, static_cast<block_q8_K *>(dst), n);
+                    return;
+                }
+                break;
             default: break;
         }
     }
