@@ -1,5 +1,6 @@
 // The quantized kernels of the SIMD tables beyond Q8_0 and Q4_0
-// (KernelTable::gemv_quant: Q2_K..Q6_K, Q4_1, Q5_0, Q5_1; and
+// (KernelTable::gemv_quant: Q2_K..Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4,
+// IQ4_XS; and
 // quantize_row_q8_K) against their portable twins, the dot products of
 // kernels/quant_dot.h, and mul_mat with those weights through the graph.
 //
@@ -36,7 +37,9 @@
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "core/types.h"
+#include "core/types/i_quants.h"
 #include "core/types/legacy_k.h"
+#include "core/types/other.h"
 #include "simd_test_util.h"
 #include "test_util.h"
 
@@ -48,8 +51,9 @@ using namespace loomtest::simd;
 namespace {
 
 // Every weight type with SIMD kernels here.
-constexpr ggml_type kTypes[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                                GGML_TYPE_Q6_K, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
+constexpr ggml_type kTypes[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,   GGML_TYPE_Q5_K,
+                                GGML_TYPE_Q6_K, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,   GGML_TYPE_Q5_1,
+                                GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_IQ4_XS};
 
 using DotFn = float (*)(int64_t n, const void * x, const void * y);
 
@@ -63,6 +67,9 @@ DotFn portable_dot(ggml_type t) {
         case GGML_TYPE_Q4_1: return dot_q4_1_q8_1;
         case GGML_TYPE_Q5_0: return dot_q5_0_q8_0;
         case GGML_TYPE_Q5_1: return dot_q5_1_q8_1;
+        case GGML_TYPE_IQ4_NL: return dot_iq4_nl_q8_0;
+        case GGML_TYPE_MXFP4: return dot_mxfp4_q8_0;
+        case GGML_TYPE_IQ4_XS: return dot_iq4_xs_q8_K;
         default: return nullptr;
     }
 }
@@ -112,6 +119,11 @@ void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * 
                 x->m     = m;
                 break;
             }
+            case GGML_TYPE_IQ4_NL: reinterpret_cast<block_iq4_nl *>(b)->d = d; break;
+            case GGML_TYPE_IQ4_XS: reinterpret_cast<block_iq4_xs *>(b)->d = d; break;
+            case GGML_TYPE_MXFP4: // scales 2^-12 .. 2^-4 (E8M0 115 .. 123)
+                reinterpret_cast<block_mxfp4 *>(b)->e = uint8_t(115 + byte(rng) % 9);
+                break;
             default: FAIL() << "not a type of these kernels";
         }
     }
@@ -158,6 +170,10 @@ std::vector<float> constant_part(ggml_type t, const unsigned char * row, int64_t
                 std::memset(x->qh, 0, sizeof(x->qh));
                 break;
             }
+            // Level 0 of IQ4_NL and IQ4_XS is the table's -127.
+            case GGML_TYPE_IQ4_NL: std::memset(reinterpret_cast<block_iq4_nl *>(b)->qs, 0, 16); break;
+            case GGML_TYPE_IQ4_XS: std::memset(reinterpret_cast<block_iq4_xs *>(b)->qs, 0, QK_K / 2); break;
+            case GGML_TYPE_MXFP4: std::memset(reinterpret_cast<block_mxfp4 *>(b)->qs, 0, 16); break;
             default: break;
         }
     }
@@ -253,7 +269,8 @@ TEST(SimdQuant, GemvAgainstPortable) {
             ASSERT_NE(kt->gemv_quant[t], nullptr) << kt->name << " " << ggml_type_name(t);
             const ggml_type op   = quant_operand_type(t);
             const bool      kq   = op == GGML_TYPE_Q8_K;
-            ASSERT_EQ(op, kq ? GGML_TYPE_Q8_K : t == GGML_TYPE_Q5_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q8_1);
+            const bool      q81  = t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1;
+            ASSERT_EQ(op, kq ? GGML_TYPE_Q8_K : q81 ? GGML_TYPE_Q8_1 : GGML_TYPE_Q8_0);
             for (int64_t K : kq ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{32, 96, 320, 4096}) {
                 const int64_t nb = K / ggml_blck_size(t);
                 for (int64_t nrows : {1, 2, 3, 5, 7, 16, 19, 37}) {

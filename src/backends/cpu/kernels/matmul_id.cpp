@@ -13,7 +13,7 @@
 //     the columns pass. Each dst element is one dot product, computed by one
 //     thread, so the result does not depend on the thread count. Weights
 //     with a gemv_quant entry in the selected table (the K-quants, Q4_1,
-//     Q5_0, Q5_1 on AVX2 and AVX-512) take it, one column against the
+//     Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4 on AVX2 and AVX-512) take it, one column against the
 //     item's rows per call, except on the reference path, which takes the
 //     portable dot products of quant_dot.h.
 // An id outside [0, n_expert) is a data error: its column of dst is zero.
@@ -59,6 +59,9 @@ VecDotInfo id_dot_info(ggml_type t) {
         case GGML_TYPE_Q4_K: dot = dot_q4_K_q8_K; break;
         case GGML_TYPE_Q5_K: dot = dot_q5_K_q8_K; break;
         case GGML_TYPE_Q6_K: dot = dot_q6_K_q8_K; break;
+        case GGML_TYPE_IQ4_NL: dot = dot_iq4_nl_q8_0; break;
+        case GGML_TYPE_MXFP4: dot = dot_mxfp4_q8_0; break;
+        case GGML_TYPE_IQ4_XS: dot = dot_iq4_xs_q8_K; break;
         default: return info;
     }
     return {quant_operand_type(t), dot};

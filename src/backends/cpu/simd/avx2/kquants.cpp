@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
 
 #include "target_begin.h"

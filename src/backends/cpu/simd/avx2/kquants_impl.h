@@ -6,7 +6,8 @@
 // and EVEX encodings for the same 256-bit operations, so the decoded
 // super-block stays in registers). Include only between a target_begin.h and
 // its target_end.h, after <immintrin.h>, <cstring>, core/fp16.h,
-// core/types/legacy_k.h and kernel_table.h, inside the ISA's namespace.
+// core/types/legacy_k.h, core/types/i_quants.h, core/types/iq_tables.h and
+// kernel_table.h, inside the ISA's namespace.
 //
 // Note [K-quant products]
 // A super-block of 256 weights meets a Q8_K column block as integers: the
@@ -22,6 +23,9 @@
 //  - Q6_K and Q3_K (value = d * scale * (u - offset), offset 32 and 4): the
 //    products offset * scale meet the bsums and are taken off isum as
 //    integers, the block adding yd * d * (isum - msum).
+// IQ4_XS (value = d * (scale - 32) * table[u], eight groups of 32) decodes
+// to signed levels instead, which meet the column through the sign trick of
+// dot_i8 (|level| <= 127, y never -128), with no bias.
 // A super-block is decoded once per row and meets every column of the call
 // (up to GEMV_MAX_COLS), so the weights are read once for all of them. The
 // integer sums are those of the portable dot products (quant_dot.cpp);
@@ -105,6 +109,7 @@ inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
 
 struct Q4KDecoder {
     static constexpr bool fold = false;
+    static constexpr bool signed_levels = false;
     using W = block_q4_K;
     static void decode(const W & x, KDecoded & o) {
         kq_nibbles(x.qs, o);
@@ -116,6 +121,7 @@ struct Q4KDecoder {
 
 struct Q5KDecoder {
     static constexpr bool fold = false;
+    static constexpr bool signed_levels = false;
     using W = block_q5_K;
     static void decode(const W & x, KDecoded & o) {
         kq_nibbles(x.qs, o);
@@ -134,6 +140,7 @@ struct Q5KDecoder {
 
 struct Q6KDecoder {
     static constexpr bool fold = true;
+    static constexpr bool signed_levels = false;
     using W = block_q6_K;
     static void decode(const W & x, KDecoded & o) {
         // Each half: ql's 64 bytes hold the low nibbles of values 0..127 of
@@ -165,6 +172,7 @@ struct Q6KDecoder {
 
 struct Q3KDecoder {
     static constexpr bool fold = true;
+    static constexpr bool signed_levels = false;
     using W = block_q3_K;
     static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
@@ -189,6 +197,7 @@ struct Q3KDecoder {
 
 struct Q2KDecoder {
     static constexpr bool fold = false;
+    static constexpr bool signed_levels = false;
     using W = block_q2_K;
     static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
@@ -204,13 +213,43 @@ struct Q2KDecoder {
     }
 };
 
+struct IQ4XSDecoder {
+    using W = block_iq4_xs;
+    static constexpr bool fold          = true;
+    static constexpr bool signed_levels = true;
+    static void decode(const W & x, KDecoded & o) {
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
+        const __m128i m4    = _mm_set1_epi8(0x0f);
+        for (int j = 0; j < 8; ++j) {
+            // Group j: 16 bytes, low nibbles values 0..15, high ones 16..31.
+            const __m128i q   = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 16 * j));
+            const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+            o.u[j]            = _mm256_shuffle_epi8(table, nib);
+            const int ls      = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((x.scales_h >> (2 * j)) & 3) << 4);
+            o.sc[j]           = _mm256_set1_epi16(int16_t(ls - 32));
+        }
+        o.bias = _mm256_setzero_si256();
+        o.d    = kq_half(x.d);
+    }
+};
+
 // acc + the product of a decoded super-block with a column's block; Fold:
-// the bias is an offset of the levels, taken off as integers.
-template <bool Fold> inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
+// the bias is an offset of the levels, taken off as integers; Signed: the
+// levels are signed bytes.
+template <bool Fold, bool Signed> inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-        const __m256i p = _mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j));
-        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+        const __m256i q = kq_load(y.qs + 32 * j);
+        __m256i       p;
+        if constexpr (Signed) {
+            p = _mm256_maddubs_epi16(_mm256_sign_epi8(w.u[j], w.u[j]), _mm256_sign_epi8(q, w.u[j]));
+        } else {
+            p = _mm256_maddubs_epi16(w.u[j], q);
+        }
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+    }
+    if constexpr (Signed) {
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
     }
     const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
     if constexpr (Fold) {
@@ -240,7 +279,7 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
             KDecoded w;
             D::decode(x[i], w);
             for (int c = 0; c < C; ++c) {
-                acc[c] = kq_block<D::fold>(w, bc[c][i], acc[c]);
+                acc[c] = kq_block<D::fold, D::signed_levels>(w, bc[c][i], acc[c]);
             }
         }
         for (int c = 0; c < C; ++c) {
@@ -336,6 +375,10 @@ void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
     kq_gemv<Q6KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    kq_gemv<IQ4XSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
 void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n) {
     kq_quantize_q8_K(x, y, n);

@@ -1,4 +1,5 @@
-// Matrix-vector products of the 32-value legacy types Q4_1, Q5_0 and Q5_1 on
+// Matrix-vector products of the 32-value types Q4_1, Q5_0, Q5_1, IQ4_NL and
+// MXFP4 on
 // 256-bit integer instructions, written once for the AVX2 table
 // (avx2/legacy_quants.cpp) and the AVX-512 one (avx512/legacy_quants.cpp,
 // the same code compiled for AVX-512: a block is one 256-bit register, so
@@ -13,9 +14,13 @@
 //    (value = dy * q, s = dy * sum q): maddubs takes u unsigned, the integer
 //    sum is exact, and the block adds d dy isum + m s, as the portable dot
 //    product does;
-//  - Q5_0 (value = d * (u - 16)) against Q8_0: the levels are made signed
-//    and meet the column through the sign trick of dot_i8 (y never holds
-//    -128).
+//  - Q5_0 (value = d * (u - 16)), IQ4_NL and MXFP4 (value = d * table[u],
+//    the tables' signed bytes looked up with a byte shuffle; MXFP4's d is
+//    its E8M0 scale halved, its table the doubled E2M1 values) against
+//    Q8_0: the signed levels meet the column through the sign trick of
+//    dot_i8 (|level| <= 127 and y never holds -128, so no pair saturates).
+// Include after core/types/iq_tables.h (kvalues_iq4nl) and with
+// core/types/other.h (e8m0_to_fp32_half) declared.
 
 namespace {
 
@@ -51,6 +56,13 @@ inline __m256i lq_fifth_bits(const uint8_t * qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+#include "core/types/fp4_values.inc"
+
+// The 16 signed values of a lookup table in both halves of a register.
+inline __m256i lq_table(const int8_t * values) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(values)));
+}
+
 inline __m256i lq_load(const int8_t * p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
 }
@@ -60,6 +72,7 @@ struct Q41Decoder {
     using Y = block_q8_1;
     static constexpr bool has_min = true;
     static __m256i levels(const W & x) { return lq_nibbles(x.qs); }
+    static float   scale(const W & x) { return lq_half(x.d); }
 };
 
 struct Q51Decoder {
@@ -67,6 +80,7 @@ struct Q51Decoder {
     using Y = block_q8_1;
     static constexpr bool has_min = true;
     static __m256i levels(const W & x) { return _mm256_or_si256(lq_nibbles(x.qs), lq_fifth_bits(x.qh)); }
+    static float   scale(const W & x) { return lq_half(x.d); }
 };
 
 struct Q50Decoder {
@@ -77,6 +91,23 @@ struct Q50Decoder {
     static __m256i levels(const W & x) {
         return _mm256_sub_epi8(_mm256_or_si256(lq_nibbles(x.qs), lq_fifth_bits(x.qh)), _mm256_set1_epi8(16));
     }
+    static float scale(const W & x) { return lq_half(x.d); }
+};
+
+struct IQ4NLDecoder {
+    using W = block_iq4_nl;
+    using Y = block_q8_0;
+    static constexpr bool has_min = false;
+    static __m256i levels(const W & x) { return _mm256_shuffle_epi8(lq_table(iq::kvalues_iq4nl), lq_nibbles(x.qs)); }
+    static float   scale(const W & x) { return lq_half(x.d); }
+};
+
+struct MXFP4Decoder {
+    using W = block_mxfp4;
+    using Y = block_q8_0;
+    static constexpr bool has_min = false;
+    static __m256i levels(const W & x) { return _mm256_shuffle_epi8(lq_table(kvalues_fp4), lq_nibbles(x.qs)); }
+    static float   scale(const W & x) { return e8m0_to_fp32_half(x.e); }
 };
 
 // 8 int32 lanes summing to the block's integer product.
@@ -113,7 +144,7 @@ void lq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
                 _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
             }
             const __m256i w = D::levels(x[i]);
-            const float   d = lq_half(x[i].d);
+            const float   d = D::scale(x[i]);
             for (int c = 0; c < C; ++c) {
                 const Y &     y = bc[c][i];
                 const __m256i p = lq_product<D>(w, y.qs);
@@ -160,4 +191,12 @@ void gemv_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q5_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
     lq_gemv<Q51Decoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    lq_gemv<IQ4NLDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    lq_gemv<MXFP4Decoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }

@@ -11,7 +11,10 @@
 #include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
+#include "core/types/other.h"
 
 #include "target_begin.h"
 #include "avx2.h"

@@ -68,6 +68,9 @@ const KernelTable k_avx2 = [] {
     t.gemv_quant[GGML_TYPE_Q4_1] = avx2::gemv_q4_1;
     t.gemv_quant[GGML_TYPE_Q5_0] = avx2::gemv_q5_0;
     t.gemv_quant[GGML_TYPE_Q5_1] = avx2::gemv_q5_1;
+    t.gemv_quant[GGML_TYPE_IQ4_NL] = avx2::gemv_iq4_nl;
+    t.gemv_quant[GGML_TYPE_MXFP4]  = avx2::gemv_mxfp4;
+    t.gemv_quant[GGML_TYPE_IQ4_XS] = avx2::gemv_iq4_xs;
     return t;
 }();
 

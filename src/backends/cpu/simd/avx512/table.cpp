@@ -73,6 +73,9 @@ const KernelTable * avx512_kernels() {
         t.gemv_quant[GGML_TYPE_Q4_1] = avx512::gemv_q4_1;
         t.gemv_quant[GGML_TYPE_Q5_0] = avx512::gemv_q5_0;
         t.gemv_quant[GGML_TYPE_Q5_1] = avx512::gemv_q5_1;
+        t.gemv_quant[GGML_TYPE_IQ4_NL] = avx512::gemv_iq4_nl;
+        t.gemv_quant[GGML_TYPE_MXFP4]  = avx512::gemv_mxfp4;
+        t.gemv_quant[GGML_TYPE_IQ4_XS] = avx512::gemv_iq4_xs;
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
