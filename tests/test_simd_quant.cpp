@@ -185,10 +185,35 @@ struct Bound {
     double mag;   // M
 };
 
-Bound bound_of(ggml_type t, const unsigned char * row, const std::vector<float> & y, int64_t K) {
+// op's values of a quantized column q (for the bound below) and, for Q8_1,
+// what its fp16 block sums s are off the sums of its values: s_b - sum y.
+std::vector<double> s_errors(ggml_type op, const void * q, int64_t K) {
+    std::vector<double> err;
+    if (op != GGML_TYPE_Q8_1) {
+        return err;
+    }
+    const auto * blocks = static_cast<const block_q8_1 *>(q);
+    for (int64_t i = 0; i < K / 32; ++i) {
+        double sum = 0.0;
+        for (int j = 0; j < 32; ++j) {
+            sum += double(fp16_to_fp32(blocks[i].d)) * double(blocks[i].qs[j]);
+        }
+        err.push_back(double(fp16_to_fp32(blocks[i].s)) - sum);
+    }
+    return err;
+}
+
+// exact: the product as the types define it (Q4_1 and Q5_1: each block's
+// min m meets the column's s, which differs from the sum of its values by
+// its fp16 rounding: exact adds m (s_b - sum y) per block).
+Bound bound_of(ggml_type t, const unsigned char * row, const std::vector<float> & y, int64_t K,
+               const std::vector<double> & s_err = {}) {
     const std::vector<float> a = to_floats(t, row, K);
     const std::vector<float> z = constant_part(t, row, K);
     Bound                    b{0.0, 0.0};
+    for (size_t i = 0; i < s_err.size(); ++i) {
+        b.exact += double(z[32 * i]) * s_err[i];
+    }
     for (int64_t k = 0; k < K; ++k) {
         b.exact += double(a[size_t(k)]) * double(y[size_t(k)]);
         b.mag += std::fabs(double(a[size_t(k)]) * double(y[size_t(k)])) +
@@ -255,7 +280,7 @@ TEST(SimdQuant, PortableDotAgainstDequantized) {
             std::vector<unsigned char> q(ggml_row_size(op, K));
             quantize_column(op, x.data(), q.data(), K);
             const std::vector<float> y   = column_floats(op, q.data(), K);
-            const Bound              b   = bound_of(t, a.data(), y, K);
+            const Bound              b   = bound_of(t, a.data(), y, K, s_errors(op, q.data(), K));
             const float              got = portable_dot(t)(K, a.data(), q.data());
             EXPECT_NEAR(got, b.exact, 1e-5 * b.mag + 1e-30);
         }
@@ -300,7 +325,8 @@ TEST(SimdQuant, GemvAgainstPortable) {
                             for (int64_t r = 0; r < nrows; ++r) {
                                 const unsigned char * row  = a.ptr + size_t(r) * lda;
                                 const float           want = portable_dot(t)(K, row, b.ptr + size_t(c) * ldb);
-                                const Bound           bd   = bound_of(t, row, ys[size_t(c)], K);
+                                const Bound           bd =
+                                    bound_of(t, row, ys[size_t(c)], K, s_errors(op, b.ptr + size_t(c) * ldb, K));
                                 ASSERT_NEAR(got[size_t(c) * ldd + size_t(r) + 1], want, 1e-5 * bd.mag + 1e-30)
                                     << "row " << r << " col " << c;
                             }
@@ -451,16 +477,18 @@ TEST(SimdQuant, MulMatThroughTheGraph) {
                                 static_cast<const char *>(p.b->data) + k * p.b->nb[0] + n * p.b->nb[1] + i2 * p.b->nb[2],
                                 sizeof(float));
                 }
+                std::vector<double> s_err;
                 if (quantizes) {
                     const ggml_type            op = quant_operand_type(s.t);
                     std::vector<unsigned char> q(ggml_row_size(op, s.K));
                     quantize_column(op, col.data(), q.data(), s.K);
-                    col = column_floats(op, q.data(), s.K);
+                    col   = column_floats(op, q.data(), s.K);
+                    s_err = s_errors(op, q.data(), s.K);
                 }
                 for (int64_t m = 0; m < s.M; ++m) {
                     const auto * row = static_cast<const unsigned char *>(p.a->data) + m * p.a->nb[1] +
                                        (i2 / r2) * p.a->nb[2];
-                    const Bound  bd  = bound_of(s.t, row, col, s.K);
+                    const Bound  bd  = bound_of(s.t, row, col, s.K, s_err);
                     const float  got = first[size_t((i2 * s.N + n) * s.M + m)];
                     ASSERT_NEAR(got, bd.exact, 1e-5 * bd.mag + 1e-30) << "m " << m << " n " << n << " i2 " << i2;
                 }
@@ -539,7 +567,7 @@ TEST(SimdQuant, MulMatIdThroughTheGraph) {
                         for (int64_t m = 0; m < M; ++m) {
                             const auto * row = static_cast<const unsigned char *>(as->data) + id * as->nb[2] +
                                                m * as->nb[1];
-                            const Bound bd  = bound_of(t, row, y, K);
+                            const Bound bd  = bound_of(t, row, y, K, s_errors(op, q.data(), K));
                             const float got = first[size_t((tok * n_used + e) * M + m)];
                             ASSERT_NEAR(got, bd.exact, 1e-5 * bd.mag + 1e-30)
                                 << "m " << m << " slot " << e << " token " << tok << (use_ref ? ", portable" : "");
@@ -548,5 +576,57 @@ TEST(SimdQuant, MulMatIdThroughTheGraph) {
                 }
             }
         }
+    }
+}
+
+TEST(SimdQuant, ProductsSharingAColumnGiveSameBits) {
+    // A Q4_K_M-style FFN: gate and up (Q4_K and Q6_K) reading the same b,
+    // computed as one group of products, give the bits of each alone.
+    std::mt19937 rng(27);
+    for (int64_t N : {1, 3}) {
+        SCOPED_TRACE("columns " + std::to_string(N));
+        Context       ctx;
+        ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 768, N);
+        fill_random(b, rng);
+        ggml_tensor * g = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_K, 768, 45);
+        ggml_tensor * u = ggml_new_tensor_2d(ctx, GGML_TYPE_Q6_K, 768, 45);
+        random_blocks(rng, GGML_TYPE_Q4_K, ggml_nelements(g) / QK_K, static_cast<unsigned char *>(g->data));
+        random_blocks(rng, GGML_TYPE_Q6_K, ggml_nelements(u) / QK_K, static_cast<unsigned char *>(u->data));
+        ggml_tensor * gb = ggml_mul_mat(ctx, g, b);
+        ggml_tensor * ub = ggml_mul_mat(ctx, u, b);
+        ASSERT_EQ(compute(ctx, gb, RunMode{2, false}), GGML_STATUS_SUCCESS);
+        const std::vector<float> g_alone(static_cast<const float *>(gb->data),
+                                         static_cast<const float *>(gb->data) + ggml_nelements(gb));
+        ASSERT_EQ(compute(ctx, ub, RunMode{2, false}), GGML_STATUS_SUCCESS);
+        const std::vector<float> u_alone(static_cast<const float *>(ub->data),
+                                         static_cast<const float *>(ub->data) + ggml_nelements(ub));
+        for (int nth = 1; nth <= 4; ++nth) {
+            std::memset(gb->data, 0xff, ggml_nbytes(gb));
+            std::memset(ub->data, 0xff, ggml_nbytes(ub));
+            ASSERT_EQ(compute(ctx, {gb, ub}, RunMode{nth, false}), GGML_STATUS_SUCCESS);
+            EXPECT_EQ(0, std::memcmp(gb->data, g_alone.data(), ggml_nbytes(gb))) << nth << " threads";
+            EXPECT_EQ(0, std::memcmp(ub->data, u_alone.data(), ggml_nbytes(ub))) << nth << " threads";
+        }
+    }
+}
+
+TEST(SimdQuant, CpuTypeTraitsNameThePortableDots) {
+    // ggml_get_type_traits_cpu: the activation type of every type here is
+    // quant_operand_type's, and its vec_dot gives the portable dot's bits.
+    std::mt19937 rng(28);
+    for (ggml_type t : kTypes) {
+        SCOPED_TRACE(ggml_type_name(t));
+        const ggml_type_traits_cpu * ct = ggml_get_type_traits_cpu(t);
+        ASSERT_NE(ct->vec_dot, nullptr);
+        ASSERT_EQ(ct->vec_dot_type, quant_operand_type(t));
+        const int64_t              K = 512;
+        std::vector<unsigned char> a(ggml_row_size(t, K)), q(ggml_row_size(ct->vec_dot_type, K));
+        random_blocks(rng, t, K / ggml_blck_size(t), a.data());
+        const std::vector<float> x = random_floats(rng, size_t(K));
+        quantize_column(ct->vec_dot_type, x.data(), q.data(), K);
+        float got = 0.0f;
+        ct->vec_dot(int(K), &got, 0, a.data(), 0, q.data(), 0, 1);
+        const float want = portable_dot(t)(K, a.data(), q.data());
+        EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0);
     }
 }

@@ -74,6 +74,9 @@ struct CpuTraitsTable {
         set(GGML_TYPE_Q4_K, vec_dot<dot_q4_K_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_Q5_K, vec_dot<dot_q5_K_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_Q6_K, vec_dot<dot_q6_K_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ4_NL, vec_dot<dot_iq4_nl_q8_0>, GGML_TYPE_Q8_0);
+        set(GGML_TYPE_IQ4_XS, vec_dot<dot_iq4_xs_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_MXFP4, vec_dot<dot_mxfp4_q8_0>, GGML_TYPE_Q8_0);
         // Activation types: a conversion, no dot product of their own.
         row[GGML_TYPE_Q8_1].from_float = quantize_row_q8_1_ref;
         row[GGML_TYPE_Q8_K].from_float = quantize_row_q8_K_ref;

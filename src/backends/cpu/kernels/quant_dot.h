@@ -5,9 +5,8 @@
 // against Q8_1, Q5_0, IQ4_NL and MXFP4 against Q8_0, the K-quants and IQ4_XS
 // against Q8_K. Integer sums within each group of a block, scaled and
 // accumulated in f32 block by block. Pure functions; n a multiple of the
-// block size. Those of the legacy and K-quant types back
-// ggml_get_type_traits_cpu's vec_dot; all are the reference twins of the
-// kernel tables' gemv_quant entries.
+// block size. They back ggml_get_type_traits_cpu's vec_dot and are the
+// reference twins of the kernel tables' gemv_quant entries.
 
 #include <cstdint>
 
