@@ -472,10 +472,9 @@ TEST(SimdQuant, MulMatThroughTheGraph) {
         for (int64_t i2 = 0; i2 < s.b2; ++i2) {
             for (int64_t n = 0; n < s.N; ++n) {
                 std::vector<float> col(size_t(s.K));
+                const char * bcol = static_cast<const char *>(p.b->data) + n * p.b->nb[1] + i2 * p.b->nb[2];
                 for (int64_t k = 0; k < s.K; ++k) {
-                    std::memcpy(&col[size_t(k)],
-                                static_cast<const char *>(p.b->data) + k * p.b->nb[0] + n * p.b->nb[1] + i2 * p.b->nb[2],
-                                sizeof(float));
+                    std::memcpy(&col[size_t(k)], bcol + k * p.b->nb[0], sizeof(float));
                 }
                 std::vector<double> s_err;
                 if (quantizes) {

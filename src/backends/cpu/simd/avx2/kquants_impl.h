@@ -153,11 +153,14 @@ struct Q6KDecoder {
             const __m256i l0 = kq_load(x.ql + 64 * h);
             const __m256i l1 = kq_load(x.ql + 64 * h + 32);
             const __m256i hb = kq_load(x.qh + 32 * h);
-            o.u[4 * h + 0]   = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
-            o.u[4 * h + 1]   = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
-            o.u[4 * h + 2]   = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m3));
-            o.u[4 * h + 3] =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
+            // Low nibbles, then the quarter's two high bits moved to bits 4-5.
+            const __m256i n0 = _mm256_and_si256(l0, m4), n1 = _mm256_and_si256(l1, m4);
+            const __m256i n2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+            const __m256i n3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+            o.u[4 * h + 0]   = _mm256_or_si256(n0, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
+            o.u[4 * h + 1]   = _mm256_or_si256(n1, _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
+            o.u[4 * h + 2]   = _mm256_or_si256(n2, _mm256_and_si256(hb, m3));
+            o.u[4 * h + 3]   = _mm256_or_si256(n3, _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
         }
         int16_t s[16], b[16];
         for (int g = 0; g < 16; ++g) {
@@ -218,7 +221,8 @@ struct IQ4XSDecoder {
     static constexpr bool fold          = true;
     static constexpr bool signed_levels = true;
     static void decode(const W & x, KDecoded & o) {
-        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
+        const __m256i table =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
         const __m128i m4    = _mm_set1_epi8(0x0f);
         for (int j = 0; j < 8; ++j) {
             // Group j: 16 bytes, low nibbles values 0..15, high ones 16..31.
@@ -341,7 +345,8 @@ void kq_quantize_q8_K(const float * x, block_q8_K * y, int64_t n) {
         for (int k = 0; k < QK_K / 32; ++k) {
             __m256i q[4];
             for (int v = 0; v < 4; ++v) {
-                q[v] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * k + 8 * v))), top);
+                const __m256 v8 = _mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * k + 8 * v));
+                q[v]            = _mm256_min_epi32(_mm256_cvtps_epi32(v8), top);
             }
             y[i].bsums[2 * k]     = int16_t(kq_hsum_i32(_mm256_add_epi32(q[0], q[1])));
             y[i].bsums[2 * k + 1] = int16_t(kq_hsum_i32(_mm256_add_epi32(q[2], q[3])));
