@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/types.h"
 #include "core/types/legacy_k.h"
 #include "ggml-cpu.h"
@@ -502,6 +504,29 @@ struct Weights {
     std::vector<double> values; // dequantized, in ggml's order
 };
 
+// The values of k activations of type op (Q8_K, Q8_1 or Q8_0).
+std::vector<double> quantized_activations(ggml_type op, const uint8_t * q, int64_t k) {
+    std::vector<double> out(static_cast<size_t>(k));
+    if (op == GGML_TYPE_Q8_K) {
+        std::vector<float> f(static_cast<size_t>(k));
+        loom::dequantize_row_q8_K(q, f.data(), k);
+        std::copy(f.begin(), f.end(), out.begin());
+        return out;
+    }
+    // Q8_0 and Q8_1 blocks start with the half d (Q8_1: then s).
+    const size_t bs  = ggml_type_size(op);
+    const size_t off = op == GGML_TYPE_Q8_1 ? 4 : 2;
+    for (int64_t i = 0; i < k / 32; ++i) {
+        uint16_t d;
+        std::memcpy(&d, q + size_t(i) * bs, sizeof(d));
+        for (int j = 0; j < 32; ++j) {
+            out[size_t(32 * i + j)] =
+                double(ggml_fp16_to_fp32(d)) * double(reinterpret_cast<const int8_t *>(q + size_t(i) * bs + off)[j]);
+        }
+    }
+    return out;
+}
+
 Weights make_weights(ggml_context * ctx, ggml_type type, int64_t k, int64_t rows, int64_t ne2, std::mt19937 & rng) {
     Weights w;
     w.t = ggml_new_tensor_3d(ctx, type, k, rows, ne2);
@@ -545,24 +570,62 @@ TEST(QuantsK, MulMatEveryTypeAgainstDouble) {
                 };
                 ggml_tensor * out = ggml_mul_mat(ctx, a.t, b);
                 ASSERT_EQ(out->ne[0], M);
-                std::vector<double> want(size_t(M * N * 4)), mag(size_t(M * N * 4));
+                // With the SIMD kernels of the type (KernelTable::gemv_quant),
+                // b is quantized to the type's vec_dot_type first, as ggml
+                // does: the reference then takes those values.
+                const ggml_type op = loom::cpu::quant_operand_type(type);
+                std::vector<double> bq(size_t(K * N * 4));
+                // Q8_1: each block's fp16 sum s, which the min of the Q4_1 and
+                // Q5_1 blocks meets, is within 2^-11 |s| of the sum of its
+                // values (the bound adds 2^-11 |s| max |a| per block).
+                std::vector<double> q_sums(size_t(K / 32 * N * 4), 0.0);
                 for (int64_t i2 = 0; i2 < 4; ++i2) {
                     for (int64_t n = 0; n < N; ++n) {
-                        for (int64_t m = 0; m < M; ++m) {
-                            double s = 0.0, s_abs = 0.0;
-                            for (int64_t k = 0; k < K; ++k) {
-                                const double p = a.values[size_t(((i2 / 2) * M + m) * K + k)] * bval(k, n, i2);
-                                s += p;
-                                s_abs += std::fabs(p);
-                            }
-                            want[size_t((i2 * N + n) * M + m)] = s;
-                            mag[size_t((i2 * N + n) * M + m)]  = s_abs;
+                        std::vector<float> col(static_cast<size_t>(K));
+                        for (int64_t k = 0; k < K; ++k) col[size_t(k)] = float(bval(k, n, i2));
+                        std::vector<uint8_t> q(ggml_row_size(op, K));
+                        ggml_get_type_traits_cpu(op)->from_float(col.data(), q.data(), K);
+                        const std::vector<double> v = quantized_activations(op, q.data(), K);
+                        std::copy(v.begin(), v.end(), bq.begin() + (i2 * N + n) * K);
+                        for (int64_t i = 0; op == GGML_TYPE_Q8_1 && i < K / 32; ++i) {
+                            uint16_t sh;
+                            std::memcpy(&sh, q.data() + size_t(i) * ggml_type_size(op) + 2, sizeof(sh));
+                            q_sums[size_t((i2 * N + n) * (K / 32) + i)] = std::fabs(double(ggml_fp16_to_fp32(sh)));
                         }
                     }
                 }
+                auto reference = [&](bool quantized_b, std::vector<double> & want, std::vector<double> & mag) {
+                    want.assign(size_t(M * N * 4), 0.0);
+                    mag.assign(size_t(M * N * 4), 0.0);
+                    for (int64_t i2 = 0; i2 < 4; ++i2) {
+                        for (int64_t n = 0; n < N; ++n) {
+                            for (int64_t m = 0; m < M; ++m) {
+                                double s = 0.0, s_abs = 0.0;
+                                double amax = 0.0;
+                                for (int64_t k = 0; k < K; ++k) {
+                                    const double bv = quantized_b ? bq[size_t((i2 * N + n) * K + k)] : bval(k, n, i2);
+                                    const double av = a.values[size_t(((i2 / 2) * M + m) * K + k)];
+                                    const double p  = av * bv;
+                                    s += p;
+                                    s_abs += std::fabs(p);
+                                    amax = std::max(amax, std::fabs(av));
+                                    if (quantized_b && k % 32 == 31) {
+                                        // 2^-11 K / 2^-24 K: in the units of the bound below.
+                                        s_abs += std::ldexp(q_sums[size_t((i2 * N + n) * (K / 32) + k / 32)] * amax, 13) / double(K);
+                                        amax = 0.0;
+                                    }
+                                }
+                                want[size_t((i2 * N + n) * M + m)] = s;
+                                mag[size_t((i2 * N + n) * M + m)]  = s_abs;
+                            }
+                        }
+                    }
+                };
                 std::vector<float> first;
                 for (const RunMode & mode : run_modes()) {
                     SCOPED_TRACE(describe(mode));
+                    std::vector<double> want, mag;
+                    reference(!mode.use_ref && loom::cpu::best_kernels().gemv_quant[type] != nullptr, want, mag);
                     std::memset(out->data, 0xff, ggml_nbytes(out));
                     ASSERT_EQ(compute(ctx, out, mode), GGML_STATUS_SUCCESS);
                     const auto * got = static_cast<const float *>(out->data);

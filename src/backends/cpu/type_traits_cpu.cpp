@@ -110,11 +110,11 @@ struct CpuTraitsTable {
         set(GGML_TYPE_IQ3_S, vec_dot<dot_decoded<GGML_TYPE_IQ3_S, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_IQ1_S, vec_dot<dot_decoded<GGML_TYPE_IQ1_S, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_IQ1_M, vec_dot<dot_decoded<GGML_TYPE_IQ1_M, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ4_NL, vec_dot<dot_decoded<GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_IQ4_XS, vec_dot<dot_decoded<GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ4_NL, vec_dot<dot_iq4_nl_q8_0>, GGML_TYPE_Q8_0);
+        set(GGML_TYPE_IQ4_XS, vec_dot<dot_iq4_xs_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_TQ1_0, vec_dot<dot_decoded<GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_TQ2_0, vec_dot<dot_decoded<GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_MXFP4, vec_dot<dot_decoded<GGML_TYPE_MXFP4, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
+        set(GGML_TYPE_MXFP4, vec_dot<dot_mxfp4_q8_0>, GGML_TYPE_Q8_0);
         set(GGML_TYPE_NVFP4, vec_dot<dot_decoded<GGML_TYPE_NVFP4, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
         set(GGML_TYPE_Q1_0, vec_dot<dot_decoded<GGML_TYPE_Q1_0, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
         set(GGML_TYPE_Q2_0, vec_dot<dot_decoded<GGML_TYPE_Q2_0, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);

@@ -8,7 +8,9 @@
 //  - reference (use_ref): b converted into the operand type of a's dot
 //    product (vec_dot_info), then one portable dot product per element;
 //  - matrix-vector (up to GEMV_MAX_COLS columns per matrix, and every
-//    quantized type): b converted the same way by the kernel table, then the
+//    quantized type with a dot product here or a gemv_quant entry in the
+//    table, such as the K-quants against Q8_K on AVX2 and AVX-512): b
+//    converted the same way by the kernel table, then the
 //    table's gemv over blocks of rows, each weight read once for a group of
 //    columns; with more columns of Q4_0/Q8_0 weights, where the table can,
 //    the columns are also prepared once for all rows and the rows blocked
@@ -56,10 +58,24 @@ bool takes_dequant_path(ggml_type t) {
     return !is_weight_type(t) && mul_mat_dequantizes(t);
 }
 
+// Weights of those types for which the selected table has a matrix-vector
+// product of its own (KernelTable::gemv_quant: the K-quants, Q4_1, Q5_0,
+// Q5_1, IQ4_NL, IQ4_XS and MXFP4 on AVX2 and AVX-512) take the
+// matrix-vector path instead, b quantized to their quant_operand_type,
+// except on the reference path, which keeps the general one.
+bool takes_table_gemv(const ggml_tensor * a) {
+    return !is_weight_type(a->type) && !is_repacked(a) && best_kernels().gemv_quant[a->type] != nullptr;
+}
+
+// The type b is converted to for a's products.
+ggml_type operand_type(const ggml_tensor * a) {
+    return is_weight_type(a->type) ? vec_dot_info(a->type).operand : quant_operand_type(a->type);
+}
+
 // b goes through the scratch buffer unless it already is a usable operand:
 // f32 against f32 weights with contiguous rows.
 bool mul_mat_packs_b(const ggml_tensor * a, const ggml_tensor * b) {
-    return vec_dot_info(a->type).operand != GGML_TYPE_F32 || b->nb[0] != sizeof(float);
+    return operand_type(a) != GGML_TYPE_F32 || b->nb[0] != sizeof(float);
 }
 
 // Where column i1 of b's matrix (i2, i3) lives as an operand: packed in the
@@ -101,6 +117,13 @@ void convert_operand(const KernelTable & kt, ggml_type type, const char * src, s
         switch (type) {
             case GGML_TYPE_Q8_0: kt.quantize_row_q8_0(x, static_cast<block_q8_0 *>(dst), n); return;
             case GGML_TYPE_F16: kt.fp32_to_fp16_row(x, static_cast<ggml_fp16_t *>(dst), n); return;
+            case GGML_TYPE_Q8_K:
+                // The reference quantizer's bits.
+                if (kt.quantize_row_q8_K != nullptr) {
+                    kt.quantize_row_q8_K(x, static_cast<block_q8_K *>(dst), n);
+                    return;
+                }
+                break;
             default: break;
         }
     }
@@ -171,13 +194,14 @@ size_t packed_b_bytes(const ggml_tensor * a, const ggml_tensor * b) {
     if (!mul_mat_packs_b(a, b)) {
         return 0;
     }
-    return align_up(ggml_row_size(vec_dot_info(a->type).operand, b->ne[0]) * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
+    return align_up(ggml_row_size(operand_type(a), b->ne[0]) * size_t(ggml_nrows(b)), SCRATCH_ALIGN);
 }
 
 void check_mul_mat(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
-    LOOM_ASSERT(vec_dot_info(a->type).dot != nullptr && b->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
+    LOOM_ASSERT((vec_dot_info(a->type).dot != nullptr || takes_table_gemv(a)) && b->type == GGML_TYPE_F32 &&
+                dst->nb[0] == sizeof(float));
     LOOM_ASSERT(dst->ne[0] == a->ne[1] && dst->ne[1] == b->ne[1] && dst->ne[2] == b->ne[2] && dst->ne[3] == b->ne[3]);
     LOOM_ASSERT(b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
     LOOM_ASSERT(dst->nb[1] % sizeof(float) == 0);
@@ -261,7 +285,7 @@ GemvFn gemv_for(const KernelTable & kt, const ggml_tensor * a) {
         case GGML_TYPE_BF16: return kt.gemv_bf16;
         case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
         case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
-        default: return nullptr;
+        default: return kt.gemv_quant[a->type];
     }
 }
 
@@ -391,7 +415,7 @@ class GemvProduct {
     const ggml_tensor * a_;
     const ggml_tensor * b_;
     ggml_tensor *       dst_;
-    VecDotInfo          info_;
+    ggml_type           operand_;
     GemvFn              gemv_;
     int64_t             K_;
     size_t              row_size_;
@@ -415,8 +439,8 @@ class GemvProduct {
 };
 
 GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * region, size_t region_size, int nth)
-    : a_(dst->src[0]), b_(dst->src[1]), dst_(dst), info_(vec_dot_info(a_->type)), gemv_(gemv_for(kt, a_)),
-      K_(a_->ne[0]), row_size_(ggml_row_size(info_.operand, K_)), region_(region) {
+    : a_(dst->src[0]), b_(dst->src[1]), dst_(dst), operand_(operand_type(a_)), gemv_(gemv_for(kt, a_)),
+      K_(a_->ne[0]), row_size_(ggml_row_size(operand_, K_)), region_(region) {
     LOOM_ASSERT(region_size >= gemv_region_bytes(a_, b_, nth));
     const bool packed = mul_mat_packs_b(a_, b_);
     bop_              = b_operand(b_, packed ? region : nullptr, row_size_);
@@ -478,7 +502,7 @@ void GemvProduct::prepare(const KernelTable & kt, int ith, int nth) const {
             for (int64_t c = c0; c < c0 + ncols; ++c) {
                 const char * src = static_cast<const char *>(b_->data) + c * b_->nb[1] + i2 * b_->nb[2] + i3 * b_->nb[3];
                 char *       out = region_ + size_t(batch * b_->ne[1] + c) * row_size_; // bop_.column
-                convert_operand(kt, info_.operand, src, b_->nb[0], out, K_);
+                convert_operand(kt, operand_, src, b_->nb[0], out, K_);
             }
             qg_.prepare(K_, bop_.column(c0, i2, i3), ldb_, ncols, prepared_ + size_t(grp) * group_bytes_);
         }
@@ -487,7 +511,7 @@ void GemvProduct::prepare(const KernelTable & kt, int ith, int nth) const {
         pp.ith   = ith;
         pp.nth   = nth;
         pp.wdata = region_;
-        pack_b(pp, kt, b_, info_.operand, row_size_);
+        pack_b(pp, kt, b_, operand_, row_size_);
     }
 }
 
@@ -687,7 +711,7 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
 }
 
 void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
-    if (takes_dequant_path(dst->src[0]->type)) {
+    if (takes_dequant_path(dst->src[0]->type) && (p.use_ref || !takes_table_gemv(dst->src[0]))) {
         compute_mul_mat_dequant(p, dst);
         return;
     }
@@ -785,7 +809,8 @@ void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 bool matmul_joins_group(const ggml_tensor * op) {
-    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) && is_weight_type(op->src[0]->type) &&
+    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) &&
+           (is_weight_type(op->src[0]->type) || takes_table_gemv(op->src[0])) &&
            !mul_mat_uses_gemm(op->src[0], op->src[1]);
 }
 
@@ -836,7 +861,10 @@ size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
     switch (op->op) {
         case GGML_OP_MUL_MAT: {
             if (takes_dequant_path(a->type)) {
-                return work_size_mul_mat_dequant(a, b, n_threads);
+                // The reference path dequantizes; the others may take the
+                // table's matrix-vector product.
+                const size_t dq = work_size_mul_mat_dequant(a, b, n_threads);
+                return takes_table_gemv(a) ? std::max(dq, GEMV_HEADER + gemv_region_bytes(a, b, n_threads)) : dq;
             }
             // The reference path and the gemv path pack b; the GEMM path
             // needs panels per thread. use_ref is not known when the plan

@@ -4,14 +4,18 @@
 //
 // Three phases between barriers:
 //  1. b is converted into the operand type of the experts' dot product
-//     (vec_dot_info), rows split among the threads, unless it already is
+//     (id_dot_info), rows split among the threads, unless it already is
 //     one that can be read in place; thread 0 meanwhile lists, for every
 //     expert, the (e, t) columns that chose it, in token order.
 //  2. The work is cut into items of ROW_BLOCK rows of one expert's matrix
 //     (experts no column chose have none); an item takes each of that
 //     expert's columns against its rows, so the rows stay in cache while
 //     the columns pass. Each dst element is one dot product, computed by one
-//     thread, so the result does not depend on the thread count.
+//     thread, so the result does not depend on the thread count. Weights
+//     with a gemv_quant entry in the selected table (the K-quants, Q4_1,
+//     Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4 on AVX2 and AVX-512) take it, one column against the
+//     item's rows per call, except on the reference path, which takes the
+//     portable dot products of quant_dot.h.
 // An id outside [0, n_expert) is a data error: its column of dst is zero.
 
 #include <algorithm>
@@ -19,7 +23,9 @@
 
 #include "core/common.h"
 #include "core/types.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "kernels.h"
+#include "quant_dot.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -31,12 +37,39 @@ constexpr int64_t ROW_BLOCK     = 16;
 
 // The operand types convert_f32_row produces.
 bool convertible_operand(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0;
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
+           t == GGML_TYPE_Q8_1 || t == GGML_TYPE_Q8_K;
+}
+
+// The dot product of vec.h for the types it has, else the portable one of
+// quant_dot.h against the type of gemv_quant's columns; dot == nullptr for
+// the other types.
+VecDotInfo id_dot_info(ggml_type t) {
+    const VecDotInfo info = vec_dot_info(t);
+    if (info.dot != nullptr) {
+        return info;
+    }
+    VecDotFn dot = nullptr;
+    switch (t) {
+        case GGML_TYPE_Q4_1: dot = dot_q4_1_q8_1; break;
+        case GGML_TYPE_Q5_0: dot = dot_q5_0_q8_0; break;
+        case GGML_TYPE_Q5_1: dot = dot_q5_1_q8_1; break;
+        case GGML_TYPE_Q2_K: dot = dot_q2_K_q8_K; break;
+        case GGML_TYPE_Q3_K: dot = dot_q3_K_q8_K; break;
+        case GGML_TYPE_Q4_K: dot = dot_q4_K_q8_K; break;
+        case GGML_TYPE_Q5_K: dot = dot_q5_K_q8_K; break;
+        case GGML_TYPE_Q6_K: dot = dot_q6_K_q8_K; break;
+        case GGML_TYPE_IQ4_NL: dot = dot_iq4_nl_q8_0; break;
+        case GGML_TYPE_MXFP4: dot = dot_mxfp4_q8_0; break;
+        case GGML_TYPE_IQ4_XS: dot = dot_iq4_xs_q8_K; break;
+        default: return info;
+    }
+    return {quant_operand_type(t), dot};
 }
 
 // b is read in place when it already is the operand, with contiguous rows.
 bool b_in_place(const ggml_tensor * as, const ggml_tensor * b) {
-    return b->type == vec_dot_info(as->type).operand && b->nb[0] == ggml_type_size(b->type);
+    return b->type == id_dot_info(as->type).operand && b->nb[0] == ggml_type_size(b->type);
 }
 
 // One column of dst: slot e of token t.
@@ -59,7 +92,7 @@ Layout layout(const ggml_tensor * op) {
     const ggml_tensor * ids = op->src[2];
     Layout              l;
     if (!b_in_place(as, b)) {
-        l.packed = align_up(ggml_row_size(vec_dot_info(as->type).operand, b->ne[0]) * size_t(ggml_nrows(b)),
+        l.packed = align_up(ggml_row_size(id_dot_info(as->type).operand, b->ne[0]) * size_t(ggml_nrows(b)),
                             SCRATCH_ALIGN);
     }
     const size_t n_as   = size_t(as->ne[2]);
@@ -90,7 +123,12 @@ void compute_mul_mat_id(const ComputeParams & p, ggml_tensor * dst) {
     const Layout l = layout(dst);
     LOOM_ASSERT(p.wsize >= l.total);
 
-    const VecDotInfo info     = vec_dot_info(as->type, p.use_ref);
+    VecDotInfo info = vec_dot_info(as->type, p.use_ref);
+    GemvFn     gemv = nullptr;
+    if (info.dot == nullptr) {
+        info = id_dot_info(as->type);
+        gemv = p.use_ref ? nullptr : best_kernels().gemv_quant[as->type];
+    }
     const int64_t    K        = as->ne[0];
     const int64_t    M        = as->ne[1];
     const int64_t    n_as     = as->ne[2];
@@ -154,6 +192,10 @@ void compute_mul_mat_id(const ComputeParams & p, ggml_tensor * dst) {
                                                        col.t * b->nb[2];
                 auto * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + col.e * dst->nb[1] +
                                                        col.t * dst->nb[2]);
+                if (gemv != nullptr) {
+                    gemv(K, mat + m0 * as->nb[1], as->nb[1], m1 - m0, y, row_size, 1, out + m0, 1);
+                    continue;
+                }
                 for (int64_t m = m0; m < m1; ++m) {
                     out[m] = info.dot(K, mat + m * as->nb[1], y);
                 }
@@ -168,7 +210,7 @@ bool supports_mul_mat_id(const ggml_tensor * op) {
     }
     const ggml_tensor * as   = op->src[0];
     const ggml_tensor * b    = op->src[1];
-    const VecDotInfo    info = vec_dot_info(as->type);
+    const VecDotInfo    info = id_dot_info(as->type);
     if (info.dot == nullptr || !convertible_operand(info.operand) || as->nb[0] != ggml_type_size(as->type) ||
         as->ne[0] % ggml_blck_size(info.operand) != 0) {
         return false;

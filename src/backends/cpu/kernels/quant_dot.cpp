@@ -2,11 +2,16 @@
 
 #include "core/common.h"
 #include "core/fp16.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
+#include "core/types/other.h"
 
 namespace loom::cpu {
 
 namespace {
+
+#include "core/types/fp4_values.inc"
 
 // Weights of a 32-value block as integers: the nibble j (j < 16 low, else
 // high) plus the fifth bit for the Q5 types.
@@ -197,6 +202,58 @@ float dot_q6_K_q8_K(int64_t n, const void * vx, const void * vy) {
             scale[g] = x[i].scales[g];
         }
         sum += fp16_to_fp32(x[i].d) * y[i].d * float(grouped_sum16(q, y[i].qs, scale));
+    }
+    return sum;
+}
+
+float dot_iq4_nl_q8_0(int64_t n, const void * vx, const void * vy) {
+    LOOM_ASSERT(n % QK8_0 == 0);
+    const auto * x   = static_cast<const block_iq4_nl *>(vx);
+    const auto * y   = static_cast<const block_q8_0 *>(vy);
+    float        sum = 0.0f;
+    for (int64_t b = 0; b < n / QK8_0; ++b) {
+        int isum = 0;
+        for (int j = 0; j < 32; ++j) {
+            isum += int(iq::kvalues_iq4nl[nibble(x[b].qs, j)]) * int(y[b].qs[j]);
+        }
+        sum += fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d) * float(isum);
+    }
+    return sum;
+}
+
+float dot_mxfp4_q8_0(int64_t n, const void * vx, const void * vy) {
+    LOOM_ASSERT(n % QK8_0 == 0);
+    const auto * x   = static_cast<const block_mxfp4 *>(vx);
+    const auto * y   = static_cast<const block_q8_0 *>(vy);
+    float        sum = 0.0f;
+    for (int64_t b = 0; b < n / QK8_0; ++b) {
+        int isum = 0;
+        for (int j = 0; j < 32; ++j) {
+            isum += int(kvalues_fp4[nibble(x[b].qs, j)]) * int(y[b].qs[j]);
+        }
+        // The doubled E2M1 values meet the halved E8M0 scale.
+        sum += e8m0_to_fp32_half(x[b].e) * fp16_to_fp32(y[b].d) * float(isum);
+    }
+    return sum;
+}
+
+float dot_iq4_xs_q8_K(int64_t n, const void * vx, const void * vy) {
+    LOOM_ASSERT(n % QK_K == 0);
+    const auto * x   = static_cast<const block_iq4_xs *>(vx);
+    const auto * y   = static_cast<const block_q8_K *>(vy);
+    float        sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        int isum = 0;
+        for (int g = 0; g < QK_K / 32; ++g) {
+            // Six-bit scale: low nibble from scales_l, two high bits from scales_h; offset 32.
+            const int ls = ((x[i].scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | (((x[i].scales_h >> (2 * g)) & 3) << 4);
+            int       s  = 0;
+            for (int j = 0; j < 32; ++j) {
+                s += int(iq::kvalues_iq4nl[nibble(x[i].qs + 16 * g, j)]) * int(y[i].qs[32 * g + j]);
+            }
+            isum += (ls - 32) * s;
+        }
+        sum += fp16_to_fp32(x[i].d) * y[i].d * float(isum);
     }
     return sum;
 }

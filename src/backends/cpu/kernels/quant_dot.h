@@ -1,10 +1,12 @@
 #pragma once
 
-// Portable dot products of the legacy and K-quant weight types against their
-// activation types (ggml's vec_dot_type): Q4_1 and Q5_1 against Q8_1, Q5_0
-// against Q8_0, the K-quants against Q8_K. Integer sums within each group of
-// a block, scaled and accumulated in f32 block by block. Pure functions; n a
-// multiple of the block size. These back ggml_get_type_traits_cpu's vec_dot.
+// Portable dot products of the legacy, K-quant and 4-bit lookup-table weight
+// types against their activation types (ggml's vec_dot_type): Q4_1 and Q5_1
+// against Q8_1, Q5_0, IQ4_NL and MXFP4 against Q8_0, the K-quants and IQ4_XS
+// against Q8_K. Integer sums within each group of a block, scaled and
+// accumulated in f32 block by block. Pure functions; n a multiple of the
+// block size. They back ggml_get_type_traits_cpu's vec_dot and are the
+// reference twins of the kernel tables' gemv_quant entries.
 
 #include <cstdint>
 
@@ -18,5 +20,10 @@ float dot_q3_K_q8_K(int64_t n, const void * x, const void * y);
 float dot_q4_K_q8_K(int64_t n, const void * x, const void * y);
 float dot_q5_K_q8_K(int64_t n, const void * x, const void * y);
 float dot_q6_K_q8_K(int64_t n, const void * x, const void * y);
+// The lookup-table types: IQ4_NL and MXFP4 against Q8_0, IQ4_XS against
+// Q8_K.
+float dot_iq4_nl_q8_0(int64_t n, const void * x, const void * y);
+float dot_mxfp4_q8_0(int64_t n, const void * x, const void * y);
+float dot_iq4_xs_q8_K(int64_t n, const void * x, const void * y);
 
 } // namespace loom::cpu

@@ -149,6 +149,19 @@ VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref) {
     return info;
 }
 
+namespace {
+
+// The reference quantizers of the activation types.
+void quantize_block_row(ggml_type type, const float * x, void * y, int64_t n) {
+    switch (type) {
+        case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(x, y, n); return;
+        case GGML_TYPE_Q8_1: quantize_row_q8_1_ref(x, y, n); return;
+        default: quantize_row_q8_K_ref(x, y, n); return;
+    }
+}
+
+} // namespace
+
 void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst, int64_t n) {
     if (stride == sizeof(float)) {
         const auto * x = reinterpret_cast<const float *>(src);
@@ -157,7 +170,9 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
                 std::memcpy(dst, x, size_t(n) * sizeof(float));
                 return;
             case GGML_TYPE_Q8_0:
-                quantize_row_q8_0_ref(x, dst, n);
+            case GGML_TYPE_Q8_1:
+            case GGML_TYPE_Q8_K:
+                quantize_block_row(type, x, dst, n);
                 return;
             default:
                 break;
@@ -190,17 +205,20 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
             }
             return;
         }
-        case GGML_TYPE_Q8_0: {
+        case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q8_1:
+        case GGML_TYPE_Q8_K: {
             // Gather one block at a time so the reference quantizer sees a
             // contiguous row without scratch memory.
-            LOOM_ASSERT(n % QK8_0 == 0);
-            auto * y = static_cast<block_q8_0 *>(dst);
-            float  block[QK8_0];
-            for (int64_t b = 0; b < n / QK8_0; ++b) {
-                for (int j = 0; j < QK8_0; ++j) {
-                    block[j] = load(b * QK8_0 + j);
+            const int64_t bs = ggml_blck_size(type);
+            const size_t  bb = ggml_type_size(type);
+            LOOM_ASSERT(n % bs == 0);
+            float block[QK_K];
+            for (int64_t b = 0; b < n / bs; ++b) {
+                for (int64_t j = 0; j < bs; ++j) {
+                    block[j] = load(b * bs + j);
                 }
-                quantize_row_q8_0_ref(block, y + b, QK8_0);
+                quantize_block_row(type, block, static_cast<char *>(dst) + size_t(b) * bb, bs);
             }
             return;
         }

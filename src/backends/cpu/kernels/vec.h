@@ -45,7 +45,8 @@ VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref);
 // ---- conversions ----
 
 // Converts n f32 values, read stride bytes apart, into a row of type
-// (F32, F16, BF16 or Q8_0; n a multiple of the block size).
+// (F32, F16, BF16, Q8_0, Q8_1 or Q8_K, the quantized ones by the core's
+// reference quantizers; n a multiple of the block size).
 void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst, int64_t n);
 
 // ---- element-wise helpers ----

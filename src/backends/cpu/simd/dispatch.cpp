@@ -49,6 +49,23 @@ std::vector<const KernelTable *> runnable_kernels() {
     return out;
 }
 
+ggml_type quant_operand_type(ggml_type weight_type) {
+    switch (weight_type) {
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K:
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K:
+        case GGML_TYPE_IQ4_XS: return GGML_TYPE_Q8_K;
+        case GGML_TYPE_Q4_1:
+        case GGML_TYPE_Q5_1: return GGML_TYPE_Q8_1;
+        case GGML_TYPE_Q5_0:
+        case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_MXFP4: return GGML_TYPE_Q8_0;
+        default: return GGML_TYPE_COUNT;
+    }
+}
+
 const KernelTable & best_kernels() {
     static const KernelTable & table = choose();
     return table;

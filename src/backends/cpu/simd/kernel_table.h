@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/types.h"
+#include "core/types/legacy_k.h"
 #include "ggml.h"
 
 namespace loom::cpu {
@@ -198,7 +199,25 @@ struct KernelTable {
     // table). y may be x.
     void (*rope_f32)(int64_t half, const float * x, float * y, const float * cos, const float * sin,
                      bool neox) = nullptr;
+
+    // Matrix-vector products of the other quantized weight types (K-quants
+    // and the rest), indexed by the weight type, against columns in the
+    // type's activation type (quant_operand_type: Q8_K for the K-quants and
+    // IQ4_XS, Q8_1 for Q4_1 and Q5_1, Q8_0 for Q5_0, IQ4_NL and MXFP4).
+    // Same contract as the gemv entries above; rows need no alignment of
+    // their count and K is a multiple of the weight block. Null where the
+    // table has none: mul_mat then dequantizes those weights
+    // (kernels/matmul_dequant.cpp). The portable dot products of
+    // kernels/quant_dot.h are their reference.
+    GemvFn gemv_quant[GGML_TYPE_COUNT] = {};
+    // Activations to Q8_K (n a multiple of 256); same bits as the core's
+    // reference quantizer for finite inputs. Null: the reference one.
+    void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;
 };
+
+// The activation type of a weight type's products in gemv_quant (ggml's
+// vec_dot_type); GGML_TYPE_COUNT for types outside gemv_quant's reach.
+ggml_type quant_operand_type(ggml_type weight_type);
 
 // The portable table (always available).
 const KernelTable & portable_kernels();

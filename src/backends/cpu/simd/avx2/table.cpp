@@ -59,6 +59,18 @@ const KernelTable k_avx2 = [] {
     t.mad_rows_f16 = avx2::mad_rows_f16;
     t.scale_f32    = avx2::scale_f32;
     t.rope_f32     = avx2::rope_f32;
+    t.gemv_quant[GGML_TYPE_Q2_K] = avx2::gemv_q2_K;
+    t.gemv_quant[GGML_TYPE_Q3_K] = avx2::gemv_q3_K;
+    t.gemv_quant[GGML_TYPE_Q4_K] = avx2::gemv_q4_K;
+    t.gemv_quant[GGML_TYPE_Q5_K] = avx2::gemv_q5_K;
+    t.gemv_quant[GGML_TYPE_Q6_K] = avx2::gemv_q6_K;
+    t.quantize_row_q8_K          = avx2::quantize_row_q8_K;
+    t.gemv_quant[GGML_TYPE_Q4_1] = avx2::gemv_q4_1;
+    t.gemv_quant[GGML_TYPE_Q5_0] = avx2::gemv_q5_0;
+    t.gemv_quant[GGML_TYPE_Q5_1] = avx2::gemv_q5_1;
+    t.gemv_quant[GGML_TYPE_IQ4_NL] = avx2::gemv_iq4_nl;
+    t.gemv_quant[GGML_TYPE_MXFP4]  = avx2::gemv_mxfp4;
+    t.gemv_quant[GGML_TYPE_IQ4_XS] = avx2::gemv_iq4_xs;
     return t;
 }();
 

@@ -64,6 +64,18 @@ const KernelTable * avx512_kernels() {
                                           GEMV_MAX_COLS + 1};
         t.qgemm_q8_0_x8 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0_x8, 1};
         t.gemv_f16_x8   = avx512::gemv_f16_x8;
+        t.gemv_quant[GGML_TYPE_Q2_K] = avx512::gemv_q2_K;
+        t.gemv_quant[GGML_TYPE_Q3_K] = avx512::gemv_q3_K;
+        t.gemv_quant[GGML_TYPE_Q4_K] = avx512::gemv_q4_K;
+        t.gemv_quant[GGML_TYPE_Q5_K] = avx512::gemv_q5_K;
+        t.gemv_quant[GGML_TYPE_Q6_K] = avx512::gemv_q6_K;
+        t.quantize_row_q8_K          = avx512::quantize_row_q8_K;
+        t.gemv_quant[GGML_TYPE_Q4_1] = avx512::gemv_q4_1;
+        t.gemv_quant[GGML_TYPE_Q5_0] = avx512::gemv_q5_0;
+        t.gemv_quant[GGML_TYPE_Q5_1] = avx512::gemv_q5_1;
+        t.gemv_quant[GGML_TYPE_IQ4_NL] = avx512::gemv_iq4_nl;
+        t.gemv_quant[GGML_TYPE_MXFP4]  = avx512::gemv_mxfp4;
+        t.gemv_quant[GGML_TYPE_IQ4_XS] = avx512::gemv_iq4_xs;
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,

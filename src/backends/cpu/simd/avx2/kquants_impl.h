@@ -1,0 +1,390 @@
+// The K-quant matrix-vector products and the Q8_K quantizer on 256-bit
+// integer instructions, written once for two tables: avx2/kquants.cpp
+// includes this file inside namespace loom::cpu::avx2 under the AVX2 target,
+// avx512/kquants.cpp inside loom::cpu::avx512 under the AVX-512 target
+// (which adds no 512-bit step here: the compiler gets 32 vector registers
+// and EVEX encodings for the same 256-bit operations, so the decoded
+// super-block stays in registers). Include only between a target_begin.h and
+// its target_end.h, after <immintrin.h>, <cstring>, core/fp16.h,
+// core/types/legacy_k.h, core/types/i_quants.h, core/types/iq_tables.h and
+// kernel_table.h, inside the ISA's namespace.
+//
+// Note [K-quant products]
+// A super-block of 256 weights meets a Q8_K column block as integers: the
+// weights' levels are unpacked to unsigned bytes u (0..63), in the order of
+// the column's 256 values, eight registers of 32; maddubs multiplies them
+// with the column's signed bytes into pairs of int16 (|pair| <= 2 * 63 * 127,
+// no saturation), and madd with the scales of the two groups of 16 a
+// register holds (lanes 0-7 the first group, 8-15 the second) gives int32
+// sums, exact. What the unsigned levels leave out goes through the column's
+// bsums (sums of its 16 groups of 16):
+//  - Q4_K, Q5_K, Q2_K (value = d * scale * u - dmin * min): the mins meet
+//    the bsums, and the block adds yd * (d * isum - dmin * msum);
+//  - Q6_K and Q3_K (value = d * scale * (u - offset), offset 32 and 4): the
+//    products offset * scale meet the bsums and are taken off isum as
+//    integers, the block adding yd * d * (isum - msum).
+// IQ4_XS (value = d * (scale - 32) * table[u], eight groups of 32) decodes
+// to signed levels instead, which meet the column through the sign trick of
+// dot_i8 (|level| <= 127, y never -128), with no bias.
+// A super-block is decoded once per row and meets every column of the call
+// (up to GEMV_MAX_COLS), so the weights are read once for all of them. The
+// integer sums are those of the portable dot products (quant_dot.cpp);
+// only the order of the f32 additions differs.
+
+namespace {
+
+inline float kq_half(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+inline __m256i kq_load(const void * p) {
+    return _mm256_loadu_si256(static_cast<const __m256i *>(p));
+}
+
+inline float kq_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s        = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s        = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline int kq_hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s         = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s         = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// One super-block of weights, decoded (Note [K-quant products]).
+struct KDecoded {
+    __m256i u[8];   // levels of values 32j .. 32j + 31 as unsigned bytes
+    __m256i sc[8];  // int16 scales of groups 2j (lanes 0-7) and 2j + 1 (8-15)
+    __m256i bias;   // int16 per group of 16: what meets the column's bsums
+    float   d, dmin; // dmin unused where the decoder folds the bias
+};
+
+// Scales of the 16 groups of 16 into the per-register form.
+inline void kq_group_scales(const int16_t (&s)[16], KDecoded & o) {
+    for (int j = 0; j < 8; ++j) {
+        o.sc[j] = _mm256_set_m128i(_mm_set1_epi16(s[2 * j + 1]), _mm_set1_epi16(s[2 * j]));
+    }
+}
+
+// 2-bit fields of a 64-byte array, as Q2_K and Q3_K pack them: values
+// 32j .. 32j + 31 are bits 2 (j % 4) of bytes 32 (j / 4) ...
+inline void kq_two_bits(const uint8_t * qs, KDecoded & o) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+        const __m256i q = kq_load(qs + 32 * h);
+        o.u[4 * h + 0]  = _mm256_and_si256(q, m3);
+        o.u[4 * h + 1]  = _mm256_and_si256(_mm256_srli_epi16(q, 2), m3);
+        o.u[4 * h + 2]  = _mm256_and_si256(_mm256_srli_epi16(q, 4), m3);
+        o.u[4 * h + 3]  = _mm256_and_si256(_mm256_srli_epi16(q, 6), m3);
+    }
+}
+
+// Q4_K's nibbles: 32 bytes of qs give values 64k .. 64k + 31 (low) and
+// 64k + 32 .. 64k + 63 (high).
+inline void kq_nibbles(const uint8_t * qs, KDecoded & o) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+        const __m256i q = kq_load(qs + 32 * k);
+        o.u[2 * k]      = _mm256_and_si256(q, m4);
+        o.u[2 * k + 1]  = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+}
+
+// Q4_K and Q5_K's six-bit scales and mins, one pair per group of 32.
+inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
+    int16_t m16[16];
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        scale_min_k4(j, scales, sc, m);
+        o.sc[j]           = _mm256_set1_epi16(int16_t(sc));
+        m16[2 * j]        = int16_t(m);
+        m16[2 * j + 1]    = int16_t(m);
+    }
+    o.bias = kq_load(m16);
+}
+
+struct Q4KDecoder {
+    static constexpr bool fold = false;
+    static constexpr bool signed_levels = false;
+    using W = block_q4_K;
+    static void decode(const W & x, KDecoded & o) {
+        kq_nibbles(x.qs, o);
+        kq_scales_mins_k4(x.scales, o);
+        o.d    = kq_half(x.d);
+        o.dmin = kq_half(x.dmin);
+    }
+};
+
+struct Q5KDecoder {
+    static constexpr bool fold = false;
+    static constexpr bool signed_levels = false;
+    using W = block_q5_K;
+    static void decode(const W & x, KDecoded & o) {
+        kq_nibbles(x.qs, o);
+        // Bit j of qh[l] is the fifth bit of value 32j + l.
+        const __m256i h   = kq_load(x.qh);
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int j = 0; j < 8; ++j) {
+            const __m256i b = _mm256_and_si256(_mm256_srli_epi16(h, j), one);
+            o.u[j]          = _mm256_or_si256(o.u[j], _mm256_slli_epi16(b, 4));
+        }
+        kq_scales_mins_k4(x.scales, o);
+        o.d    = kq_half(x.d);
+        o.dmin = kq_half(x.dmin);
+    }
+};
+
+struct Q6KDecoder {
+    static constexpr bool fold = true;
+    static constexpr bool signed_levels = false;
+    using W = block_q6_K;
+    static void decode(const W & x, KDecoded & o) {
+        // Each half: ql's 64 bytes hold the low nibbles of values 0..127 of
+        // the half (bytes 0-31: values 0-31 low, 64-95 high; bytes 32-63:
+        // 32-63 low, 96-127 high), qh's 32 bytes their two high bits, two
+        // bits per quarter.
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        const __m256i m3 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = kq_load(x.ql + 64 * h);
+            const __m256i l1 = kq_load(x.ql + 64 * h + 32);
+            const __m256i hb = kq_load(x.qh + 32 * h);
+            // Low nibbles, then the quarter's two high bits moved to bits 4-5.
+            const __m256i n0 = _mm256_and_si256(l0, m4), n1 = _mm256_and_si256(l1, m4);
+            const __m256i n2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+            const __m256i n3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+            o.u[4 * h + 0]   = _mm256_or_si256(n0, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
+            o.u[4 * h + 1]   = _mm256_or_si256(n1, _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
+            o.u[4 * h + 2]   = _mm256_or_si256(n2, _mm256_and_si256(hb, m3));
+            o.u[4 * h + 3]   = _mm256_or_si256(n3, _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
+        }
+        int16_t s[16], b[16];
+        for (int g = 0; g < 16; ++g) {
+            s[g] = x.scales[g];
+            b[g] = int16_t(32 * s[g]);
+        }
+        kq_group_scales(s, o);
+        o.bias = kq_load(b);
+        o.d    = kq_half(x.d);
+    }
+};
+
+struct Q3KDecoder {
+    static constexpr bool fold = true;
+    static constexpr bool signed_levels = false;
+    using W = block_q3_K;
+    static void decode(const W & x, KDecoded & o) {
+        kq_two_bits(x.qs, o);
+        // Bit j of hmask[l] set: level u = low bits + 4, else low bits (and
+        // the value is u - 4 either way).
+        const __m256i h   = kq_load(x.hmask);
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int j = 0; j < 8; ++j) {
+            const __m256i b = _mm256_and_si256(_mm256_srli_epi16(h, j), one);
+            o.u[j]          = _mm256_or_si256(o.u[j], _mm256_slli_epi16(b, 2));
+        }
+        int16_t s[16], b[16];
+        for (int g = 0; g < 16; ++g) {
+            s[g] = int16_t(scale_q3_K(x.scales, g));
+            b[g] = int16_t(4 * s[g]);
+        }
+        kq_group_scales(s, o);
+        o.bias = kq_load(b);
+        o.d    = kq_half(x.d);
+    }
+};
+
+struct Q2KDecoder {
+    static constexpr bool fold = false;
+    static constexpr bool signed_levels = false;
+    using W = block_q2_K;
+    static void decode(const W & x, KDecoded & o) {
+        kq_two_bits(x.qs, o);
+        int16_t s[16], m[16];
+        for (int g = 0; g < 16; ++g) {
+            s[g] = int16_t(x.scales[g] & 0xf);
+            m[g] = int16_t(x.scales[g] >> 4);
+        }
+        kq_group_scales(s, o);
+        o.bias = kq_load(m);
+        o.d    = kq_half(x.d);
+        o.dmin = kq_half(x.dmin);
+    }
+};
+
+struct IQ4XSDecoder {
+    using W = block_iq4_xs;
+    static constexpr bool fold          = true;
+    static constexpr bool signed_levels = true;
+    static void decode(const W & x, KDecoded & o) {
+        const __m256i table =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
+        const __m128i m4    = _mm_set1_epi8(0x0f);
+        for (int j = 0; j < 8; ++j) {
+            // Group j: 16 bytes, low nibbles values 0..15, high ones 16..31.
+            const __m128i q   = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 16 * j));
+            const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+            o.u[j]            = _mm256_shuffle_epi8(table, nib);
+            const int ls      = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((x.scales_h >> (2 * j)) & 3) << 4);
+            o.sc[j]           = _mm256_set1_epi16(int16_t(ls - 32));
+        }
+        o.bias = _mm256_setzero_si256();
+        o.d    = kq_half(x.d);
+    }
+};
+
+// acc + the product of a decoded super-block with a column's block; Fold:
+// the bias is an offset of the levels, taken off as integers; Signed: the
+// levels are signed bytes.
+template <bool Fold, bool Signed> inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+        const __m256i q = kq_load(y.qs + 32 * j);
+        __m256i       p;
+        if constexpr (Signed) {
+            p = _mm256_maddubs_epi16(_mm256_sign_epi8(w.u[j], w.u[j]), _mm256_sign_epi8(q, w.u[j]));
+        } else {
+            p = _mm256_maddubs_epi16(w.u[j], q);
+        }
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+    }
+    if constexpr (Signed) {
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
+    if constexpr (Fold) {
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)), acc);
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
+    return _mm256_fnmadd_ps(_mm256_set1_ps(y.d * w.dmin), _mm256_cvtepi32_ps(msum), acc);
+}
+
+template <class D, int C>
+void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
+                  size_t ldd) {
+    using W = typename D::W;
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        __m256       acc[C];
+        for (int c = 0; c < C; ++c) {
+            acc[c] = _mm256_setzero_ps();
+        }
+        for (int64_t i = 0; i < nb; ++i) {
+            // The same place in the next row, which follows in memory.
+            _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
+            KDecoded w;
+            D::decode(x[i], w);
+            for (int c = 0; c < C; ++c) {
+                acc[c] = kq_block<D::fold, D::signed_levels>(w, bc[c][i], acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);
+        }
+    }
+}
+
+template <class D>
+void kq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+             float * dst, size_t ldd) {
+    const int64_t nb = K / QK_K;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    switch (ncols) {
+        case 1: kq_gemv_cols<D, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 2: kq_gemv_cols<D, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 3: kq_gemv_cols<D, 3>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 4: kq_gemv_cols<D, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 5: kq_gemv_cols<D, 5>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 6: kq_gemv_cols<D, 6>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 7: kq_gemv_cols<D, 7>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        default: kq_gemv_cols<D, 8>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+    }
+}
+
+// Q8_K, as the core's reference quantizer computes it: the value of largest
+// magnitude (the first of equal ones, NaNs skipped), iscale = -127 / it,
+// each value times iscale rounded to nearest even (cvtps under the default
+// rounding mode, as nearest_int), at most 127, then the sums of the groups.
+void kq_quantize_q8_K(const float * x, block_q8_K * y, int64_t n) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
+        __m256 amax = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K / 8; ++k) {
+            // max_ps returns its second operand when either is NaN: NaNs
+            // never enter amax.
+            amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * k), abs_mask), amax);
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m        = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m        = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float am = _mm_cvtss_f32(m);
+        if (am == 0.0f) {
+            std::memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < QK_K; ++j) {
+            if (std::fabs(x[j]) == am) {
+                max = x[j];
+                break;
+            }
+        }
+        const float   iscale = -127.0f / max;
+        const __m256  vs     = _mm256_set1_ps(iscale);
+        const __m256i top    = _mm256_set1_epi32(127);
+        const __m256i order  = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (int k = 0; k < QK_K / 32; ++k) {
+            __m256i q[4];
+            for (int v = 0; v < 4; ++v) {
+                const __m256 v8 = _mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * k + 8 * v));
+                q[v]            = _mm256_min_epi32(_mm256_cvtps_epi32(v8), top);
+            }
+            y[i].bsums[2 * k]     = int16_t(kq_hsum_i32(_mm256_add_epi32(q[0], q[1])));
+            y[i].bsums[2 * k + 1] = int16_t(kq_hsum_i32(_mm256_add_epi32(q[2], q[3])));
+            // packs work within 128-bit halves; the permutation puts the
+            // four-byte groups back in order.
+            const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(y[i].qs + 32 * k), _mm256_permutevar8x32_epi32(p16, order));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+} // namespace
+
+void gemv_q2_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q2KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_q3_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q3KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q4KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q5KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q6KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    kq_gemv<IQ4XSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n) {
+    kq_quantize_q8_K(x, y, n);
+}

@@ -1,0 +1,31 @@
+// The AVX-512 table's K-quant matrix-vector products and Q8_K quantizer:
+// the 256-bit code of avx2/kquants_impl.h (Note [K-quant products])
+// compiled for AVX-512, where the decoded super-block stays in the 32
+// vector registers; 512-bit operations would add nothing to it.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
+#include "core/types/legacy_k.h"
+
+#include "target_begin.h"
+#include "avx512.h"
+
+namespace loom::cpu::avx512 {
+
+#include "../avx2/kquants_impl.h"
+
+} // namespace loom::cpu::avx512
+
+#include "target_end.h"
+
+#endif // x86
