@@ -118,7 +118,6 @@ TEST(MetaDeathTest, BadArguments) {
 
 // set_tensor / get_tensor round trips for each state, whole and in ranges,
 // and a PARTIAL tensor reads as the sum of its members' values.
-struct RoundTrip : ::testing::TestWithParam<int> {};
 
 TEST(Meta, SetGetEveryState) {
     const std::vector<std::pair<std::string, State>> cases = {

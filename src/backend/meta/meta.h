@@ -35,6 +35,11 @@ struct Slices {
     // Members whose slice takes part in the computation (a source with an
     // empty slice there turns it off).
     std::vector<bool> active;
+    // The placed tensor's memory and shape.
+    const void * data = nullptr;
+    ggml_type    type = GGML_TYPE_F32;
+    int64_t      ne[GGML_MAX_DIMS]{};
+    size_t       nb[GGML_MAX_DIMS]{};
 };
 
 // The state a tensor of a meta buffer has as a source: a computed partial sum

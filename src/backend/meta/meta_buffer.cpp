@@ -223,7 +223,17 @@ Device * Buffer::meta_device() const {
 
 const Slices * Buffer::find(const ggml_tensor * t) const {
     auto it = tensors_.find(t);
-    return it == tensors_.end() ? nullptr : &it->second;
+    if (it != tensors_.end()) return &it->second;
+    // A tensor given the memory of one that was placed (the scheduler's
+    // clones of the user's tensors) reads and writes that tensor's slices.
+    for (const auto & [key, sl] : tensors_) {
+        (void) key;
+        if (sl.data == t->data && sl.type == t->type && std::equal(sl.ne, sl.ne + GGML_MAX_DIMS, t->ne) &&
+            std::equal(sl.nb, sl.nb + GGML_MAX_DIMS, t->nb)) {
+            return &sl;
+        }
+    }
+    return nullptr;
 }
 
 ggml_status Buffer::init_tensor(ggml_tensor * t) {
@@ -269,6 +279,10 @@ ggml_status Buffer::init_tensor(ggml_tensor * t) {
         }
     }
     const int a = sl.state.axis;
+    sl.data     = t->data;
+    sl.type     = t->type;
+    std::copy(t->ne, t->ne + GGML_MAX_DIMS, sl.ne);
+    std::copy(t->nb, t->nb + GGML_MAX_DIMS, sl.nb);
     sl.active.assign(n, true);
     for (size_t j = 0; j < n; ++j) {
         auto part = std::make_unique<ggml_tensor>(*t);
