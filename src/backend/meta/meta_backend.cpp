@@ -138,8 +138,7 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
     for (size_t j = 0; j < n; ++j) graphs[j] = ggml_new_graph_custom(ctx, graph->n_nodes + 1, false);
     std::vector<int> start(n, 0);
     ggml_status      status = GGML_STATUS_SUCCESS;
-    auto run = [&](int end_node) -> ggml_status {
-        (void) end_node;
+    auto run = [&]() -> ggml_status {
         for (size_t j = 0; j < n; ++j) {
             if (graphs[j]->n_nodes == start[size_t(j)]) continue;
             ggml_cgraph view = ggml_graph_view(graphs[j], start[j], graphs[j]->n_nodes);
@@ -147,6 +146,7 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
             start[j]             = graphs[j]->n_nodes;
             if (st != GGML_STATUS_SUCCESS) {
                 LOOM_LOG_ERROR("%s: member %s failed: %s\n", name(), members_[j]->name(), ggml_status_to_string(st));
+                for (ggml_backend * b : members_) b->synchronize();
                 return st;
             }
         }
@@ -160,11 +160,11 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
             if (sl.active[j]) ggml_graph_add_node(graphs[j], sl.parts[j].get());
         }
         if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE) {
-            status = run(i);
+            status = run();
             if (status == GGML_STATUS_SUCCESS) status = all_reduce(node, sl);
         }
     }
-    if (status == GGML_STATUS_SUCCESS) status = run(graph->n_nodes);
+    if (status == GGML_STATUS_SUCCESS) status = run();
     ggml_free(ctx);
     return status;
 }
