@@ -40,6 +40,16 @@ struct Slices {
     ggml_type    type = GGML_TYPE_F32;
     int64_t      ne[GGML_MAX_DIMS]{};
     size_t       nb[GGML_MAX_DIMS]{};
+    const ggml_tensor * view_src  = nullptr;
+    size_t              view_offs = 0;
+    ggml_op             op        = GGML_OP_NONE;
+    // Never reused: a tensor's slices are valid while its sources' serials
+    // are those it was placed with.
+    uint64_t serial = 0;
+    uint64_t src_serials[GGML_MAX_SRC]{};
+
+    // Whether t still has the memory and shape these slices were made for.
+    bool matches(const ggml_tensor * t) const;
 };
 
 // The state a tensor of a meta buffer has as a source: a computed partial sum
@@ -89,7 +99,11 @@ class Buffer final : public ggml_backend_buffer {
     void        reset() override;
     void        set_usage(ggml_backend_buffer_usage u) override;
 
-    const Slices *                             find(const ggml_tensor * t) const;
+    // The slices of t; a view not placed yet (views the scheduler gives
+    // their source's memory directly) is placed now. NULL when t cannot be placed.
+    const Slices *                             find(const ggml_tensor * t);
+    // The entry of t as it is, unchecked against its sources.
+    const Slices *                             peek(const ggml_tensor * t) const;
     const std::vector<ggml_backend_buffer *> & members() const { return members_; }
     Device *                                   meta_device() const;
 

@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/common.h"
@@ -192,7 +193,7 @@ bool is_meta_buffer(const ggml_backend_buffer * b) {
 
 const Slices * slices_of(const ggml_tensor * t) {
     if (t == nullptr || !is_meta_buffer(t->buffer)) return nullptr;
-    return static_cast<const Buffer *>(t->buffer)->find(t);
+    return static_cast<Buffer *>(t->buffer)->find(t);
 }
 
 SplitState state_as_source(const ggml_tensor * t) {
@@ -221,17 +222,46 @@ Device * Buffer::meta_device() const {
     return static_cast<Device *>(buft->device);
 }
 
-const Slices * Buffer::find(const ggml_tensor * t) const {
+bool Slices::matches(const ggml_tensor * t) const {
+    return data == t->data && type == t->type && std::equal(ne, ne + GGML_MAX_DIMS, t->ne) &&
+           std::equal(nb, nb + GGML_MAX_DIMS, t->nb) && view_src == t->view_src && view_offs == t->view_offs &&
+           op == t->op;
+}
+
+const Slices * Buffer::peek(const ggml_tensor * t) const {
     auto it = tensors_.find(t);
-    if (it != tensors_.end()) return &it->second;
+    return it != tensors_.end() && it->second.matches(t) ? &it->second : nullptr;
+}
+
+const Slices * Buffer::find(const ggml_tensor * t) {
+    auto it = tensors_.find(t);
+    if (it != tensors_.end() && it->second.matches(t)) {
+        // A computed tensor whose sources were placed anew is placed anew.
+        bool current = true;
+        for (int i = 0; i < GGML_MAX_SRC && current; ++i) {
+            const ggml_tensor * s = t->src[i];
+            if (s == nullptr || s == t || !is_meta_buffer(s->buffer)) continue;
+            // The source's own entry, not checked further: a stale source is
+            // re-placed (a new serial) when it is looked up itself.
+            const Slices * ss = static_cast<Buffer *>(s->buffer)->peek(s);
+            if (ss == nullptr) ss = slices_of(s);
+            current = ss != nullptr && ss->serial == it->second.src_serials[i];
+        }
+        if (current) return &it->second;
+        if (init_tensor(const_cast<ggml_tensor *>(t)) != GGML_STATUS_SUCCESS) return nullptr;
+        it = tensors_.find(t);
+        return it == tensors_.end() ? nullptr : &it->second;
+    }
+    if (t->view_src != nullptr && t->buffer == this) {
+        if (init_tensor(const_cast<ggml_tensor *>(t)) != GGML_STATUS_SUCCESS) return nullptr;
+        it = tensors_.find(t);
+        return it == tensors_.end() ? nullptr : &it->second;
+    }
     // A tensor given the memory of one that was placed (the scheduler's
     // clones of the user's tensors) reads and writes that tensor's slices.
     for (const auto & [key, sl] : tensors_) {
         (void) key;
-        if (sl.data == t->data && sl.type == t->type && std::equal(sl.ne, sl.ne + GGML_MAX_DIMS, t->ne) &&
-            std::equal(sl.nb, sl.nb + GGML_MAX_DIMS, t->nb)) {
-            return &sl;
-        }
+        if (sl.matches(t)) return &sl;
     }
     return nullptr;
 }
@@ -283,6 +313,11 @@ ggml_status Buffer::init_tensor(ggml_tensor * t) {
     sl.type     = t->type;
     std::copy(t->ne, t->ne + GGML_MAX_DIMS, sl.ne);
     std::copy(t->nb, t->nb + GGML_MAX_DIMS, sl.nb);
+    sl.view_src  = t->view_src;
+    sl.view_offs = t->view_offs;
+    sl.op        = t->op;
+    static std::atomic<uint64_t> next_serial{1};
+    sl.serial = next_serial++;
     sl.active.assign(n, true);
     for (size_t j = 0; j < n; ++j) {
         auto part = std::make_unique<ggml_tensor>(*t);
@@ -327,7 +362,8 @@ ggml_status Buffer::init_tensor(ggml_tensor * t) {
                                    describe(t).text);
                     return GGML_STATUS_FAILED;
                 }
-                p->src[i] = ss->parts[j].get();
+                p->src[i]         = ss->parts[j].get();
+                sl.src_serials[i] = ss->serial;
                 if (is_split_axis(ss->state.axis) && share(ss->state, n, j) == 0) {
                     sl.active[j] = false;
                 }

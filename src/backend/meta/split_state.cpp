@@ -216,6 +216,19 @@ SplitState copy(const ggml_tensor * t, const SplitState * src, size_t n_devs, st
     return r;
 }
 
+// The rows src0 into the rows of the destination (t's view source) named by
+// mirrored indices src1: the rows split along dimension 0 or mirrored, as the
+// destination (which the placement of t as a view checks).
+SplitState set_rows(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    (void) t;
+    (void) n_devs;
+    if (!is_mirrored(src[1]) || !(is_mirrored(src[0]) || src[0].axis == GGML_BACKEND_SPLIT_AXIS_0)) {
+        reason = "set_rows needs mirrored indices and rows split along dimension 0 or mirrored";
+        return unknown();
+    }
+    return src[0];
+}
+
 bool is_element_wise(ggml_op op) {
     switch (op) {
         case GGML_OP_DUP:
@@ -280,7 +293,7 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
         }
         if (is_meta_buffer(t->src[i]->buffer)) {
             if (slices_of(t->src[i]) == nullptr) {
-                reason = "a source has not been placed in its meta buffer";
+                reason = std::string("source ") + describe(t->src[i]).text + " has not been placed in its meta buffer";
                 return unknown();
             }
             src[i] = state_as_source(t->src[i]);
@@ -315,6 +328,8 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
         case GGML_OP_DUP:
         case GGML_OP_CPY:
             return copy(t, src, n_devs, reason);
+        case GGML_OP_SET_ROWS:
+            return set_rows(t, src, n_devs, reason);
         case GGML_OP_GLU:
             if (t->src[1] == nullptr && src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
                 reason = "a gated unit with one source splits its rows in halves";
