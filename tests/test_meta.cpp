@@ -192,6 +192,21 @@ TEST_F(MetaTestDev, TwoTestDevices) {
     expect_block({dev0_, dev1_}, &plan, true);
 }
 
+// A registry with collective operations: the meta backend's all-reduces go
+// through them.
+TEST_F(MetaTestDev, AllReduceThroughTheMembersCommFunctions) {
+    auto count = reinterpret_cast<size_t (*)()>(
+        ggml_backend_reg_get_proc_address(loomtest::testdev_reg(), "loom_testdev_comm_allreduces"));
+    ASSERT_NE(count, nullptr);
+    static Plan  plan   = block_plan({2, 4}, {11, 7});
+    const size_t before = count();
+    expect_block({dev0_, dev1_}, &plan, false);
+    EXPECT_EQ(count(), before); // not offered
+    ASSERT_TRUE(loomtest::testdev_configure(dev0_, "comm", "1"));
+    expect_block({dev0_, dev1_}, &plan, false);
+    EXPECT_EQ(count(), before + 2); // the attention output and the FFN output
+}
+
 TEST_F(MetaTestDev, TestDeviceAndCpu) {
     static Plan plan = block_plan({3, 1, 2}, {0, 9, 9});
     expect_block({dev0_, cpu_dev(), dev1_}, &plan, true);
