@@ -159,7 +159,9 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
         for (size_t j = 0; j < n; ++j) {
             if (sl.active[j]) ggml_graph_add_node(graphs[j], sl.parts[j].get());
         }
-        if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE) {
+        const bool is_view = node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE || node->op == GGML_OP_PERMUTE ||
+                             node->op == GGML_OP_TRANSPOSE;
+        if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE && !is_view) {
             status = run();
             if (status == GGML_STATUS_SUCCESS) status = all_reduce(node, sl);
         }

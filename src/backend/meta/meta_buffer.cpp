@@ -80,7 +80,8 @@ struct ViewPlacement {
 // tensor a view operation reads) with slices ss; src lies at src_offs in the root.
 bool place_view(const ggml_tensor * t, const ggml_tensor * src, const Slices & ss, size_t n, ViewPlacement & vp,
                 std::string & reason) {
-    const SplitState & st       = ss.state;
+    // A view of a computed partial sum sees the sum (it is reduced in place).
+    const SplitState   st       = state_as_source(src);
     const int          a        = st.axis;
     const size_t       src_offs = src->view_src != nullptr ? src->view_offs : 0;
     vp.state                    = st;
@@ -199,7 +200,8 @@ const Slices * slices_of(const ggml_tensor * t) {
 SplitState state_as_source(const ggml_tensor * t) {
     const Slices * s = slices_of(t);
     LOOM_ASSERT(s != nullptr);
-    if (s->state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && t->op != GGML_OP_NONE) {
+    const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
+    if (s->state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && base->op != GGML_OP_NONE) {
         return mirrored_state();
     }
     return s->state;
