@@ -157,6 +157,46 @@ INSTANTIATE_TEST_SUITE_P(Splits, MetaBlock,
                                            BlockCase{{4, 2, 0}, {10, 0, 8}, false},
                                            BlockCase{{3, 3}, {9, 9}, true}, BlockCase{{1, 3, 2}, {5, 7, 6}, true}));
 
+// A view of a partial sum (the last row of a product over a split inner
+// dimension) reads the sum once: the row of the whole product.
+TEST(Meta, ViewOfAPartialSum) {
+    constexpr int64_t K = 12, N = 5, M = 4;
+    static Plan       plan;
+    plan.states["w"] = split(0, {4, 8, 0});
+    plan.states["a"] = split(0, {4, 8, 0});
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    ggml_tensor *    w   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+    ggml_tensor *    a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+    ggml_set_name(w, "w");
+    ggml_set_name(a, "a");
+    ggml_tensor * y   = ggml_mul_mat(ctx, w, a); // [N, M], partial on each member
+    ggml_tensor * row = ggml_view_2d(ctx, y, N, 1, y->nb[1], size_t(M - 1) * y->nb[1]);
+    ggml_tensor * out = ggml_scale(ctx, row, 2.0f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> wv = random_floats(size_t(K * N), 11), av = random_floats(size_t(K * M), 12);
+    ggml_backend_tensor_set(w, wv.data(), 0, ggml_nbytes(w));
+    ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(N);
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t n = 0; n < N; ++n) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k) ref += double(wv[size_t(n * K + k)]) * av[size_t((M - 1) * K + k)];
+        EXPECT_NEAR(got[size_t(n)], 2.0 * ref, 1e-4) << "column " << n;
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two
 // different kinds of device.
