@@ -167,6 +167,7 @@ enum ggml_backend_dev_type {
     GGML_BACKEND_DEVICE_TYPE_GPU,   // a discrete GPU with its own memory
     GGML_BACKEND_DEVICE_TYPE_IGPU,  // an integrated GPU sharing host memory
     GGML_BACKEND_DEVICE_TYPE_ACCEL, // an accelerator used beside the CPU (BLAS, ...)
+    GGML_BACKEND_DEVICE_TYPE_META,  // several devices that share each tensor (ggml_backend_meta_device)
 };
 
 struct ggml_backend_dev_caps {
@@ -333,6 +334,71 @@ GGML_API enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
 // the buffer), and the CPU buffer type.
 GGML_API ggml_backend_buffer_t      ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
 GGML_API ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);
+
+// ---- Meta device ------------------------------------------------------------
+//
+// A meta device makes several devices act as one for tensor parallelism: each
+// tensor of its buffers is split over the member devices (or mirrored on all
+// of them), and its backend computes a graph as one graph per member, each on
+// its slice, summing partial results over the members where an operation
+// needs it (all-reduce).
+
+#define GGML_BACKEND_META_MAX_DEVICES 16
+
+enum ggml_backend_meta_split_axis {
+    // the tensor is cut along one of its dimensions
+    GGML_BACKEND_SPLIT_AXIS_0 = 0,
+    GGML_BACKEND_SPLIT_AXIS_1 = 1,
+    GGML_BACKEND_SPLIT_AXIS_2 = 2,
+    GGML_BACKEND_SPLIT_AXIS_3 = 3,
+
+    GGML_BACKEND_SPLIT_AXIS_MIRRORED = 10, // every member holds the whole tensor
+    GGML_BACKEND_SPLIT_AXIS_PARTIAL  = 11, // every member holds a partial sum of the tensor
+
+    // bookkeeping values, never a valid answer of a split-state callback
+    GGML_BACKEND_SPLIT_AXIS_NONE    = 98,
+    GGML_BACKEND_SPLIT_AXIS_UNKNOWN = 99,
+};
+// "0" ... "3", "MIRRORED", "PARTIAL", "NONE", "UNKNOWN"; aborts on another value.
+GGML_API const char * ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis split_axis);
+
+// How one tensor is split. For a split axis, the tensor is a sequence of
+// n_segments segments along that axis, segment s repeated nr[s] times; each
+// segment is cut over the members, member j getting ne[s*n_devs + j]
+// elements of it (0 is allowed). Member j's slice is the concatenation of its
+// pieces in the order seg0 r0, seg0 r1, ..., seg1 r0, ... The pieces add up
+// to the tensor's extent along the axis. A fused QKV matrix is an example of
+// three segments (or of two, the second repeated twice).
+struct ggml_backend_meta_split_state {
+    enum ggml_backend_meta_split_axis axis;
+    int64_t                           ne[16 * GGML_BACKEND_META_MAX_DEVICES];
+    uint32_t                          nr[16];
+    uint32_t                          n_segments;
+};
+
+// Asked once for each tensor without an operation (weights, inputs) that is
+// placed in a meta buffer; the states of computed tensors follow from their
+// sources.
+typedef struct ggml_backend_meta_split_state (*ggml_backend_meta_get_split_state_t)(const struct ggml_tensor * tensor,
+                                                                                     void * userdata);
+
+// The meta device over devs[0..n_devs) (1 <= n_devs <= GGML_BACKEND_META_MAX_DEVICES,
+// distinct or repeated devices). The same arguments give the same device; it
+// lives as long as the process. Its buffer type, buffers and backend follow
+// from it as for any device. get_split_state must not be NULL.
+GGML_API ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t * devs, size_t n_devs,
+                                                     ggml_backend_meta_get_split_state_t get_split_state,
+                                                     void * get_split_state_ud);
+
+// Collective communication a backend family may offer the meta backend,
+// found with ggml_backend_reg_get_proc_address under the names
+// "ggml_backend_comm_init", "ggml_backend_comm_free" and
+// "ggml_backend_comm_allreduce_tensor". comm_init returns NULL when it cannot
+// serve these backends; allreduce sums tensors[0..n_backends) (one per
+// backend, same shape) into each of them and returns false on failure.
+typedef void * (*ggml_backend_comm_init_t)(ggml_backend_t * backends, size_t n_backends);
+typedef void (*ggml_backend_comm_free_t)(void * comm_ctx);
+typedef bool (*ggml_backend_comm_allreduce_tensor_t)(void * comm_ctx, struct ggml_tensor ** tensors);
 
 #ifdef __cplusplus
 }

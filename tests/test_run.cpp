@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor_split.h"
 #include "ggml-rpc.h"
 #include "log_capture.h"
 #include "args.h"
@@ -83,6 +84,7 @@ const std::vector<RefPrompt> & reference() {
 
 // A loaded model with its devices, tokenizer and session.
 struct Runner {
+    loom_run::TensorSplit               split; // outlives the backends
     std::unique_ptr<loom_run::Backends> backends;
     std::unique_ptr<loom_run::Model>    model;
     loom_run::Tokenizer                 tokenizer;
@@ -96,6 +98,7 @@ struct RunConfig {
     std::vector<std::pair<std::string, int>> layers_on;
     bool                                     use_test_device = false;
     bool                                     use_mmap        = true;
+    bool                                     tensor_split    = false; // --split-mode tensor
     int                                      n_threads       = 1;
     loom_run::SessionOptions                 session;
 };
@@ -108,8 +111,13 @@ std::unique_ptr<Runner> open_runner(const RunConfig & cfg, std::string * error) 
     }
     r->backends = loom_run::Backends::create(cfg.devices, plugins, cfg.n_threads, error, cfg.rpc_servers);
     if (!r->backends) return nullptr;
+    if (cfg.tensor_split) {
+        if (!r->backends->combine_for_tensor_split(loom_run::tensor_split_state, &r->split, error)) return nullptr;
+        r->split.n_members = r->backends->n_members();
+    }
     loom_run::LoadOptions lo;
     lo.use_mmap     = cfg.use_mmap;
+    lo.on_hparams   = [&](const loom_run::HParams & hp) { r->split.set_hparams(hp); };
     lo.place_layers = [&](uint32_t n_layer, std::vector<int> * dev, std::string * err) {
         return loom_run::assign_layers(*r->backends, int(n_layer), cfg.layers_on, dev, err);
     };
@@ -224,6 +232,37 @@ TEST(RunReference, LayersSplitBetweenTestDeviceAndCpu) {
     check_reference(*r, "TestDev0 + CPU");
     // Embedding on the CPU, three layers on the device, the rest on the CPU.
     EXPECT_GE(r->session->n_splits(), 3);
+}
+
+// --split-mode tensor over the two test devices (memory that is not host
+// memory): every layer on both, attention heads and FFN rows split, the
+// output projections' partial sums reduced; the reference's logits and
+// greedy tokens, as on one device.
+TEST(RunReference, TensorSplitOverTwoTestDevices) {
+    RunConfig c          = cpu_config();
+    c.devices            = {"TestDev0", "TestDev1"};
+    c.use_test_device    = true;
+    c.tensor_split       = true;
+    c.session.flash_attn = true;
+    std::string error;
+    auto        r = open_runner(c, &error);
+    ASSERT_TRUE(r) << error;
+    ASSERT_EQ(r->backends->size(), 2u);
+    EXPECT_EQ(r->backends->n_members(), 2u);
+    EXPECT_STREQ(r->backends->name(0), "Meta(TestDev0,TestDev1)");
+    EXPECT_EQ(r->model->layer_devices(), (std::vector<int>(5, 0)));
+    check_reference(*r, "tensor split over TestDev0 and TestDev1");
+}
+
+TEST(RunReference, TensorSplitNeedsTwoDevices) {
+    RunConfig c          = cpu_config();
+    c.devices            = {"TestDev0"};
+    c.use_test_device    = true;
+    c.tensor_split       = true;
+    c.session.flash_attn = true;
+    std::string error;
+    EXPECT_FALSE(open_runner(c, &error));
+    EXPECT_NE(error.find("at least two devices"), std::string::npos) << error;
 }
 
 TEST(RunReference, AllLayersOnTestDevice) {
@@ -672,7 +711,7 @@ TEST(RunArgs, Flags) {
                                 "0.5",      "-s",       "42",        "-t",      "3",          "--device",
                                 "TestDev0,cpu", "--layers-on", "TestDev0=2", "--trace", "t.json", "-fa",
                                 "-ctk",     "f16",      "--no-mmap", "-c",      "256",        "--rpc",
-                                "10.0.0.1:50052,host:7"};
+                                "10.0.0.1:50052,host:7", "-sm", "tensor"};
     loom_run::Options o;
     std::string       error;
     ASSERT_TRUE(loom_run::parse_args(int(std::size(argv)), argv, &o, &error)) << error;
@@ -693,6 +732,7 @@ TEST(RunArgs, Flags) {
     EXPECT_FALSE(o.use_mmap);
     EXPECT_EQ(o.n_ctx, 256);
     EXPECT_EQ(o.rpc_servers, (std::vector<std::string>{"10.0.0.1:50052", "host:7"}));
+    EXPECT_EQ(o.split_mode, loom_run::Options::SplitMode::tensor);
 
     for (std::vector<const char *> bad : {std::vector<const char *>{"loom-run", "--bogus"},
                                           {"loom-run", "-n"},
@@ -704,7 +744,8 @@ TEST(RunArgs, Flags) {
                                           {"loom-run", "-ctk", "q5_1"},
                                           {"loom-run", "-s", "99999999999"},
                                           {"loom-run", "--rpc", "nohost"},
-                                          {"loom-run", "--rpc", "host:"}}) {
+                                          {"loom-run", "--rpc", "host:"},
+                                          {"loom-run", "--split-mode", "rows"}}) {
         loom_run::Options o2;
         EXPECT_FALSE(loom_run::parse_args(int(bad.size()), bad.data(), &o2, &error)) << bad.back();
         EXPECT_FALSE(error.empty());
@@ -754,6 +795,19 @@ TEST(RunCli, GreedyTextAndExitStatus) {
     const std::string trace_text((std::istreambuf_iterator<char>(tf)), std::istreambuf_iterator<char>());
     EXPECT_NE(trace_text.find("TestDev0"), std::string::npos);
     std::remove(trace.c_str());
+
+    // Every layer split over both test devices by heads and rows: the same
+    // greedy tokens as one device, with flash attention, which it needs.
+    const Cli one_fa = run_cli("--temp 0 -n 20 -t 1 -fa --device cpu");
+    EXPECT_EQ(one_fa.status, 0);
+    const Cli tensor = run_cli(std::string("--temp 0 -n 20 -t 1 -fa --load-backend ") + LOOM_TESTDEV_PATH +
+                               " --device TestDev0,TestDev1 --split-mode tensor");
+    EXPECT_EQ(tensor.status, 0);
+    EXPECT_EQ(tensor.out, one_fa.out);
+    EXPECT_EQ(run_cli(std::string("--temp 0 -n 4 --load-backend ") + LOOM_TESTDEV_PATH +
+                      " --device TestDev0,TestDev1 -sm tensor")
+                  .status,
+              1);
 
     EXPECT_EQ(run_cli("-m " + data_path("README.md")).status, 1);
     EXPECT_EQ(run_cli("-m /nonexistent.gguf").status, 1);

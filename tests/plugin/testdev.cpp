@@ -1,18 +1,23 @@
 // The test device plugin: buffers, device, reg and the plugin entry points.
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "ggml-cpu.h"
 #include "testdev_api.h"
 #include "testdev_impl.h"
 
 namespace testdev {
+
+// The collective operations are offered only after "comm" is configured.
+std::atomic<bool> g_comm_enabled{false};
 
 namespace {
 
@@ -315,7 +320,12 @@ bool Device::configure(const char * key, const char * value) {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     if (std::strcmp(key, "reset") == 0) {
-        settings_ = Settings::defaults();
+        settings_      = Settings::defaults();
+        g_comm_enabled = false;
+        return true;
+    }
+    if (std::strcmp(key, "comm") == 0) {
+        g_comm_enabled = std::strcmp(value, "0") != 0;
         return true;
     }
     if (std::strcmp(key, "ops") == 0) {
@@ -358,6 +368,46 @@ void Device::give_back_memory(size_t size) {
     used_.fetch_sub(size);
 }
 
+// ---- collective operations (the meta backend's ggml_backend_comm_*) ------
+
+namespace {
+
+std::atomic<size_t> g_comm_allreduces{0};
+
+struct Comm {
+    size_t n_backends = 0;
+};
+
+void * comm_init(ggml_backend_t * backends, size_t n_backends) {
+    (void) backends;
+    return new Comm{n_backends};
+}
+
+void comm_free(void * ctx) {
+    delete static_cast<Comm *>(ctx);
+}
+
+// Sums F32 tensors through the host, as a device library would over its links.
+bool comm_allreduce(void * ctx, ggml_tensor ** tensors) {
+    const Comm & c = *static_cast<Comm *>(ctx);
+    if (c.n_backends == 0 || tensors[0]->type != GGML_TYPE_F32) return false;
+    const size_t       n = size_t(ggml_nelements(tensors[0]));
+    std::vector<float> sum(n, 0.0f), part(n);
+    for (size_t j = 0; j < c.n_backends; ++j) {
+        ggml_backend_tensor_get(tensors[j], part.data(), 0, n * sizeof(float));
+        for (size_t i = 0; i < n; ++i) sum[i] += part[i];
+    }
+    for (size_t j = 0; j < c.n_backends; ++j) ggml_backend_tensor_set(tensors[j], sum.data(), 0, n * sizeof(float));
+    ++g_comm_allreduces;
+    return true;
+}
+
+size_t comm_allreduces() {
+    return g_comm_allreduces.load();
+}
+
+} // namespace
+
 // ---- the reg ---------------------------------------------------------------
 
 namespace {
@@ -372,6 +422,16 @@ class Reg final : public ggml_backend_reg {
     void *                proc_address(const char * fn) override {
         if (std::strcmp(fn, "loom_testdev_configure") == 0) {
             return reinterpret_cast<void *>(&configure);
+        }
+        if (std::strcmp(fn, "loom_testdev_comm_allreduces") == 0) {
+            return reinterpret_cast<void *>(&comm_allreduces);
+        }
+        if (g_comm_enabled) {
+            if (std::strcmp(fn, "ggml_backend_comm_init") == 0) return reinterpret_cast<void *>(&comm_init);
+            if (std::strcmp(fn, "ggml_backend_comm_free") == 0) return reinterpret_cast<void *>(&comm_free);
+            if (std::strcmp(fn, "ggml_backend_comm_allreduce_tensor") == 0) {
+                return reinterpret_cast<void *>(&comm_allreduce);
+            }
         }
         return nullptr;
     }

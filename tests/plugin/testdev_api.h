@@ -22,8 +22,15 @@
 //   "max_buffer_size" largest buffer in bytes, "0" for no limit (the default)
 //   "memory"          device memory in bytes (default 1 GiB); allocations
 //                     beyond what is free fail
+//   "comm"            "1": the reg offers the meta backend's collective
+//                     operations (ggml_backend_comm_init, _free,
+//                     _allreduce_tensor, summing F32 tensors through the host);
+//                     "0" (the default): it does not. For both devices.
 //   "reset"           any value: every setting back to its default
 // Returns false (logged) for an unknown device, key or a malformed value.
+//
+// (size_t (*)(void)) ggml_backend_reg_get_proc_address(reg, "loom_testdev_comm_allreduces")
+// counts the all-reduces done by the collective operations.
 
 #include <stdbool.h>
 

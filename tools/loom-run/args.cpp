@@ -169,6 +169,17 @@ bool parse_args(int argc, const char * const * argv, Options * o, std::string * 
                 }
                 o->layers_on.emplace_back(item.substr(0, eq), n);
             }
+        } else if (arg == "-sm" || arg == "--split-mode") {
+            if (!need()) return false;
+            if (v == "none") {
+                o->split_mode = Options::SplitMode::none;
+            } else if (v == "layer") {
+                o->split_mode = Options::SplitMode::layer;
+            } else if (v == "tensor") {
+                o->split_mode = Options::SplitMode::tensor;
+            } else {
+                return bad("none, layer or tensor");
+            }
         } else if (arg == "--load-backend") {
             if (!need()) return false;
             o->backend_paths.emplace_back(v);
@@ -219,6 +230,11 @@ With no options it runs the bundled model on "Once upon a time".
   -dev, --device LIST      devices in priority order, comma-separated (for example
                            TestDev0,cpu); the CPU is added last when missing
                            (default: accelerators such as BLAS, then the CPU)
+  -sm, --split-mode MODE   how layers use the devices: none (all on the first
+                           device), layer (shared out, the default; see
+                           --layers-on), tensor (every tensor split over the
+                           devices other than the CPU, attention by heads and
+                           the feed-forward network by rows; needs -fa)
       --layers-on DEV=N    put N layers on device DEV, counted from the first layer
                            in the order of --device; layers left over run on the
                            CPU (default: the layers shared evenly by the listed

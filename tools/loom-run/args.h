@@ -35,6 +35,13 @@ struct Options {
     bool        help            = false;
     std::string trace_path;                      // --trace: scheduler trace (Chrome JSON)
 
+    // --split-mode (-sm): how the layers use the devices of --device.
+    //   none: every layer on the first device; layer: layers shared out
+    //   (--layers-on); tensor: every layer on all the devices at once, each
+    //   tensor split over them (a meta device; needs -fa).
+    enum class SplitMode { none, layer, tensor };
+    SplitMode split_mode = SplitMode::layer;
+
     // --device: names in priority order; empty: accelerators, then the CPU.
     std::vector<std::string> devices;
     // --layers-on DEV=N, in the order given.

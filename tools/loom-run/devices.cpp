@@ -20,6 +20,7 @@ const char * type_name(enum ggml_backend_dev_type type) {
         case GGML_BACKEND_DEVICE_TYPE_GPU: return "GPU";
         case GGML_BACKEND_DEVICE_TYPE_IGPU: return "IGPU";
         case GGML_BACKEND_DEVICE_TYPE_ACCEL: return "ACCEL";
+        case GGML_BACKEND_DEVICE_TYPE_META: return "META";
     }
     return "?";
 }
@@ -146,10 +147,34 @@ std::unique_ptr<Backends> Backends::create(const std::vector<std::string> & name
     return b;
 }
 
+bool Backends::combine_for_tensor_split(ggml_backend_meta_get_split_state_t get_split_state, void * userdata,
+                                        std::string * error) {
+    std::vector<ggml_backend_dev_t> members(devices_.begin(), devices_.end() - 1);
+    if (members.size() < 2) {
+        *error = "--split-mode tensor needs at least two devices besides the CPU in --device";
+        return false;
+    }
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(members.data(), members.size(), get_split_state, userdata);
+    ggml_backend_t     backend = ggml_backend_dev_init(meta, nullptr);
+    if (backend == nullptr) {
+        *error = "cannot start a backend on " + std::string(ggml_backend_dev_name(meta));
+        return false;
+    }
+    for (size_t i = 0; i + 1 < backends_.size(); ++i) {
+        ggml_backend_free(backends_[i]);
+    }
+    devices_    = {meta, devices_.back()};
+    backends_   = {backend, backends_.back()};
+    n_members_  = members.size();
+    return true;
+}
+
 void Backends::set_n_threads(int n_threads) {
     for (size_t i = 0; i < devices_.size(); ++i) {
+        ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(devices_[i]);
+        if (reg == nullptr) continue; // a meta device: its members keep their own counts
         auto set_threads = reinterpret_cast<ggml_backend_set_n_threads_t>(
-            ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(devices_[i]), "ggml_backend_set_n_threads"));
+            ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads"));
         if (set_threads != nullptr) {
             set_threads(backends_[i], n_threads);
         }

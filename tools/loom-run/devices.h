@@ -42,6 +42,14 @@ class Backends {
     ggml_backend_t *   data() { return backends_.data(); }
     // Index of the device with that name (case-insensitive), or -1.
     int                find(std::string_view name) const;
+    // --split-mode tensor: replaces the devices other than the CPU (at least
+    // two) by one meta device over them, with get_split_state(userdata)
+    // (userdata must outlive the backends). False with *error set when there
+    // are fewer than two or the meta backend cannot start.
+    bool               combine_for_tensor_split(ggml_backend_meta_get_split_state_t get_split_state, void * userdata,
+                                                std::string * error);
+    // Members of the meta device after combine_for_tensor_split (else 0).
+    size_t             n_members() const { return n_members_; }
     // Gives n_threads to every backend that takes a thread count.
     void               set_n_threads(int n_threads);
 
@@ -50,6 +58,7 @@ class Backends {
 
     std::vector<ggml_backend_dev_t> devices_;
     std::vector<ggml_backend_t>     backends_;
+    size_t                          n_members_ = 0;
 };
 
 // The device index (into backends) of each of n_layer layers. layers_on

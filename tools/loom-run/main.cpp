@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "tensor_split.h"
 #include "args.h"
 #include "devices.h"
 #include "ggml-backend.h"
@@ -160,6 +161,17 @@ int run(const Options & o) {
         return fail(error);
     }
 
+    loom_run::TensorSplit tensor_split;
+    if (o.split_mode == loom_run::Options::SplitMode::tensor) {
+        if (!o.flash_attn) {
+            return fail("--split-mode tensor needs flash attention (-fa)");
+        }
+        if (!backends->combine_for_tensor_split(loom_run::tensor_split_state, &tensor_split, &error)) {
+            return fail(error);
+        }
+        tensor_split.n_members = backends->n_members();
+    }
+
     const std::string path = o.model.empty() ? default_model() : o.model;
     std::fprintf(stderr, "loom-run: model %s\n", path.c_str());
 
@@ -168,7 +180,12 @@ int run(const Options & o) {
     lo.use_mmap     = o.use_mmap;
     lo.use_repack   = o.use_repack;
     lo.progress     = [&](size_t done, size_t total) { bar.update(done, total); };
+    lo.on_hparams   = [&](const loom_run::HParams & hp) { tensor_split.set_hparams(hp); };
     lo.place_layers = [&](uint32_t n_layer, std::vector<int> * layer_device, std::string * err) {
+        if (o.split_mode == loom_run::Options::SplitMode::none) {
+            layer_device->assign(n_layer, 0);
+            return true;
+        }
         return loom_run::assign_layers(*backends, int(n_layer), o.layers_on, layer_device, err);
     };
     const auto t_load = Clock::now();

@@ -340,6 +340,9 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         hp.n_vocab = uint32_t(ne[1]);
     }
 
+    if (options.on_hparams) {
+        options.on_hparams(hp);
+    }
     // Layer placement.
     const int cpu = int(backends.cpu_index());
     if (options.place_layers) {

@@ -70,6 +70,9 @@ struct LoadOptions {
     // The device index of each layer (see assign_layers); called once the
     // layer count is known. Empty function: every layer on the CPU.
     std::function<bool(uint32_t n_layer, std::vector<int> * layer_device, std::string * error)> place_layers;
+    // Called with the hyperparameters once they are read, before any weight
+    // is placed (the split states of --split-mode tensor need them).
+    std::function<void(const HParams & hparams)> on_hparams;
     // Progress of reading weights: bytes done of bytes in all.
     std::function<void(size_t done, size_t total)> progress;
 };

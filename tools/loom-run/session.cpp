@@ -269,16 +269,20 @@ ggml_cgraph * Session::build(uint32_t n_tokens, uint32_t n_kv, Inputs * in) {
                                   ggml_reshape_2d(ctx, v, 1, n_embd_kv * n), in->v_idx);
         }
 
-        // K as [head_dim, n_kv, n_head_kv]: a head is a slice of each cache row.
+        // K as [head_dim, n_kv, n_head_kv]: a head is a slice of each cache
+        // row. Built as the first n_kv rows, cut into heads and permuted
+        // (the strides of one 3-d view), so that a cache split by heads over
+        // the members of a meta device (--split-mode tensor) splits it by heads.
+        auto heads_of = [&](ggml_tensor * cache) {
+            ggml_tensor * rows = ggml_view_2d(ctx, cache, n_embd_kv, n_kv, cache->nb[1], 0);
+            return ggml_permute(ctx, ggml_reshape_3d(ctx, rows, head_dim, n_head_kv, n_kv), 0, 2, 1, 3);
+        };
         const size_t  ev   = ggml_type_size(v_[il]->type);
-        ggml_tensor * kc   = ggml_view_3d(ctx, k_all, head_dim, n_kv, n_head_kv, ggml_row_size(k_[il]->type, n_embd_kv),
-                                          ggml_row_size(k_[il]->type, head_dim), 0);
+        ggml_tensor * kc   = heads_of(k_all);
         ggml_tensor * qp   = ggml_permute(ctx, q, 0, 2, 1, 3); // [head_dim, n, n_head]
         ggml_tensor * attn = nullptr;
         if (fa) {
-            ggml_tensor * vc = ggml_view_3d(ctx, v_all, head_dim, n_kv, n_head_kv,
-                                            ggml_row_size(v_[il]->type, n_embd_kv),
-                                            ggml_row_size(v_[il]->type, head_dim), 0);
+            ggml_tensor * vc = heads_of(v_all);
             attn = ggml_flash_attn_ext(ctx, qp, kc, vc, in->mask, kq_scale, 0.0f, 0.0f);
             ggml_flash_attn_ext_set_prec(attn, GGML_PREC_F32);
             attn = ggml_reshape_2d(ctx, attn, head_dim * n_head, n); // [head_dim, n_head, n] -> rows per token

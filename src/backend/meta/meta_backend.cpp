@@ -1,0 +1,190 @@
+// The meta backend: one backend per member. A graph of meta tensors runs as
+// one graph of slices per member; after each node whose result is a partial
+// sum the members' slices are summed (all-reduce) and every member holds the
+// sum. The all-reduce uses the members' collective operations when their
+// registry offers them (ggml_backend_comm_*), direct loads and stores when
+// every member's memory is host memory, and host staging otherwise.
+
+#include <cstring>
+
+#include "core/common.h"
+#include "core/graph.h"
+#include "meta.h"
+
+namespace loom::meta {
+
+namespace {
+
+ggml_guid_t meta_guid() {
+    static ggml_guid guid = {0x6c, 0x6f, 0x6f, 0x6d, 0x2d, 0x6d, 0x65, 0x74, 0x61, 0x2d, 0x74, 0x70, 0x01, 0x02, 0x03, 0x04};
+    return &guid;
+}
+
+class Backend final : public ggml_backend {
+  public:
+    Backend(Device * dev, std::vector<ggml_backend *> members)
+        : ggml_backend(meta_guid(), dev), members_(std::move(members)), name_(dev->name()) {
+        ggml_backend_reg * reg = members_[0]->device->reg;
+        if (reg != nullptr) {
+            auto init = reinterpret_cast<ggml_backend_comm_init_t>(reg->proc_address("ggml_backend_comm_init"));
+            comm_free_ = reinterpret_cast<ggml_backend_comm_free_t>(reg->proc_address("ggml_backend_comm_free"));
+            comm_allreduce_ = reinterpret_cast<ggml_backend_comm_allreduce_tensor_t>(
+                reg->proc_address("ggml_backend_comm_allreduce_tensor"));
+            bool same_reg = true;
+            for (ggml_backend * b : members_) same_reg = same_reg && b->device->reg == reg;
+            if (same_reg && init != nullptr && comm_allreduce_ != nullptr) {
+                comm_ = init(members_.data(), members_.size());
+            }
+        }
+    }
+    ~Backend() override {
+        if (comm_ != nullptr && comm_free_ != nullptr) comm_free_(comm_);
+        for (ggml_backend * b : members_) ggml_backend_free(b);
+    }
+
+    const char * name() const override { return name_.c_str(); }
+    void         synchronize() override {
+        for (ggml_backend * b : members_) b->synchronize();
+    }
+    ggml_status graph_compute(ggml_cgraph * graph) override;
+
+  private:
+    ggml_status all_reduce(const ggml_tensor * node, const Slices & sl);
+
+    std::vector<ggml_backend *>          members_;
+    std::string                          name_;
+    void *                               comm_           = nullptr;
+    ggml_backend_comm_free_t             comm_free_      = nullptr;
+    ggml_backend_comm_allreduce_tensor_t comm_allreduce_ = nullptr;
+};
+
+bool all_host(const Slices & sl) {
+    for (const auto & p : sl.parts) {
+        if (!ggml_backend_buffer_is_host(p->buffer)) return false;
+    }
+    return true;
+}
+
+ggml_status Backend::all_reduce(const ggml_tensor * node, const Slices & sl) {
+    const size_t n = members_.size();
+    bool all_active = true;
+    for (size_t j = 0; j < n; ++j) all_active = all_active && sl.active[j];
+    if (comm_ != nullptr && all_active) {
+        std::vector<ggml_tensor *> ts;
+        for (const auto & p : sl.parts) ts.push_back(p.get());
+        if (comm_allreduce_(comm_, ts.data())) return GGML_STATUS_SUCCESS;
+        LOOM_LOG_WARN("%s: the members' all-reduce of %s failed; summing through the host\n", name(),
+                      describe(node).text);
+    }
+    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node)) {
+        LOOM_LOG_ERROR("%s: cannot sum partial results of %s (F32 and contiguous only)\n", name(),
+                       describe(node).text);
+        return GGML_STATUS_FAILED;
+    }
+    const size_t count = size_t(ggml_nelements(node));
+    if (all_host(sl)) {
+        // Direct: the first active slice accumulates, then is copied to the others.
+        float * acc = nullptr;
+        for (size_t j = 0; j < n; ++j) {
+            if (!sl.active[j]) continue;
+            const float * x = static_cast<const float *>(sl.parts[j]->data);
+            if (acc == nullptr) {
+                acc = static_cast<float *>(sl.parts[j]->data);
+                continue;
+            }
+            for (size_t i = 0; i < count; ++i) acc[i] += x[i];
+        }
+        for (size_t j = 0; j < n; ++j) {
+            if (acc == nullptr) {
+                std::memset(sl.parts[j]->data, 0, count * sizeof(float));
+            } else if (sl.parts[j]->data != acc) {
+                std::memcpy(sl.parts[j]->data, acc, count * sizeof(float));
+            }
+        }
+        return GGML_STATUS_SUCCESS;
+    }
+    std::vector<float> sum(count, 0.0f), part(count);
+    for (size_t j = 0; j < n; ++j) {
+        if (!sl.active[j]) continue;
+        ggml_tensor * p = sl.parts[j].get();
+        p->buffer->get_tensor(p, part.data(), 0, count * sizeof(float));
+        for (size_t i = 0; i < count; ++i) sum[i] += part[i];
+    }
+    for (size_t j = 0; j < n; ++j) {
+        ggml_tensor * p = sl.parts[j].get();
+        p->buffer->set_tensor(p, sum.data(), 0, count * sizeof(float));
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status Backend::graph_compute(ggml_cgraph * graph) {
+    const size_t n = members_.size();
+    std::vector<const Slices *> slices(size_t(graph->n_nodes));
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        const ggml_tensor * node = graph->nodes[i];
+        slices[size_t(i)]        = slices_of(node);
+        if (slices[size_t(i)] == nullptr) {
+            LOOM_LOG_ERROR("%s: node %s is not placed in a meta buffer of this device\n", name(), describe(node).text);
+            return GGML_STATUS_FAILED;
+        }
+    }
+    // One graph per member, cut after each node that needs an all-reduce.
+    const size_t graph_bytes = ggml_graph_overhead_custom(size_t(graph->n_nodes) + 1, false);
+    std::vector<char> mem(n * (graph_bytes + 1024));
+    ggml_init_params params{mem.size(), mem.data(), true};
+    ggml_context * ctx = ggml_init(params);
+    if (ctx == nullptr) return GGML_STATUS_ALLOC_FAILED;
+    std::vector<ggml_cgraph *> graphs(n);
+    for (size_t j = 0; j < n; ++j) graphs[j] = ggml_new_graph_custom(ctx, graph->n_nodes + 1, false);
+    std::vector<int> start(n, 0);
+    ggml_status      status = GGML_STATUS_SUCCESS;
+    auto run = [&]() -> ggml_status {
+        for (size_t j = 0; j < n; ++j) {
+            if (graphs[j]->n_nodes == start[size_t(j)]) continue;
+            ggml_cgraph view = ggml_graph_view(graphs[j], start[j], graphs[j]->n_nodes);
+            const ggml_status st = members_[j]->graph_compute(&view);
+            start[j]             = graphs[j]->n_nodes;
+            if (st != GGML_STATUS_SUCCESS) {
+                LOOM_LOG_ERROR("%s: member %s failed: %s\n", name(), members_[j]->name(), ggml_status_to_string(st));
+                for (ggml_backend * b : members_) b->synchronize();
+                return st;
+            }
+        }
+        for (ggml_backend * b : members_) b->synchronize();
+        return GGML_STATUS_SUCCESS;
+    };
+    for (int i = 0; i < graph->n_nodes && status == GGML_STATUS_SUCCESS; ++i) {
+        const ggml_tensor * node = graph->nodes[i];
+        const Slices &      sl   = *slices[size_t(i)];
+        for (size_t j = 0; j < n; ++j) {
+            if (sl.active[j]) ggml_graph_add_node(graphs[j], sl.parts[j].get());
+        }
+        const bool is_view = node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE || node->op == GGML_OP_PERMUTE ||
+                             node->op == GGML_OP_TRANSPOSE;
+        if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE && !is_view) {
+            status = run();
+            if (status == GGML_STATUS_SUCCESS) status = all_reduce(node, sl);
+        }
+    }
+    if (status == GGML_STATUS_SUCCESS) status = run();
+    ggml_free(ctx);
+    return status;
+}
+
+} // namespace
+
+ggml_backend * Device::init_backend(const char * params) {
+    std::vector<ggml_backend *> backends;
+    for (ggml_backend_device * d : members_) {
+        ggml_backend * b = d->init_backend(params);
+        if (b == nullptr) {
+            LOOM_LOG_ERROR("%s: member %s has no backend\n", name(), d->name());
+            for (ggml_backend * o : backends) ggml_backend_free(o);
+            return nullptr;
+        }
+        backends.push_back(b);
+    }
+    return new Backend(this, std::move(backends));
+}
+
+} // namespace loom::meta

@@ -1,0 +1,353 @@
+// Split states of computed tensors, from the states of their sources: each
+// member computes the operation on its slices, so an operation accepts only
+// the states for which that gives the slice of the whole result (or a
+// partial sum of it, for products over a split inner dimension).
+
+#include <numeric>
+
+#include "core/common.h"
+#include "meta.h"
+
+namespace loom::meta {
+
+bool is_split_axis(int axis) {
+    return axis >= GGML_BACKEND_SPLIT_AXIS_0 && axis <= GGML_BACKEND_SPLIT_AXIS_3;
+}
+
+SplitState mirrored_state() {
+    SplitState s{};
+    s.axis       = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
+    s.nr[0]      = 1;
+    s.n_segments = 1;
+    return s;
+}
+
+int64_t share(const SplitState & s, size_t n_devs, size_t j) {
+    if (!is_split_axis(s.axis)) {
+        return 0;
+    }
+    int64_t n = 0;
+    for (uint32_t seg = 0; seg < s.n_segments; ++seg) {
+        n += s.ne[seg * n_devs + j] * s.nr[seg];
+    }
+    return n;
+}
+
+bool same_shares(const SplitState & a, const SplitState & b, size_t n_devs) {
+    if (a.axis != b.axis) {
+        return false;
+    }
+    if (!is_split_axis(a.axis)) {
+        return true;
+    }
+    for (size_t j = 0; j < n_devs; ++j) {
+        int64_t sa = 0, sb = 0;
+        for (uint32_t s = 0; s < a.n_segments; ++s) sa += a.ne[s * n_devs + j] * a.nr[s];
+        for (uint32_t s = 0; s < b.n_segments; ++s) sb += b.ne[s * n_devs + j] * b.nr[s];
+        if (sa != sb) {
+            return false;
+        }
+    }
+    return true;
+}
+
+namespace {
+
+SplitState unknown() {
+    SplitState s{};
+    s.axis       = GGML_BACKEND_SPLIT_AXIS_UNKNOWN;
+    s.nr[0]      = 1;
+    s.n_segments = 1;
+    return s;
+}
+
+// One segment with the members' shares of s, along a new axis.
+SplitState flattened(const SplitState & s, int axis, size_t n_devs) {
+    SplitState r{};
+    r.axis       = ggml_backend_meta_split_axis(axis);
+    r.nr[0]      = 1;
+    r.n_segments = 1;
+    for (size_t j = 0; j < n_devs; ++j) {
+        for (uint32_t seg = 0; seg < s.n_segments; ++seg) {
+            r.ne[j] += s.ne[seg * n_devs + j] * s.nr[seg];
+        }
+    }
+    return r;
+}
+
+bool is_mirrored(const SplitState & s) {
+    return s.axis == GGML_BACKEND_SPLIT_AXIS_MIRRORED;
+}
+
+// Every source has the same state (element-wise operations).
+SplitState all_equal(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    const SplitState * first = nullptr;
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        if (t->src[i] == nullptr) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &src[i];
+        } else if (!same_shares(*first, src[i], n_devs)) {
+            reason = "its sources are split differently";
+            return unknown();
+        }
+    }
+    return first != nullptr ? *first : mirrored_state();
+}
+
+// src1 (and src2) broadcast over src0: along src0's split axis src1 must be
+// mirrored with extent 1, or split as src0.
+SplitState broadcast(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    const SplitState & s0 = src[0];
+    for (int i = 1; i < GGML_MAX_SRC; ++i) {
+        const ggml_tensor * b = t->src[i];
+        if (b == nullptr) {
+            continue;
+        }
+        const bool ok = same_shares(s0, src[i], n_devs) ||
+                        (is_mirrored(src[i]) && (is_mirrored(s0) || (is_split_axis(s0.axis) && b->ne[s0.axis] == 1)));
+        if (!ok) {
+            reason = "a broadcast source is not split as the first source, nor mirrored with extent 1 on its axis";
+            return unknown();
+        }
+    }
+    return s0;
+}
+
+// Operations on whole rows (dimension 0).
+SplitState per_row(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    if (src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
+        reason = "the operation reads whole rows and its source is split along dimension 0";
+        return unknown();
+    }
+    return broadcast(t, src, n_devs, reason);
+}
+
+SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    const SplitState & a = src[0];
+    const SplitState & b = src[1];
+    if (is_mirrored(a) && is_mirrored(b)) {
+        return mirrored_state();
+    }
+    if (a.axis == GGML_BACKEND_SPLIT_AXIS_1 && is_mirrored(b)) {
+        SplitState r = a; // rows of the weight, segments included: rows of the result
+        r.axis       = GGML_BACKEND_SPLIT_AXIS_0;
+        return r;
+    }
+    if (b.axis == GGML_BACKEND_SPLIT_AXIS_1 && is_mirrored(a)) {
+        return b;
+    }
+    if (a.axis == GGML_BACKEND_SPLIT_AXIS_0 && b.axis == GGML_BACKEND_SPLIT_AXIS_0 && same_shares(a, b, n_devs)) {
+        SplitState p = mirrored_state();
+        p.axis       = GGML_BACKEND_SPLIT_AXIS_PARTIAL;
+        return p;
+    }
+    if (is_split_axis(a.axis) && a.axis >= 2 && (same_shares(a, b, n_devs) || is_mirrored(b))) {
+        return a;
+    }
+    if (is_split_axis(b.axis) && b.axis >= 2 && is_mirrored(a) && t->src[0]->ne[b.axis] == 1) {
+        return b;
+    }
+    (void) t;
+    reason = "no product of these source states";
+    return unknown();
+}
+
+// q [d, n_q, heads, seqs], k/v [d, n_kv, kv_heads, seqs] split by heads give
+// the result [d_v, heads, n_q, seqs] split by heads (dimension 1).
+SplitState flash_attn(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    const SplitState & q = src[0];
+    if (is_mirrored(q)) {
+        return all_equal(t, src, n_devs, reason);
+    }
+    if (q.axis != GGML_BACKEND_SPLIT_AXIS_2 || src[1].axis != GGML_BACKEND_SPLIT_AXIS_2 ||
+        src[2].axis != GGML_BACKEND_SPLIT_AXIS_2) {
+        reason = "attention needs q, k and v split by heads";
+        return unknown();
+    }
+    for (int i = 3; i < GGML_MAX_SRC; ++i) {
+        if (t->src[i] != nullptr && !is_mirrored(src[i])) {
+            reason = "the attention mask and sinks must be mirrored";
+            return unknown();
+        }
+    }
+    return flattened(q, 1, n_devs);
+}
+
+SplitState get_rows(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    if (is_mirrored(src[1]) && (is_mirrored(src[0]) || src[0].axis == GGML_BACKEND_SPLIT_AXIS_0)) {
+        return src[0];
+    }
+    (void) t;
+    (void) n_devs;
+    reason = "get_rows needs mirrored indices and a source split along dimension 0 or mirrored";
+    return unknown();
+}
+
+SplitState rope(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    (void) n_devs;
+    for (int i = 1; i < GGML_MAX_SRC; ++i) {
+        if (t->src[i] != nullptr && !is_mirrored(src[i])) {
+            reason = "rope needs mirrored positions and frequency factors";
+            return unknown();
+        }
+    }
+    if (src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
+        reason = "rope rotates whole rows";
+        return unknown();
+    }
+    return src[0];
+}
+
+// Copies into another shape (ggml_cont_2d, ggml_cpy into a reshaped tensor)
+// read the source in its logical order: a reshape of its state.
+SplitState copy(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    const ggml_tensor * s0 = t->src[0];
+    if (!is_split_axis(src[0].axis) || ggml_are_same_shape(t, s0)) {
+        return all_equal(t, src, n_devs, reason);
+    }
+    SplitState r = reshape_state(src[0], s0->ne, t->ne, n_devs, reason);
+    if (r.axis == GGML_BACKEND_SPLIT_AXIS_UNKNOWN) return r;
+    if (t->src[1] != nullptr && !same_shares(r, src[1], n_devs)) {
+        reason = "a copy into a tensor split differently";
+        return unknown();
+    }
+    return r;
+}
+
+// The rows src0 into the rows of the destination (t's view source) named by
+// mirrored indices src1: the rows split along dimension 0 or mirrored, as the
+// destination (which the placement of t as a view checks).
+SplitState set_rows(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    (void) t;
+    (void) n_devs;
+    if (!is_mirrored(src[1]) || !(is_mirrored(src[0]) || src[0].axis == GGML_BACKEND_SPLIT_AXIS_0)) {
+        reason = "set_rows needs mirrored indices and rows split along dimension 0 or mirrored";
+        return unknown();
+    }
+    return src[0];
+}
+
+bool is_element_wise(ggml_op op) {
+    switch (op) {
+        case GGML_OP_DUP:
+        case GGML_OP_CONT:
+        case GGML_OP_CPY:
+        case GGML_OP_SCALE:
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_CLAMP:
+        case GGML_OP_LEAKY_RELU:
+        case GGML_OP_UNARY:
+        case GGML_OP_ADD1:
+            return true;
+        default:
+            return false;
+    }
+}
+
+} // namespace
+
+SplitState reshape_state(const SplitState & st, const int64_t * ne_in, const int64_t * ne_out, size_t n,
+                         std::string & reason) {
+    const int a        = st.axis;
+    int64_t   outer_in = 1;
+    for (int k = 0; k <= a; ++k) outer_in *= ne_in[k];
+    const int64_t inner_in = outer_in / ne_in[a];
+    int64_t       prod     = 1;
+    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+        const int64_t inner_out = prod;
+        prod *= ne_out[d];
+        if (prod != outer_in) {
+            if (prod > outer_in) break;
+            continue;
+        }
+        SplitState s = st;
+        s.axis       = ggml_backend_meta_split_axis(d);
+        for (uint32_t seg = 0; seg < s.n_segments; ++seg) {
+            for (size_t j = 0; j < n; ++j) {
+                const int64_t el = st.ne[seg * n + j] * inner_in;
+                if (el % inner_out != 0) {
+                    reason = "a reshape cuts a member's piece";
+                    return unknown();
+                }
+                s.ne[seg * n + j] = el / inner_out;
+            }
+        }
+        return s;
+    }
+    reason = "a reshape moves the split axis inside a dimension";
+    return unknown();
+}
+
+SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reason) {
+    SplitState src[GGML_MAX_SRC];
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        src[i] = mirrored_state();
+        if (t->src[i] == nullptr) {
+            continue;
+        }
+        if (is_meta_buffer(t->src[i]->buffer)) {
+            if (slices_of(t->src[i]) == nullptr) {
+                reason = std::string("source ") + describe(t->src[i]).text + " has not been placed in its meta buffer";
+                return unknown();
+            }
+            src[i] = state_as_source(t->src[i]);
+        } else {
+            reason = "a source is not in a meta buffer";
+            return unknown();
+        }
+    }
+    switch (t->op) {
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV:
+            return broadcast(t, src, n_devs, reason);
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_L2_NORM:
+        case GGML_OP_SOFT_MAX:
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN:
+        case GGML_OP_ARGMAX:
+            return per_row(t, src, n_devs, reason);
+        case GGML_OP_MUL_MAT:
+            return mul_mat(t, src, n_devs, reason);
+        case GGML_OP_FLASH_ATTN_EXT:
+            return flash_attn(t, src, n_devs, reason);
+        case GGML_OP_GET_ROWS:
+            return get_rows(t, src, n_devs, reason);
+        case GGML_OP_ROPE:
+            return rope(t, src, n_devs, reason);
+        case GGML_OP_CONT:
+        case GGML_OP_DUP:
+        case GGML_OP_CPY:
+            return copy(t, src, n_devs, reason);
+        case GGML_OP_SET_ROWS:
+            return set_rows(t, src, n_devs, reason);
+        case GGML_OP_GLU:
+            if (t->src[1] == nullptr && src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
+                reason = "a gated unit with one source splits its rows in halves";
+                return unknown();
+            }
+            return all_equal(t, src, n_devs, reason);
+        default:
+            break;
+    }
+    if (is_element_wise(t->op)) {
+        return all_equal(t, src, n_devs, reason);
+    }
+    SplitState s = all_equal(t, src, n_devs, reason);
+    if (s.axis != GGML_BACKEND_SPLIT_AXIS_MIRRORED) {
+        reason = std::string("operation ") + ggml_op_desc(t) + " is computed on mirrored sources only";
+        return unknown();
+    }
+    return s;
+}
+
+} // namespace loom::meta

@@ -1,0 +1,280 @@
+// The meta device: tensors split over several member devices, graphs computed
+// as one graph per member with partial sums reduced, compared with the same
+// graph on one CPU backend.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend_test_helpers.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "meta_test_util.h"
+
+namespace {
+
+using namespace loomtest::meta;
+
+TEST(Meta, ApiValues) {
+    EXPECT_EQ(int(GGML_BACKEND_DEVICE_TYPE_META), 4);
+    EXPECT_EQ(GGML_BACKEND_META_MAX_DEVICES, 16);
+    EXPECT_EQ(int(GGML_BACKEND_SPLIT_AXIS_MIRRORED), 10);
+    EXPECT_EQ(int(GGML_BACKEND_SPLIT_AXIS_PARTIAL), 11);
+    EXPECT_EQ(int(GGML_BACKEND_SPLIT_AXIS_NONE), 98);
+    EXPECT_EQ(int(GGML_BACKEND_SPLIT_AXIS_UNKNOWN), 99);
+    EXPECT_STREQ(ggml_backend_meta_split_axis_name(GGML_BACKEND_SPLIT_AXIS_2), "2");
+    EXPECT_STREQ(ggml_backend_meta_split_axis_name(GGML_BACKEND_SPLIT_AXIS_PARTIAL), "PARTIAL");
+    // ggml's layout
+    EXPECT_EQ(offsetof(State, ne), 8u);
+    EXPECT_EQ(offsetof(State, nr), 8u + 8u * 16 * GGML_BACKEND_META_MAX_DEVICES);
+    EXPECT_EQ(offsetof(State, n_segments), offsetof(State, nr) + 4u * 16);
+    EXPECT_EQ(sizeof(State), 2128u);
+}
+
+TEST(Meta, DeviceProperties) {
+    Plan               plan;
+    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    ASSERT_NE(meta, nullptr);
+    EXPECT_EQ(meta, ggml_backend_meta_device(devs, 2, plan_state, &plan));
+    EXPECT_EQ(ggml_backend_dev_type(meta), GGML_BACKEND_DEVICE_TYPE_META);
+    const std::string cpu = ggml_backend_dev_name(cpu_dev());
+    EXPECT_EQ(std::string(ggml_backend_dev_name(meta)), "Meta(" + cpu + "," + cpu + ")");
+    size_t f = 0, t = 0, cf = 0, ct = 0;
+    ggml_backend_dev_memory(meta, &f, &t);
+    ggml_backend_dev_memory(cpu_dev(), &cf, &ct);
+    EXPECT_EQ(t, 2 * ct);
+    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(meta);
+    EXPECT_TRUE(ggml_backend_dev_supports_buft(meta, buft));
+    EXPECT_FALSE(ggml_backend_dev_supports_buft(meta, ggml_backend_cpu_buffer_type()));
+    EXPECT_FALSE(ggml_backend_buft_is_host(buft));
+}
+
+TEST(MetaDeathTest, BadArguments) {
+    Plan               plan;
+    ggml_backend_dev_t devs[1] = {cpu_dev()};
+    EXPECT_DEATH(ggml_backend_meta_device(devs, 0, plan_state, &plan), "ggml_backend_meta_device: 0 devices");
+    EXPECT_DEATH(ggml_backend_meta_device(devs, 1, nullptr, &plan), "ggml_backend_meta_device: NULL get_split_state");
+    EXPECT_DEATH(ggml_backend_meta_split_axis_name(ggml_backend_meta_split_axis(5)), "5 is not a split axis");
+}
+
+// set_tensor / get_tensor round trips for each state, whole and in ranges,
+// and a PARTIAL tensor reads as the sum of its members' values.
+
+TEST(Meta, SetGetEveryState) {
+    const std::vector<std::pair<std::string, State>> cases = {
+        {"axis0", split(0, {3, 0, 4})},        {"axis1", split(1, {1, 2, 2})},
+        {"axis2", split(2, {2, 1, 0})},        {"axis3", split(3, {1, 1, 0})},
+        {"mirror", mirrored()},                {"seg", segmented(0, {{1, 1, 0}, {2, 0, 3}})},
+    };
+    Plan               plan;
+    for (const auto & c : cases) plan.states[c.first] = c.second;
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_init_params   ip{16 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context *     ctx = ggml_init(ip);
+    std::vector<ggml_tensor *> ts;
+    for (const auto & c : cases) {
+        ggml_tensor * t = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 7, 5, 3, 2);
+        ggml_set_name(t, c.first.c_str());
+        ts.push_back(t);
+    }
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    for (size_t i = 0; i < ts.size(); ++i) {
+        SCOPED_TRACE(cases[i].first);
+        ggml_tensor *      t = ts[i];
+        const size_t       n = size_t(ggml_nelements(t));
+        std::vector<float> x = random_floats(n, uint32_t(i)), y(n, 0.0f);
+        ggml_backend_tensor_set(t, x.data(), 0, ggml_nbytes(t));
+        ggml_backend_tensor_get(t, y.data(), 0, ggml_nbytes(t));
+        EXPECT_EQ(x, y);
+        // A range that starts and ends inside rows.
+        std::vector<float> z(n - 20, 0.0f);
+        ggml_backend_tensor_get(t, z.data(), 9 * sizeof(float), z.size() * sizeof(float));
+        EXPECT_TRUE(std::equal(z.begin(), z.end(), x.begin() + 9));
+        std::vector<float> w = random_floats(30, 99);
+        ggml_backend_tensor_set(t, w.data(), 11 * sizeof(float), w.size() * sizeof(float));
+        std::copy(w.begin(), w.end(), x.begin() + 11);
+        ggml_backend_tensor_get(t, y.data(), 0, ggml_nbytes(t));
+        EXPECT_EQ(x, y);
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+}
+
+TEST(Meta, BadSplitStateIsAnError) {
+    Plan plan;
+    plan.states["w"] = split(1, {2, 2}); // adds up to 4, the tensor has 5
+    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    ggml_init_params   ip{4 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context *     ctx = ggml_init(ip);
+    ggml_tensor *      w   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 5);
+    ggml_set_name(w, "w");
+    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(ggml_backend_dev_buffer_type(meta), 1024);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_NE(ggml_backend_tensor_alloc(buf, w, ggml_backend_buffer_get_base(buf)), GGML_STATUS_SUCCESS);
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+}
+
+struct BlockCase {
+    std::vector<int64_t> heads, ff;
+    bool                 sched;
+};
+
+class MetaBlock : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(MetaBlock, EqualsOneDevice) {
+    const BlockCase &               c = GetParam();
+    static std::map<std::string, Plan> plans; // the device keeps the pointer
+    std::string key;
+    for (int64_t h : c.heads) key += std::to_string(h) + ",";
+    for (int64_t f : c.ff) key += std::to_string(f) + ",";
+    plans[key]                        = block_plan(c.heads, c.ff);
+    std::vector<ggml_backend_dev_t> devs(c.heads.size(), cpu_dev());
+    ggml_backend_dev_t meta = ggml_backend_meta_device(devs.data(), devs.size(), plan_state, &plans[key]);
+    ggml_backend_t     mb   = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_status        st = GGML_STATUS_FAILED;
+    std::vector<float> y  = run_block(mb, ggml_backend_dev_buffer_type(meta), c.sched, &st);
+    ASSERT_EQ(st, GGML_STATUS_SUCCESS);
+    expect_close(y, reference_block());
+    ggml_backend_free(mb);
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, MetaBlock,
+                         ::testing::Values(BlockCase{{3, 3}, {9, 9}, false}, BlockCase{{2, 4}, {4, 14}, false},
+                                           BlockCase{{2, 2, 2}, {6, 6, 6}, false},
+                                           BlockCase{{4, 2, 0}, {10, 0, 8}, false},
+                                           BlockCase{{3, 3}, {9, 9}, true}, BlockCase{{1, 3, 2}, {5, 7, 6}, true}));
+
+// A view of a partial sum (the last row of a product over a split inner
+// dimension) reads the sum once: the row of the whole product.
+TEST(Meta, ViewOfAPartialSum) {
+    constexpr int64_t K = 12, N = 5, M = 4;
+    static Plan       plan;
+    plan.states["w"] = split(0, {4, 8, 0});
+    plan.states["a"] = split(0, {4, 8, 0});
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    ggml_tensor *    w   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+    ggml_tensor *    a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+    ggml_set_name(w, "w");
+    ggml_set_name(a, "a");
+    ggml_tensor * y   = ggml_mul_mat(ctx, w, a); // [N, M], partial on each member
+    ggml_tensor * row = ggml_view_2d(ctx, y, N, 1, y->nb[1], size_t(M - 1) * y->nb[1]);
+    ggml_tensor * out = ggml_scale(ctx, row, 2.0f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> wv = random_floats(size_t(K * N), 11), av = random_floats(size_t(K * M), 12);
+    ggml_backend_tensor_set(w, wv.data(), 0, ggml_nbytes(w));
+    ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(N);
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t n = 0; n < N; ++n) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k) ref += double(wv[size_t(n * K + k)]) * av[size_t((M - 1) * K + k)];
+        EXPECT_NEAR(got[size_t(n)], 2.0 * ref, 1e-4) << "column " << n;
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
+// Members whose memory is not host memory (the test device): transfers and
+// sums go through the buffer interface; also a meta device over two
+// different kinds of device.
+class MetaTestDev : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_NE(loomtest::testdev_reg(), nullptr);
+        loomtest::testdev_reset();
+        dev0_ = ggml_backend_dev_by_name("TestDev0");
+        dev1_ = ggml_backend_dev_by_name("TestDev1");
+        ASSERT_NE(dev0_, nullptr);
+        ASSERT_NE(dev1_, nullptr);
+    }
+    void TearDown() override { loomtest::testdev_reset(); }
+
+    void expect_block(std::vector<ggml_backend_dev_t> devs, Plan * plan, bool sched) {
+        ggml_backend_dev_t meta = ggml_backend_meta_device(devs.data(), devs.size(), plan_state, plan);
+        ggml_backend_t     mb   = ggml_backend_dev_init(meta, nullptr);
+        ASSERT_NE(mb, nullptr);
+        ggml_status        st = GGML_STATUS_FAILED;
+        std::vector<float> y  = run_block(mb, ggml_backend_dev_buffer_type(meta), sched, &st);
+        ASSERT_EQ(st, GGML_STATUS_SUCCESS);
+        expect_close(y, reference_block());
+        ggml_backend_free(mb);
+    }
+
+    ggml_backend_dev_t dev0_ = nullptr, dev1_ = nullptr;
+};
+
+TEST_F(MetaTestDev, TwoTestDevices) {
+    static Plan plan = block_plan({2, 4}, {11, 7});
+    expect_block({dev0_, dev1_}, &plan, false);
+    expect_block({dev0_, dev1_}, &plan, true);
+}
+
+// A registry with collective operations: the meta backend's all-reduces go
+// through them.
+TEST_F(MetaTestDev, AllReduceThroughTheMembersCommFunctions) {
+    auto count = reinterpret_cast<size_t (*)()>(
+        ggml_backend_reg_get_proc_address(loomtest::testdev_reg(), "loom_testdev_comm_allreduces"));
+    ASSERT_NE(count, nullptr);
+    static Plan  plan   = block_plan({2, 4}, {11, 7});
+    const size_t before = count();
+    expect_block({dev0_, dev1_}, &plan, false);
+    EXPECT_EQ(count(), before); // not offered
+    ASSERT_TRUE(loomtest::testdev_configure(dev0_, "comm", "1"));
+    expect_block({dev0_, dev1_}, &plan, false);
+    EXPECT_EQ(count(), before + 2); // the attention output and the FFN output
+}
+
+TEST_F(MetaTestDev, TestDeviceAndCpu) {
+    static Plan plan = block_plan({3, 1, 2}, {0, 9, 9});
+    expect_block({dev0_, cpu_dev(), dev1_}, &plan, true);
+}
+
+TEST_F(MetaTestDev, MemberOutOfMemoryIsAnAllocationFailure) {
+    static Plan plan = block_plan({3, 3}, {9, 9});
+    ASSERT_TRUE(loomtest::testdev_configure(dev1_, "memory", "4096"));
+    ggml_backend_dev_t devs[2] = {dev0_, dev1_};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    EXPECT_EQ(ggml_backend_buft_alloc_buffer(ggml_backend_dev_buffer_type(meta), 1 << 20), nullptr);
+    // The memory of the member that could allocate is given back.
+    size_t free0 = 0, total0 = 0;
+    ggml_backend_dev_memory(dev0_, &free0, &total0);
+    EXPECT_EQ(free0, total0);
+}
+
+TEST_F(MetaTestDev, UnsupportedOperationOfAMember) {
+    static Plan plan;
+    ASSERT_TRUE(loomtest::testdev_configure(dev1_, "ops", "ADD,MUL_MAT"));
+    ggml_backend_dev_t devs[2] = {dev0_, dev1_};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    ggml_init_params   ip{8 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context *     ctx = ggml_init(ip);
+    ggml_tensor *      a   = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+    EXPECT_TRUE(ggml_backend_dev_supports_op(meta, ggml_add(ctx, a, a)));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(meta, ggml_silu(ctx, a)));
+    ggml_free(ctx);
+}
+
+} // namespace
