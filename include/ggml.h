@@ -56,6 +56,11 @@
 
 #define GGML_ROPE_TYPE_NORMAL 0
 #define GGML_ROPE_TYPE_NEOX   2
+#define GGML_ROPE_TYPE_MROPE  8
+#define GGML_ROPE_TYPE_VISION 24
+#define GGML_ROPE_TYPE_IMROPE 40
+
+#define GGML_MROPE_SECTIONS 4
 
 #define GGML_KQ_MASK_PAD 1
 
@@ -1047,6 +1052,36 @@ GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, s
 // The YaRN correction range [dims[0], dims[1]] of rotary dimensions.
 GGML_API void ggml_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
                                        float dims[2]);
+// Multi-section rotary embedding. mode GGML_ROPE_TYPE_MROPE or IMROPE: b holds 4 I32 positions per
+// token (b [4 * a->ne[2]]: all first coordinates, then all second, ...); pair i of the first n_dims
+// values (NEOX pairing) takes the coordinate of its section (sections[0..3] pairs each, MROPE in runs,
+// IMROPE interleaved t, h, w), with the angle of ggml_rope_ext. mode GGML_ROPE_TYPE_VISION: two
+// sections, pair i and i + n_dims rotate, each section counts its angles from 0 (n_dims = head_dim/2).
+// Other modes as ggml_rope_ext (sections are then ignored).
+GGML_API struct ggml_tensor * ggml_rope_multi(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                              int sections[GGML_MROPE_SECTIONS], int mode, int n_ctx_orig,
+                                              float freq_base, float freq_scale, float ext_factor,
+                                              float attn_factor, float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_multi_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                      struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                                      int sections[GGML_MROPE_SECTIONS], int mode, int n_ctx_orig,
+                                                      float freq_base, float freq_scale, float ext_factor,
+                                                      float attn_factor, float beta_fast, float beta_slow);
+// ggml_rope_ext without frequency factors.
+GGML_DEPRECATED(GGML_API struct ggml_tensor * ggml_rope_custom(
+                    struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode,
+                    int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                    float beta_fast, float beta_slow),
+                "use ggml_rope_ext instead");
+GGML_DEPRECATED(GGML_API struct ggml_tensor * ggml_rope_custom_inplace(
+                    struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode,
+                    int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                    float beta_fast, float beta_slow),
+                "use ggml_rope_ext_inplace instead");
+// Rotates from value n_offs of each row on (values before it and past n_offs + n_dims are copied).
+// a must be a ROPE or ROPE_BACK node, not in VISION mode; n_offs >= 0. Returns a.
+GGML_API struct ggml_tensor * ggml_rope_set_offset(struct ggml_tensor * a, int n_offs);
 
 // I32 indices that sort each row.
 GGML_API struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a,
@@ -1215,6 +1250,80 @@ GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct
                                                struct ggml_tensor * pw, struct ggml_tensor * ph);
 GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
                                                        struct ggml_tensor * pw, struct ggml_tensor * ph);
+
+//
+// Backward and training operators
+//
+// The gradients of forward operators (a graph's backward pass) and the optimizer steps.
+// Unless noted, the CPU computes them in F32.
+
+// dx = dy * silu'(x) for a = dy, b = x of one shape; result shaped as a.
+GGML_API struct ggml_tensor * ggml_silu_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                             struct ggml_tensor * b);
+// Gradient of ggml_rms_norm(x, eps) for a = dy, b = x of one shape; result shaped as a.
+GGML_API struct ggml_tensor * ggml_rms_norm_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b, float eps);
+// Gradient of the input of ggml_soft_max_ext(x, mask, scale, max_bias) (mask and max_bias: a
+// constant row offset, which does not change it; the CPU takes max_bias 0): a = dy, b = the
+// forward result y, one shape;
+// dx = scale * y * (dy - dot(dy, y)) per row. The _inplace variant writes into a.
+GGML_API struct ggml_tensor * ggml_soft_max_ext_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b, float scale, float max_bias);
+GGML_API struct ggml_tensor * ggml_soft_max_ext_back_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                             struct ggml_tensor * b, float scale, float max_bias);
+// Gradient of ggml_rope_ext / ggml_rope_multi (the inverse rotation) for a = dy; the other
+// arguments as the forward call's. Result shaped as a.
+GGML_API struct ggml_tensor * ggml_rope_ext_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b, struct ggml_tensor * c, int n_dims, int mode,
+                                                 int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                                 float attn_factor, float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_multi_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                   struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                                   int sections[4], int mode, int n_ctx_orig, float freq_base,
+                                                   float freq_scale, float ext_factor, float attn_factor,
+                                                   float beta_fast, float beta_slow);
+// Gradient of ggml_get_rows(c, b) for 2-D c: a = dy [n0, k] (matrix), b = I32 row indices [k], c
+// only gives the shape [n0, n1]. Result F32 [n0, n1]: row r is the sum of the rows of a whose index is r.
+GGML_API struct ggml_tensor * ggml_get_rows_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b, struct ggml_tensor * c);
+// Gradient of ggml_im2col's input: a = dy, F32 shaped as the im2col result [IC*KH*KW, OW, OH, N]
+// (1-D: [IC*K, OW, N]), b = the kernel (its shape only), ne = the shape of the im2col input; the
+// other arguments as the forward call's. Result F32 of shape ne.
+GGML_API struct ggml_tensor * ggml_im2col_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, int64_t * ne, int s0, int s1, int p0, int p1,
+                                               int d0, int d1, bool is_2D);
+// Gradient of ggml_pool_2d(af, op, k0, k1, s0, s1, p0, p1) for a = dy; result F32 shaped as af.
+// MAX sends each window's gradient to its (first) largest input, AVG spreads it over the window.
+// p0, p1 are stored as integers, as ggml does.
+GGML_API struct ggml_tensor * ggml_pool_2d_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * af, enum ggml_op_pool op, int k0, int k1, int s0,
+                                                int s1, float p0, float p1);
+// Not available: ggml 0.25.1 aborts here too (it was never adapted to ggml_flash_attn_ext).
+// Always aborts with a message.
+GGML_API struct ggml_tensor * ggml_flash_attn_back(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                   struct ggml_tensor * k, struct ggml_tensor * v,
+                                                   struct ggml_tensor * d, bool masked);
+// Scalar loss: the mean over rows of -sum(b * log_softmax(a)) for logits a and labels b of one shape
+// (F32). Result [1] of a's type.
+GGML_API struct ggml_tensor * ggml_cross_entropy_loss(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                      struct ggml_tensor * b);
+// Gradient of ggml_cross_entropy_loss for the logits: a = the scalar gradient of the loss, b = the
+// logits, c = the labels (b, c of one shape): (softmax(b) - c) * a / rows. Result shaped as b.
+GGML_API struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                           struct ggml_tensor * b, struct ggml_tensor * c);
+// One AdamW step on the parameter a (flagged with ggml_set_param) with its gradient grad and moments
+// m, v (all F32 of one shape); adamw_params: 7 F32 values alpha, beta1, beta2, eps, wd, beta1h, beta2h
+// (beta1h = 1/(1 - beta1^t), beta2h = 1/(1 - beta2^t)). Updates a, m and v in place:
+// m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2,
+// a = a (1 - alpha wd) - alpha (m beta1h) / (sqrt(v beta2h) + eps). Returns a view of a.
+GGML_API struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * grad, struct ggml_tensor * m,
+                                                  struct ggml_tensor * v, struct ggml_tensor * adamw_params);
+// One SGD step with weight decay on the parameter a (flagged with ggml_set_param) with its gradient
+// grad (F32, one shape); sgd_params: 2 F32 values alpha, wd. a = a (1 - alpha wd) - alpha g, in place;
+// returns a view of a.
+GGML_API struct ggml_tensor * ggml_opt_step_sgd(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * grad, struct ggml_tensor * sgd_params);
 
 //
 // Recurrent and state-space operators

@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "context.h"
+#include "ops_rope.h"
 #include "types.h"
 
 using namespace loom;
@@ -44,17 +45,47 @@ ggml_tensor * soft_max_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * m
     return r;
 }
 
-ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
-                        int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
-                        float beta_fast, float beta_slow, bool inplace, const char * caller) {
-    LOOM_REQUIRE(mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX,
-                 "called from %s: rope mode %d is not supported (normal 0 or neox 2)", caller, mode);
+bool is_rope_mode(int mode) {
+    return mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX || mode == GGML_ROPE_TYPE_MROPE ||
+           mode == GGML_ROPE_TYPE_VISION || mode == GGML_ROPE_TYPE_IMROPE;
+}
+
+} // namespace
+
+namespace loom {
+
+// op_params as ggml lays them out: n_past (0), n_dims, mode, n_ctx (0),
+// n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast,
+// beta_slow (floats), sections[4] (multi-section modes only, else 0),
+// n_offs (0, see ggml_rope_set_offset).
+ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims,
+                        const int * sections, int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                        float ext_factor, float attn_factor, float beta_fast, float beta_slow, bool inplace,
+                        ggml_op op, const char * caller) {
+    LOOM_REQUIRE(is_rope_mode(mode),
+                 "called from %s: rope mode %d is not supported (normal 0, neox 2, mrope 8, vision 24, imrope 40)",
+                 caller, mode);
     LOOM_REQUIRE(ggml_is_vector(b) && b->type == GGML_TYPE_I32, "called from %s: positions %s must be an i32 vector",
                  caller, describe(b).text);
-    LOOM_REQUIRE(a->ne[2] == b->ne[0], "called from %s: %lld positions for %s (one per row of dim 2)", caller,
-                 (long long) b->ne[0], describe(a).text);
+    const bool    multi       = (mode & GGML_ROPE_TYPE_MROPE) != 0;
+    const int64_t n_positions = multi ? 4 * a->ne[2] : a->ne[2];
+    LOOM_REQUIRE(b->ne[0] == n_positions, "called from %s: %lld positions for %s (%s per row of dim 2)", caller,
+                 (long long) b->ne[0], describe(a).text, multi ? "4" : "one");
     LOOM_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0],
                  "called from %s: n_dims %d must be even and at most ne0 of %s", caller, n_dims, describe(a).text);
+    if (mode == GGML_ROPE_TYPE_VISION) {
+        LOOM_REQUIRE(2 * int64_t(n_dims) == a->ne[0], "called from %s: vision rope needs n_dims %d = ne0/2 of %s",
+                     caller, n_dims, describe(a).text);
+    }
+    if (multi) {
+        LOOM_REQUIRE(sections != nullptr && sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 &&
+                         sections[3] >= 0 && sections[0] + sections[1] + sections[2] > 0,
+                     "called from %s: rope mode %d needs sections (ggml_rope_multi), %s", caller, mode,
+                     sections == nullptr ? "none given" : "all of the first three are 0 or one is negative");
+        LOOM_REQUIRE(int64_t(sections[0]) + sections[1] + sections[2] + sections[3] <= a->ne[0],
+                     "called from %s: sections %d+%d+%d+%d exceed ne0 of %s", caller, sections[0], sections[1],
+                     sections[2], sections[3], describe(a).text);
+    }
     LOOM_REQUIRE(a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16, "called from %s: %s must be f32 or f16",
                  caller, describe(a).text);
     if (c != nullptr) {
@@ -70,15 +101,18 @@ ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, gg
     std::memcpy(params + 8, &attn_factor, sizeof(float));
     std::memcpy(params + 9, &beta_fast, sizeof(float));
     std::memcpy(params + 10, &beta_slow, sizeof(float));
+    if (multi) {
+        std::memcpy(params + 11, sections, sizeof(int32_t) * GGML_MROPE_SECTIONS);
+    }
     set_op_params(r, params, sizeof(params));
-    r->op     = GGML_OP_ROPE;
+    r->op     = op;
     r->src[0] = a;
     r->src[1] = b;
     r->src[2] = c;
     return r;
 }
 
-} // namespace
+} // namespace loom
 
 extern "C" {
 
@@ -138,22 +172,63 @@ ggml_tensor * ggml_soft_max_ext_inplace(ggml_context * ctx, ggml_tensor * a, ggm
 }
 
 ggml_tensor * ggml_rope(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int n_dims, int mode) {
-    return rope_impl(ctx, a, b, nullptr, n_dims, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, false, __func__);
+    return rope_impl(ctx, a, b, nullptr, n_dims, nullptr, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, false,
+                     GGML_OP_ROPE, __func__);
 }
 ggml_tensor * ggml_rope_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int n_dims, int mode) {
-    return rope_impl(ctx, a, b, nullptr, n_dims, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, true, __func__);
+    return rope_impl(ctx, a, b, nullptr, n_dims, nullptr, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, true,
+                     GGML_OP_ROPE, __func__);
 }
 ggml_tensor * ggml_rope_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
                             int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
                             float beta_fast, float beta_slow) {
-    return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast,
-                     beta_slow, false, __func__);
+    return rope_impl(ctx, a, b, c, n_dims, nullptr, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+                     beta_fast, beta_slow, false, GGML_OP_ROPE, __func__);
 }
 ggml_tensor * ggml_rope_ext_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims,
                                     int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
                                     float attn_factor, float beta_fast, float beta_slow) {
-    return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast,
-                     beta_slow, true, __func__);
+    return rope_impl(ctx, a, b, c, n_dims, nullptr, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+                     beta_fast, beta_slow, true, GGML_OP_ROPE, __func__);
+}
+
+ggml_tensor * ggml_rope_multi(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims,
+                              int sections[GGML_MROPE_SECTIONS], int mode, int n_ctx_orig, float freq_base,
+                              float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+                     beta_fast, beta_slow, false, GGML_OP_ROPE, __func__);
+}
+ggml_tensor * ggml_rope_multi_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c,
+                                      int n_dims, int sections[GGML_MROPE_SECTIONS], int mode, int n_ctx_orig,
+                                      float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                                      float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+                     beta_fast, beta_slow, true, GGML_OP_ROPE, __func__);
+}
+ggml_tensor * ggml_rope_custom(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int n_dims, int mode,
+                               int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                               float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, nullptr, n_dims, nullptr, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+                     attn_factor, beta_fast, beta_slow, false, GGML_OP_ROPE, __func__);
+}
+ggml_tensor * ggml_rope_custom_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int n_dims, int mode,
+                                       int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                       float attn_factor, float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, nullptr, n_dims, nullptr, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+                     attn_factor, beta_fast, beta_slow, true, GGML_OP_ROPE, __func__);
+}
+
+ggml_tensor * ggml_rope_set_offset(ggml_tensor * a, int n_offs) {
+    LOOM_REQUIRE(a != nullptr && (a->op == GGML_OP_ROPE || a->op == GGML_OP_ROPE_BACK),
+                 "%s is not a rope or rope_back node", a == nullptr ? "NULL" : describe(a).text);
+    const int mode   = op_param_i32(a, 2);
+    const int n_dims = op_param_i32(a, 1);
+    LOOM_REQUIRE(mode != GGML_ROPE_TYPE_VISION, "%s: vision rope takes no offset", describe(a).text);
+    LOOM_REQUIRE(n_offs >= 0 && n_offs % 2 == 0 && int64_t(n_offs) + n_dims <= a->src[0]->ne[0],
+                 "offset %d must be even, >= 0 and leave n_dims %d values in the rows of %s", n_offs, n_dims,
+                 describe(a->src[0]).text);
+    set_op_param_i32(a, 15, n_offs);
+    return a;
 }
 
 void ggml_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,

@@ -218,6 +218,11 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
                 (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < n_dims / 2 || !ggml_is_contiguous(ff)))) {
                 return bad("rope shapes, positions, frequency factors or n_dims");
             }
+            // Plain rotations from the start of each row only: no multi-section modes, no offset.
+            if ((n->op_params[2] != GGML_ROPE_TYPE_NORMAL && n->op_params[2] != GGML_ROPE_TYPE_NEOX) ||
+                n->op_params[15] != 0) {
+                return bad("rope mode or offset");
+            }
             return true;
         }
         case GGML_OP_TOP_K:

@@ -73,7 +73,8 @@ bool supports_rope(const ggml_tensor * op) {
     const ggml_tensor * ff     = op->src[2];
     const int           n_dims = op_param_i32(op, 1);
     const int           mode   = op_param_i32(op, 2);
-    if (mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) {
+    // Rows rotated from their first value only (no ggml_rope_set_offset).
+    if ((mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) || op_param_i32(op, 15) != 0) {
         return false;
     }
     if (!is_float(src->type) || op->type != src->type || pos == nullptr || pos->type != GGML_TYPE_I32 ||

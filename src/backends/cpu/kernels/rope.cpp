@@ -166,7 +166,7 @@ bool supports_rope(const ggml_tensor * op) {
         return false;
     }
     const int mode = op_param_i32(op, 2);
-    if (mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) {
+    if ((mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) || op_param_i32(op, 15) != 0) {
         return false;
     }
     const ggml_tensor * factors = op->src[2];
