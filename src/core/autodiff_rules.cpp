@@ -112,6 +112,9 @@ void Builder::unary(ggml_tensor * t, ggml_tensor * grad, size_t s0) {
         case GGML_UNARY_OP_SOFTPLUS:
             if (s0 != npos) add(s0, ggml_mul(ctx_, grad, ggml_sigmoid(ctx_, src0)));
             break;
+        case GGML_UNARY_OP_SILU:
+            if (s0 != npos) add(s0, ggml_silu_back(ctx_, grad, src0));
+            break;
         default:
             LOOM_REQUIRE(false, "ggml_build_backward_expand: no gradient for unary op %s (node %s)",
                          ggml_unary_op_name(uop), describe(t).text);
@@ -299,12 +302,75 @@ void Builder::backward(int i_node) {
 }
 
 void Builder::train_op(ggml_tensor * t, ggml_tensor * grad, size_t s0, size_t s1, size_t s2) {
-    (void) grad;
-    (void) s0;
-    (void) s1;
-    (void) s2;
-    LOOM_REQUIRE(false, "ggml_build_backward_expand: no gradient for %s (node %s)", ggml_op_name(t->op),
-                 describe(t).text);
+    ggml_tensor * src0 = t->src[0];
+    ggml_tensor * src1 = t->src[1];
+    ggml_tensor * src2 = t->src[2];
+    switch (t->op) {
+        case GGML_OP_RMS_NORM:
+            if (s0 != npos) add(s0, ggml_rms_norm_back(ctx_, grad, src0, param_f32(t, 0)));
+            break;
+        case GGML_OP_GET_ROWS:
+            // The indices (src1) carry no gradient.
+            if (s0 != npos) add(s0, ggml_get_rows_back(ctx_, grad, src1, src0));
+            break;
+        case GGML_OP_SOFT_MAX:
+            LOOM_REQUIRE(s1 == npos, "ggml_build_backward_expand: no gradient for the mask of soft_max %s",
+                         describe(t).text);
+            if (s0 != npos) add(s0, ggml_soft_max_ext_back(ctx_, grad, t, param_f32(t, 0), param_f32(t, 1)));
+            break;
+        case GGML_OP_ROPE: {
+            LOOM_REQUIRE(s2 == npos, "ggml_build_backward_expand: no gradient for the frequency factors of rope %s",
+                         describe(t).text);
+            if (s0 == npos) break;
+            // op_params: n_past, n_dims, mode, n_ctx, n_ctx_orig, then floats
+            // freq_base, freq_scale, ext_factor, attn_factor, beta_fast,
+            // beta_slow, then the four sections.
+            const int n_dims = param_i32(t, 1), mode = param_i32(t, 2), n_ctx_orig = param_i32(t, 4);
+            const float fb = param_f32(t, 5), fs = param_f32(t, 6), ef = param_f32(t, 7), af = param_f32(t, 8);
+            const float bf = param_f32(t, 9), bs = param_f32(t, 10);
+            int         sections[4] = {param_i32(t, 11), param_i32(t, 12), param_i32(t, 13), param_i32(t, 14)};
+            // One position per row: plain rope; four per row: multi-section.
+            ggml_tensor * d = grad->ne[2] == src1->ne[0]
+                                  ? ggml_rope_ext_back(ctx_, grad, src1, src2, n_dims, mode, n_ctx_orig, fb, fs, ef,
+                                                       af, bf, bs)
+                                  : ggml_rope_multi_back(ctx_, grad, src1, src2, n_dims, sections, mode, n_ctx_orig,
+                                                         fb, fs, ef, af, bf, bs);
+            add(s0, d);
+        } break;
+        case GGML_OP_IM2COL:
+            // src0 (the kernel) gives only the shape.
+            if (s1 != npos) {
+                add(s1, ggml_im2col_back(ctx_, grad, src0, src1->ne, param_i32(t, 0), param_i32(t, 1),
+                                         param_i32(t, 2), param_i32(t, 3), param_i32(t, 4), param_i32(t, 5),
+                                         param_i32(t, 6) == 1));
+            }
+            break;
+        case GGML_OP_POOL_2D:
+            if (s0 != npos) {
+                add(s0, ggml_pool_2d_back(ctx_, grad, src0, ggml_op_pool(param_i32(t, 0)), param_i32(t, 1),
+                                          param_i32(t, 2), param_i32(t, 3), param_i32(t, 4), float(param_i32(t, 5)),
+                                          float(param_i32(t, 6))));
+            }
+            break;
+        case GGML_OP_CROSS_ENTROPY_LOSS:
+            LOOM_REQUIRE(s1 == npos, "ggml_build_backward_expand: no gradient for the labels of %s",
+                         describe(t).text);
+            if (s0 != npos) add(s0, ggml_cross_entropy_loss_back(ctx_, grad, src0, src1));
+            break;
+        case GGML_OP_GLU: {
+            const ggml_glu_op gop = ggml_get_glu_op(t);
+            LOOM_REQUIRE(gop == GGML_GLU_OP_SWIGLU, "ggml_build_backward_expand: no gradient for glu op %s (node %s)",
+                         ggml_glu_op_name(gop), describe(t).text);
+            LOOM_REQUIRE(src1 != nullptr || (s0 == npos && s1 == npos),
+                         "ggml_build_backward_expand: only the split swiglu (two sources) has a gradient (%s)",
+                         describe(t).text);
+            if (s0 != npos) add(s0, ggml_silu_back(ctx_, ggml_mul(ctx_, grad, src1), src0));
+            if (s1 != npos) add(s1, ggml_mul(ctx_, ggml_silu(ctx_, src0), grad));
+        } break;
+        default:
+            LOOM_REQUIRE(false, "ggml_build_backward_expand: no gradient for %s (node %s)", ggml_op_name(t->op),
+                         describe(t).text);
+    }
 }
 
 } // namespace loom::autodiff
