@@ -1079,6 +1079,114 @@ void conv_cases(Cases & cases) {
               kF32);
 }
 
+// Backward operators, the loss and the optimizer steps (CPU kernels in
+// kernels/backward.cpp, kernels/train.cpp), and the multi-section rope modes.
+void backward_cases(Cases & cases) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("SILU_BACK_" + tn(t),
+                  [t](Builder & g) {
+                      return ggml_silu_back(g.ctx(), g.input(t, {33, 5, 3, 1}),
+                                            g.input(t, {33, 5, 3, 1}, uniform(-4, 4)));
+                  },
+                  for_type(t));
+    }
+    cases.add("RMS_NORM_BACK_f32",
+              [](Builder & g) {
+                  return ggml_rms_norm_back(g.ctx(), g.input(GGML_TYPE_F32, {31, 7, 2, 1}),
+                                            g.input(GGML_TYPE_F32, {31, 7, 2, 1}), 1e-6f);
+              },
+              kF32);
+    cases.add("SOFT_MAX_BACK_f32_scale",
+              [](Builder & g) {
+                  return ggml_soft_max_ext_back(g.ctx(), g.input(GGML_TYPE_F32, {29, 5, 3, 1}),
+                                                g.input(GGML_TYPE_F32, {29, 5, 3, 1}, uniform(0, 0.1)), 0.5f, 0.0f);
+              },
+              kF32);
+    cases.add("CROSS_ENTROPY_LOSS_f32",
+              [](Builder & g) {
+                  return ggml_cross_entropy_loss(g.ctx(), g.input(GGML_TYPE_F32, {37, 9, 1, 1}, uniform(-3, 3)),
+                                                 g.input(GGML_TYPE_F32, {37, 9, 1, 1}, uniform(0, 0.05)));
+              },
+              kF32);
+    cases.add("CROSS_ENTROPY_LOSS_BACK_f32",
+              [](Builder & g) {
+                  return ggml_cross_entropy_loss_back(g.ctx(), g.input(GGML_TYPE_F32, {1, 1, 1, 1}),
+                                                      g.input(GGML_TYPE_F32, {37, 9, 1, 1}, uniform(-3, 3)),
+                                                      g.input(GGML_TYPE_F32, {37, 9, 1, 1}, uniform(0, 0.05)));
+              },
+              kF32);
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        cases.add("GET_ROWS_BACK_" + tn(t),
+                  [t](Builder & g) {
+                      return ggml_get_rows_back(g.ctx(), g.input(t, {19, 11, 1, 1}),
+                                                g.input(GGML_TYPE_I32, {11, 1, 1, 1}, integers(0, 6)),
+                                                g.input(GGML_TYPE_F32, {19, 7, 1, 1}));
+                  },
+                  kF32);
+    }
+    for (ggml_op_pool op : {GGML_OP_POOL_MAX, GGML_OP_POOL_AVG}) {
+        cases.add(std::string("POOL_2D_BACK_") + (op == GGML_OP_POOL_MAX ? "max" : "avg"),
+                  [op](Builder & g) {
+                      ggml_tensor * af = g.input(GGML_TYPE_F32, {11, 9, 3, 2}, {Init::distinct, -1, 1});
+                      return ggml_pool_2d_back(g.ctx(), g.input(GGML_TYPE_F32, {5, 5, 3, 2}), af, op, 3, 2, 2, 2,
+                                               1, 1);
+                  },
+                  kF32);
+    }
+    cases.add("IM2COL_BACK_2d",
+              [](Builder & g) {
+                  int64_t ne[4] = {9, 7, 3, 2};
+                  // im2col of [9, 7, 3, 2] under a 3x2 kernel, s (2, 1), p (1, 0), d (1, 2): OW 5, OH 5.
+                  return ggml_im2col_back(g.ctx(), g.input(GGML_TYPE_F32, {18, 5, 5, 2}),
+                                          g.input(GGML_TYPE_F16, {3, 2, 3, 4}), ne, 2, 1, 1, 0, 1, 2, true);
+              },
+              kF32);
+    cases.add("OPT_STEP_ADAMW_f32",
+              [](Builder & g) {
+                  ggml_tensor * w = g.input(GGML_TYPE_F32, {23, 5, 2, 1});
+                  ggml_set_param(w);
+                  return ggml_opt_step_adamw(g.ctx(), w, g.input(GGML_TYPE_F32, {23, 5, 2, 1}),
+                                             g.input(GGML_TYPE_F32, {23, 5, 2, 1}),
+                                             g.input(GGML_TYPE_F32, {23, 5, 2, 1}, uniform(0, 1)),
+                                             g.input(GGML_TYPE_F32, {7, 1, 1, 1}, uniform(0.1, 0.9)));
+              },
+              kF32);
+    cases.add("OPT_STEP_SGD_f32",
+              [](Builder & g) {
+                  ggml_tensor * w = g.input(GGML_TYPE_F32, {23, 5, 2, 1});
+                  ggml_set_param(w);
+                  return ggml_opt_step_sgd(g.ctx(), w, g.input(GGML_TYPE_F32, {23, 5, 2, 1}),
+                                           g.input(GGML_TYPE_F32, {2, 1, 1, 1}, uniform(0, 0.5)));
+              },
+              kF32);
+    struct Multi {
+        const char * name;
+        int          mode, head, n_dims, sections[4], n_offs;
+    };
+    const Multi multi[] = {{"mrope", GGML_ROPE_TYPE_MROPE, 18, 16, {4, 2, 2, 0}, 0},
+                           {"imrope_offset", GGML_ROPE_TYPE_IMROPE, 20, 16, {3, 3, 2, 0}, 2},
+                           {"vision", GGML_ROPE_TYPE_VISION, 8, 4, {2, 2, 0, 0}, 0}};
+    for (const Multi & m : multi) {
+        for (bool back : {false, true}) {
+            for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+                cases.add(std::string(back ? "ROPE_BACK_" : "ROPE_") + tn(t) + "_" + m.name,
+                          [m, back, t](Builder & g) {
+                              ggml_tensor * a   = g.input(t, {m.head, 3, 5, 1});
+                              ggml_tensor * pos = g.input(GGML_TYPE_I32, {20, 1, 1, 1}, integers(0, 60));
+                              int           sec[4] = {m.sections[0], m.sections[1], m.sections[2], m.sections[3]};
+                              ggml_tensor * r =
+                                  back ? ggml_rope_multi_back(g.ctx(), a, pos, nullptr, m.n_dims, sec, m.mode, 0,
+                                                              10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f)
+                                       : ggml_rope_multi(g.ctx(), a, pos, nullptr, m.n_dims, sec, m.mode, 0, 10000.0f,
+                                                         1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+                              return m.n_offs != 0 ? ggml_rope_set_offset(r, m.n_offs) : r;
+                          },
+                          kF16);
+            }
+        }
+    }
+}
+
 } // namespace
 
 const std::vector<OpCase> & all_cases() {
@@ -1101,6 +1209,7 @@ const std::vector<OpCase> & all_cases() {
         conv_cases(cases);
         fill_cases(cases);
         recurrent_cases(cases);
+        backward_cases(cases);
         return cases.take();
     }();
     return list;

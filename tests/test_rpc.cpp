@@ -714,3 +714,53 @@ TEST(RpcValidate, FillFamilyRules) {
     EXPECT_FALSE(ok(refl));
     EXPECT_NE(why.find("PAD_REFLECT_1D"), std::string::npos) << why;
 }
+
+// The server's rules for the backward operators, the loss and the optimizer
+// steps: nodes as the constructors build them pass; nodes whose shapes or op
+// params would take a kernel outside its sources or result are refused.
+TEST(RpcValidate, BackwardFamilyRules) {
+    ggml_init_params ip{ggml_tensor_overhead() * 64, nullptr, true};
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_context *   c = ctx.get();
+    ggml_tensor *    a = ggml_new_tensor_2d(c, GGML_TYPE_F32, 10, 6);
+    ggml_tensor *    s = ggml_new_tensor_1d(c, GGML_TYPE_F32, 1);
+    ggml_tensor *    i = ggml_new_tensor_1d(c, GGML_TYPE_I32, 4);
+    std::string      why;
+    auto             ok = [&](ggml_tensor * n) {
+        why.clear();
+        return loom::rpc::check_node(n, &why);
+    };
+    ggml_tensor * w = ggml_new_tensor_2d(c, GGML_TYPE_F32, 10, 6);
+    ggml_set_param(w);
+    ggml_tensor * img     = ggml_new_tensor_4d(c, GGML_TYPE_F32, 9, 7, 3, 2);
+    int64_t       ne[4]   = {9, 7, 3, 2};
+    ggml_tensor * kern    = ggml_new_tensor_4d(c, GGML_TYPE_F16, 3, 2, 3, 4);
+    ggml_tensor * im2col  = ggml_im2col_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 18, 5, 5, 2), kern, ne, 2, 1, 1,
+                                             0, 1, 2, true);
+    ggml_tensor * pool    = ggml_pool_2d_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 5, 4, 3, 2), img,
+                                              GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0);
+    ggml_tensor * sgd     = ggml_opt_step_sgd(c, w, a, ggml_new_tensor_1d(c, GGML_TYPE_F32, 2));
+    ggml_tensor * rows    = ggml_get_rows_back(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 10, 4), i, a);
+    ggml_tensor * ce_back = ggml_cross_entropy_loss_back(c, s, a, a);
+    for (ggml_tensor * n : {ggml_silu_back(c, a, a), ggml_rms_norm_back(c, a, a, 1e-6f),
+                            ggml_soft_max_ext_back(c, a, a, 1.0f, 0.0f), ggml_cross_entropy_loss(c, a, a), ce_back,
+                            ggml_opt_step_adamw(c, w, a, a, a, ggml_new_tensor_1d(c, GGML_TYPE_F32, 7)), sgd, rows,
+                            pool, im2col}) {
+        EXPECT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+    }
+
+    im2col->op_params[0] = 1; // stride 1 makes a wider result than the gradient holds
+    EXPECT_FALSE(ok(im2col));
+    EXPECT_NE(why.find("IM2COL_BACK"), std::string::npos) << why;
+    pool->op_params[1] = 1 << 20;
+    EXPECT_FALSE(ok(pool));
+    pool->op_params[1] = 2;
+    pool->op_params[0] = 7;
+    EXPECT_FALSE(ok(pool));
+    sgd->src[2] = ggml_new_tensor_1d(c, GGML_TYPE_F32, 3);
+    EXPECT_FALSE(ok(sgd));
+    rows->ne[0] = 11;
+    EXPECT_FALSE(ok(rows));
+    ce_back->src[0] = a;
+    EXPECT_FALSE(ok(ce_back));
+}

@@ -82,6 +82,7 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
         case GGML_OP_DIAG_MASK_INF:
         case GGML_OP_SOFT_MAX:
         case GGML_OP_ROPE:
+        case GGML_OP_ROPE_BACK:
         case GGML_OP_UNARY:
         case GGML_OP_GLU:
             if (n->type != a->type || (n->op == GGML_OP_CONCAT && b->type != a->type)) {
@@ -210,7 +211,8 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
                 return bad("mask shape");
             }
             return true;
-        case GGML_OP_ROPE: {
+        case GGML_OP_ROPE:
+        case GGML_OP_ROPE_BACK: {
             const int32_t n_dims = n->op_params[1];
             const ggml_tensor * ff = n->src[2]; // frequency factors, one per rotated pair
             if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims <= 0 ||
@@ -252,6 +254,9 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             }
             const char * rule = nullptr;
             if (fill_family_rule(n, &rule)) {
+                return rule == nullptr ? true : bad(rule);
+            }
+            if (backward_family_rule(n, &rule)) {
                 return rule == nullptr ? true : bad(rule);
             }
             return bad("op not accepted by the RPC server");

@@ -55,6 +55,9 @@ bool conv_family_rules(const ggml_tensor * node, std::string * why);
 // false for an op of another family; otherwise true, with *rule NULL when
 // the node keeps them or the rule it breaks.
 bool fill_family_rule(const ggml_tensor * node, const char ** rule);
+// The rules of the backward operators, the loss and the optimizer steps
+// (validate_backward.cpp), in the manner of fill_family_rule.
+bool backward_family_rule(const ggml_tensor * node, const char ** rule);
 
 // Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
 struct IndexCheck {

@@ -104,7 +104,7 @@ void   compute_softmax(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_softmax(const ggml_tensor * op);
 size_t work_size_softmax(const ggml_tensor * op, int n_threads);
 
-// GGML_OP_ROPE.
+// GGML_OP_ROPE, ROPE_BACK.
 void   compute_rope(const ComputeParams & p, ggml_tensor * dst);
 bool   supports_rope(const ggml_tensor * op);
 size_t work_size_rope(const ggml_tensor * op, int n_threads);
@@ -143,5 +143,7 @@ void add_matmul_id_kernels(OpKernels & t);   // MUL_MAT_ID (kernels/matmul_id.cp
 void add_ssm_kernels(OpKernels & t);         // SSM_CONV, SSM_SCAN (kernels/ssm.cpp)
 void add_recurrent_kernels(OpKernels & t);   // RWKV_WKV6/7, GATED_LINEAR_ATTN, GATED_DELTA_NET, SOLVE_TRI
 void add_dsv4_kernels(OpKernels & t);        // LIGHTNING_INDEXER, DSV4_HC_COMB/PRE/POST (kernels/dsv4.cpp)
+void add_train_kernels(OpKernels & t);       // CROSS_ENTROPY_LOSS(_BACK), OPT_STEP_ADAMW/SGD (kernels/train.cpp)
+void add_backward_kernels(OpKernels & t);    // SILU/RMS_NORM/SOFT_MAX/GET_ROWS/POOL_2D/IM2COL_BACK (kernels/backward.cpp)
 
 } // namespace loom::cpu

@@ -50,7 +50,7 @@ OpKernels make_table() {
         {compute_copy, supports_copy, work_size_copy});
     set({GGML_OP_NORM, GGML_OP_RMS_NORM, GGML_OP_GROUP_NORM}, {compute_norm, supports_norm, nullptr});
     set({GGML_OP_SOFT_MAX, GGML_OP_DIAG_MASK_INF, GGML_OP_DIAG_MASK_ZERO}, {compute_softmax, supports_softmax, work_size_softmax});
-    set({GGML_OP_ROPE}, {compute_rope, supports_rope, work_size_rope});
+    set({GGML_OP_ROPE, GGML_OP_ROPE_BACK}, {compute_rope, supports_rope, work_size_rope});
     set({GGML_OP_ARGSORT, GGML_OP_TOP_K}, {compute_sort, supports_sort, work_size_sort});
     set({GGML_OP_MUL_MAT, GGML_OP_OUT_PROD}, {compute_matmul, supports_matmul, work_size_matmul});
     set({GGML_OP_FLASH_ATTN_EXT}, {compute_attention, supports_attention, work_size_attention});
@@ -64,6 +64,8 @@ OpKernels make_table() {
     add_ssm_kernels(t);
     add_recurrent_kernels(t);
     add_dsv4_kernels(t);
+    add_train_kernels(t);
+    add_backward_kernels(t);
     return t;
 }
 

@@ -1,4 +1,5 @@
-// GGML_OP_ROPE: rotary position embedding with YaRN scaling.
+// GGML_OP_ROPE: rotary position embedding with YaRN scaling, and
+// GGML_OP_ROPE_BACK, its gradient: the inverse rotation (sin negated).
 //
 // Pair i of the first n_dims values of a row (adjacent values in normal
 // mode, values n_dims/2 apart in NEOX mode) is rotated by theta_i(pos),
@@ -12,6 +13,14 @@
 // The base angle advances by a factor theta_scale = freq_base^(-2/n_dims)
 // per pair (theta_i = pos * theta_scale^i, built by repeated
 // multiplication), the rounding ggml's tables have.
+//
+// Multi-section modes (MROPE, IMROPE, VISION) take four positions per token
+// (positions[i2 + k * ne2], k = t, h, w, e) and give pair i the angle of
+// the coordinate its section names; every coordinate's angle advances by
+// theta_scale per pair. VISION rotates pairs (i, i + n_dims) of the whole
+// row and restarts each section's angle at the section's first pair. An
+// offset (ggml_rope_set_offset, op_params[15]) moves the rotated values to
+// [n_offs, n_offs + n_dims).
 
 #include <algorithm>
 #include <cmath>
@@ -34,16 +43,26 @@ struct RopeParams {
     int   mode;
     int   n_ctx_orig;
     float freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    int   sections[GGML_MROPE_SECTIONS];
+    int   n_offs;
+    float sin_sign; // -1 for ROPE_BACK
 
     static RopeParams of(const ggml_tensor * op) {
-        return {op_param_i32(op, 1), op_param_i32(op, 2), op_param_i32(op, 4), op_param_f32(op, 5), op_param_f32(op, 6),
-                op_param_f32(op, 7), op_param_f32(op, 8), op_param_f32(op, 9), op_param_f32(op, 10)};
+        RopeParams rp{op_param_i32(op, 1), op_param_i32(op, 2), op_param_i32(op, 4), op_param_f32(op, 5),
+                      op_param_f32(op, 6), op_param_f32(op, 7), op_param_f32(op, 8), op_param_f32(op, 9),
+                      op_param_f32(op, 10), {op_param_i32(op, 11), op_param_i32(op, 12), op_param_i32(op, 13),
+                      op_param_i32(op, 14)}, op_param_i32(op, 15), op->op == GGML_OP_ROPE_BACK ? -1.0f : 1.0f};
+        return rp;
     }
+    bool multi() const { return (mode & GGML_ROPE_TYPE_MROPE) != 0; }
+    bool vision() const { return mode == GGML_ROPE_TYPE_VISION; }
+    // Rotated pairs per row.
+    int pairs() const { return vision() ? n_dims : n_dims / 2; }
 };
 
-// The cos and sin tables (n_dims / 2 floats each), then an f16 row as f32.
+// The cos and sin tables (one float per pair each), then an f16 row as f32.
 size_t cache_bytes(const ggml_tensor * op) {
-    return align_up(size_t(op_param_i32(op, 1)) * sizeof(float), SCRATCH_ALIGN);
+    return align_up(size_t(2 * RopeParams::of(op).pairs()) * sizeof(float), SCRATCH_ALIGN);
 }
 
 size_t thread_scratch(const ggml_tensor * op) {
@@ -51,32 +70,78 @@ size_t thread_scratch(const ggml_tensor * op) {
     return cache_bytes(op) + align_up(row, SCRATCH_ALIGN);
 }
 
-// Fills cos[i] and sin[i] with the cosine and sine of pair i's angle at pos.
-void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors, float pos,
-                 float * cos, float * sin) {
-    // YaRN: between the corrected dimensions [corr[0], corr[1]] the angle
-    // blends from extrapolated (unscaled) to interpolated (scaled by
-    // freq_scale); the magnitude is compensated once for the whole row.
+// cos[i] and sin[i] of pair i with the unscaled angle theta (YaRN blend,
+// frequency factor, magnitude, and the sign of sin).
+void set_pair(const RopeParams & rp, const float corr[2], const ggml_tensor * factors, int i, float theta_base,
+              float * cos, float * sin) {
     float mscale = rp.attn_factor;
     if (rp.ext_factor != 0.0f) {
         mscale *= 1.0f + 0.1f * std::log(1.0f / rp.freq_scale);
     }
+    float ff = 1.0f;
+    if (factors != nullptr) {
+        std::memcpy(&ff, static_cast<const char *>(factors->data) + size_t(i) * factors->nb[0], sizeof(ff));
+    }
+    const float theta_extrap = theta_base / ff;
+    const float theta_interp = rp.freq_scale * theta_extrap;
+    float       theta        = theta_interp;
+    if (rp.ext_factor != 0.0f) {
+        const float y    = (float(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
+        const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * rp.ext_factor;
+        theta            = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
+    }
+    cos[i] = std::cos(theta) * mscale;
+    sin[i] = std::sin(theta) * mscale * rp.sin_sign;
+}
+
+// The multi-section tables: pos[k] is coordinate k (t, h, w, e) of the token.
+void build_multi_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors,
+                       const float pos[4], float * cos, float * sin) {
+    const int * sec       = rp.sections;
+    const int   sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    const int   sec_w     = sec[0] + sec[1];
+    const int   sec_e     = sec_w + sec[2];
+    const bool  imrope    = rp.mode == GGML_ROPE_TYPE_IMROPE;
+    float       theta[4]  = {pos[0], pos[1], pos[2], pos[3]};
+    for (int i = 0; i < rp.pairs(); ++i) {
+        const int sector = i % sect_dims;
+        if (rp.vision()) {
+            // Each section counts its angles from its own first pair.
+            const int starts[4] = {0, sec[0], sec_w, sec_e};
+            for (int k = 0; k < 4; ++k) {
+                if (sector == starts[k]) {
+                    theta[k] = pos[k];
+                    break;
+                }
+            }
+        }
+        int k = 0; // the coordinate of pair i
+        if (imrope) {
+            if (sector % 3 == 1 && sector < 3 * sec[1]) {
+                k = 1;
+            } else if (sector % 3 == 2 && sector < 3 * sec[2]) {
+                k = 2;
+            } else if (sector % 3 == 0 && sector < 3 * sec[0]) {
+                k = 0;
+            } else {
+                k = 3;
+            }
+        } else {
+            k = sector < sec[0] ? 0 : sector < sec_w ? 1 : sector < sec_e ? 2 : 3;
+        }
+        set_pair(rp, corr, factors, i, theta[k], cos, sin);
+        for (float & t : theta) {
+            t *= theta_scale;
+        }
+    }
+}
+
+// Fills cos[i] and sin[i] with the cosine and sine of pair i's angle at pos.
+void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors, float pos,
+                 float * cos, float * sin) {
     float theta_base = pos;
     for (int i = 0; i < rp.n_dims / 2; ++i) {
-        float ff = 1.0f;
-        if (factors != nullptr) {
-            std::memcpy(&ff, static_cast<const char *>(factors->data) + size_t(i) * factors->nb[0], sizeof(ff));
-        }
-        const float theta_extrap = theta_base / ff;
-        const float theta_interp = rp.freq_scale * theta_extrap;
-        float       theta        = theta_interp;
-        if (rp.ext_factor != 0.0f) {
-            const float y    = (float(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
-            const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * rp.ext_factor;
-            theta            = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
-        }
-        cos[i] = std::cos(theta) * mscale;
-        sin[i] = std::sin(theta) * mscale;
+        set_pair(rp, corr, factors, i, theta_base, cos, sin);
         theta_base *= theta_scale;
     }
 }
@@ -88,13 +153,15 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * factors = dst->src[2];
     const RopeParams    rp      = RopeParams::of(dst);
     LOOM_ASSERT(rp.n_dims > 0 && rp.n_dims % 2 == 0 && rp.n_dims <= src->ne[0]);
-    LOOM_ASSERT(pos->ne[0] >= src->ne[2]);
+    LOOM_ASSERT(pos->ne[0] >= (rp.multi() ? 4 : 1) * src->ne[2]);
 
     const int64_t ne0  = src->ne[0];
     const int64_t ne1  = src->ne[1];
     const int64_t ne2  = src->ne[2];
-    const int64_t half = rp.n_dims / 2;
-    const bool    neox = rp.mode == GGML_ROPE_TYPE_NEOX;
+    const int64_t half  = rp.pairs();
+    const int64_t width = 2 * half;   // rotated values per row
+    const int64_t offs  = rp.n_offs;  // the first of them
+    const bool    neox  = rp.mode != GGML_ROPE_TYPE_NORMAL;
     const KernelTable & kt = kernels(p.use_ref);
 
     const float theta_scale = std::pow(rp.freq_base, -2.0f / float(rp.n_dims));
@@ -115,9 +182,17 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
         const int64_t i2 = ir / ne1 % ne2;
         const int64_t i1 = ir % ne1;
         if (i2 != cached_i2) {
-            int32_t position;
-            std::memcpy(&position, static_cast<const char *>(pos->data) + i2 * pos->nb[0], sizeof(position));
-            build_cache(rp, theta_scale, corr, factors, float(position), cos, sin);
+            auto position = [&](int64_t k) {
+                int32_t v;
+                std::memcpy(&v, static_cast<const char *>(pos->data) + (i2 + k * ne2) * pos->nb[0], sizeof(v));
+                return float(v);
+            };
+            if (rp.multi()) {
+                const float coords[4] = {position(0), position(1), position(2), position(3)};
+                build_multi_cache(rp, theta_scale, corr, factors, coords, cos, sin);
+            } else {
+                build_cache(rp, theta_scale, corr, factors, position(0), cos, sin);
+            }
             cached_i2 = i2;
         }
 
@@ -128,14 +203,15 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
         // The kernel reads both values of a pair before it writes either,
         // so x may be y.
         if constexpr (std::is_same_v<T, float>) {
-            kt.rope_f32(half, x, y, cos, sin, neox);
+            kt.rope_f32(half, x + offs, y + offs, cos, sin, neox);
         } else {
-            kt.fp16_to_fp32_row(x, row, rp.n_dims);
+            kt.fp16_to_fp32_row(x + offs, row, width);
             kt.rope_f32(half, row, row, cos, sin, neox);
-            kt.fp32_to_fp16_row(row, y, rp.n_dims);
+            kt.fp32_to_fp16_row(row, y + offs, width);
         }
         if (static_cast<const void *>(x) != static_cast<const void *>(y)) {
-            std::memcpy(y + rp.n_dims, x + rp.n_dims, size_t(ne0 - rp.n_dims) * sizeof(T));
+            std::memcpy(y, x, size_t(offs) * sizeof(T));
+            std::memcpy(y + offs + width, x + offs + width, size_t(ne0 - offs - width) * sizeof(T));
         }
     }
 }
@@ -143,7 +219,7 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
 } // namespace
 
 void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
-    LOOM_ASSERT(dst->op == GGML_OP_ROPE && dst->type == dst->src[0]->type);
+    LOOM_ASSERT((dst->op == GGML_OP_ROPE || dst->op == GGML_OP_ROPE_BACK) && dst->type == dst->src[0]->type);
     switch (dst->type) {
         case GGML_TYPE_F32:
             rope_rows<float>(p, dst);
@@ -159,18 +235,32 @@ void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
 bool supports_rope(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
     const ggml_tensor * pos = op->src[1];
-    if (op->op != GGML_OP_ROPE || src == nullptr || pos == nullptr || pos->type != GGML_TYPE_I32) {
+    if ((op->op != GGML_OP_ROPE && op->op != GGML_OP_ROPE_BACK) || src == nullptr || pos == nullptr ||
+        pos->type != GGML_TYPE_I32) {
         return false;
     }
     if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) || op->type != src->type) {
         return false;
     }
-    const int mode = op_param_i32(op, 2);
-    if ((mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) || op_param_i32(op, 15) != 0) {
+    const RopeParams rp = RopeParams::of(op);
+    if (rp.mode != GGML_ROPE_TYPE_NORMAL && rp.mode != GGML_ROPE_TYPE_NEOX && rp.mode != GGML_ROPE_TYPE_MROPE &&
+        rp.mode != GGML_ROPE_TYPE_VISION && rp.mode != GGML_ROPE_TYPE_IMROPE) {
         return false;
     }
+    if (rp.n_dims <= 0 || rp.n_dims % 2 != 0 || rp.n_offs < 0 || rp.n_offs % 2 != 0 ||
+        int64_t(rp.n_offs) + 2 * rp.pairs() > src->ne[0] || (rp.vision() && rp.n_offs != 0) ||
+        pos->ne[0] < (rp.multi() ? 4 : 1) * src->ne[2]) {
+        return false;
+    }
+    if (rp.multi()) {
+        const int * sec = rp.sections;
+        if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || sec[0] + sec[1] + sec[2] <= 0 ||
+            int64_t(sec[0]) + sec[1] + sec[2] + sec[3] > src->ne[0]) {
+            return false;
+        }
+    }
     const ggml_tensor * factors = op->src[2];
-    if (factors != nullptr && factors->type != GGML_TYPE_F32) {
+    if (factors != nullptr && (factors->type != GGML_TYPE_F32 || factors->ne[0] < rp.pairs())) {
         return false;
     }
     // Rows are read and written as contiguous runs.
