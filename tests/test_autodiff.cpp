@@ -243,6 +243,38 @@ std::vector<GradCase> cases() {
              return ggml_add(c, ggml_mul(c, ggml_sgn(c, P(p, 0)), P(p, 1)), ggml_step(c, P(p, 0)));
          },
          {0}},
+        {"silu", {{{7, 5}}}, [](ggml_context * c, V & p) { return ggml_silu(c, P(p, 0)); }},
+        {"swiglu_split", {{{7, 5}}, {{7, 5}}},
+         [](ggml_context * c, V & p) { return ggml_swiglu_split(c, P(p, 0), P(p, 1)); }},
+        {"rms_norm", {{{9, 4, 2}}}, [](ggml_context * c, V & p) { return ggml_rms_norm(c, P(p, 0), 1e-5f); }},
+        {"soft_max", {{{7, 4, 2}}}, [](ggml_context * c, V & p) { return ggml_soft_max(c, P(p, 0)); }},
+        {"soft_max_ext_scaled", {{{7, 4}}},
+         [](ggml_context * c, V & p) { return ggml_soft_max_ext(c, P(p, 0), nullptr, 0.75f, 0.0f); }},
+        {"get_rows", {{{5, 6}}},
+         [](ggml_context * c, V & p) {
+             ggml_tensor * idx = ggml_new_tensor_1d(c, GGML_TYPE_I32, 7);
+             const int32_t rows[7] = {3, 0, 5, 3, 1, 5, 5}; // repeats add up
+             std::memcpy(idx->data, rows, sizeof(rows));
+             return ggml_get_rows(c, P(p, 0), idx);
+         }},
+        {"cross_entropy_loss", {{{6, 5}}},
+         [](ggml_context * c, V & p) {
+             ggml_tensor * labels = ggml_new_tensor_2d(c, GGML_TYPE_F32, 6, 5);
+             float *       l      = static_cast<float *>(labels->data);
+             for (int r = 0; r < 5; ++r) {
+                 for (int i = 0; i < 6; ++i) l[r * 6 + i] = i == (r * 7) % 6 ? 0.75f : 0.05f;
+             }
+             return ggml_cross_entropy_loss(c, P(p, 0), labels);
+         }},
+        {"rope_neox", {{{8, 3, 4}}},
+         [](ggml_context * c, V & p) {
+             ggml_tensor * positions = ggml_new_tensor_1d(c, GGML_TYPE_I32, 4);
+             for (int i = 0; i < 4; ++i) static_cast<int32_t *>(positions->data)[i] = 3 * i + 1;
+             return ggml_rope_ext(c, P(p, 0), positions, nullptr, 8, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
+                                  0.0f, 0.0f);
+         }},
+        {"pool_2d_avg", {{{6, 5, 2}}},
+         [](ggml_context * c, V & p) { return ggml_pool_2d(c, P(p, 0), GGML_OP_POOL_AVG, 2, 2, 2, 2, 0, 0); }},
         {"mlp", {{{6, 5}}, {{5}}, {{5, 3}}, {{3}}, {{6, 9}}},
          [](ggml_context * c, V & p) {
              // softplus rather than relu: the differences must not step over a kink.
