@@ -500,6 +500,9 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
             return nullptr;
         }
         ggml_tensor * node = tensors[ref - 1];
+        if (node->op == GGML_OP_NONE && (node->flags & GGML_TENSOR_FLAG_PARAM) != 0) {
+            continue; // a parameter is a node of its graph (ggml_set_param) that computes nothing
+        }
         if (!check_node(node, why)) {
             *why = "node " + std::to_string(k) + ": " + *why;
             return nullptr;
