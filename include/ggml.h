@@ -1470,6 +1470,26 @@ GGML_API void                 ggml_graph_add_node(struct ggml_cgraph * cgraph, s
 GGML_API size_t ggml_graph_overhead(void);
 GGML_API size_t ggml_graph_overhead_custom(size_t size, bool grads);
 
+//
+// Automatic differentiation
+//
+// Mark the trainable leafs with ggml_set_param and the f32 scalar to minimize
+// with ggml_set_loss, build the forward graph in a graph made with
+// ggml_new_graph_custom(..., grads = true), then expand it backwards: the
+// gradient of every node that depends on a parameter is added to the graph.
+// grad_accs (NULL, or one entry per forward node) gives tensors that keep a
+// node's gradient between evaluations; the loss always gets one. Before an
+// evaluation, ggml_graph_reset sets the loss's gradient to 1, the other
+// accumulators and the AdamW moments to 0.
+
+GGML_API void ggml_build_backward_expand(struct ggml_context * ctx, struct ggml_cgraph * cgraph,
+                                         struct ggml_tensor ** grad_accs);
+// NULL when node is not in the graph or has no gradient.
+GGML_API struct ggml_tensor * ggml_graph_get_grad(const struct ggml_cgraph * cgraph, const struct ggml_tensor * node);
+GGML_API struct ggml_tensor * ggml_graph_get_grad_acc(const struct ggml_cgraph * cgraph,
+                                                      const struct ggml_tensor * node);
+GGML_API void ggml_graph_reset(struct ggml_cgraph * cgraph);
+
 GGML_API struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
 
 // Prints nodes and leafs with the INFO log level.

@@ -38,6 +38,7 @@ function layer(p,    b) {
     if (p ~ /^src\/gguf\//) return "gguf"
     if (p ~ /^src\/backend\//) return "backend"
     if (p ~ /^src\/sched\//) return "sched"
+    if (p ~ /^src\/opt\//) return "opt"
     if (p ~ /^src\/backends\/[^\/]+\//) { b = p; sub(/^src\/backends\//, "", b); sub(/\/.*/, "", b); return "backends/" b }
     if (p ~ /^src\/backends\//) return "backends"
     if (p ~ /^tools\//) return "tools"
@@ -54,6 +55,9 @@ function allowed(from, to, target) {
     if (from == "alloc" || from == "gguf") return to == "core"
     if (from == "backend") return to == "core" || to == "alloc"
     if (from == "sched") return to == "core" || to == "alloc" || to == "backend"
+    # Training (ggml-opt) is a client of the public API that shares the
+    # checks and graph layout of core.
+    if (from == "opt") return to == "core"
     # A backend reaches the backend layer through its interfaces for
     # backends alone (not the registry or the loader); the list of the
     # built-in backends (src/backends/builtin.cpp) feeds the registry.

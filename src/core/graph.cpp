@@ -226,6 +226,22 @@ void ggml_graph_cpy(ggml_cgraph * src, ggml_cgraph * dst) {
     dst->visited_hash_set.clear();
     for (int i = 0; i < src->n_leafs; ++i) dst->visited_hash_set.insert(src->leafs[i]);
     for (int i = 0; i < src->n_nodes; ++i) dst->visited_hash_set.insert(src->nodes[i]);
+
+    // The gradients follow their nodes into the destination's hash slots.
+    if (dst->grads != nullptr) {
+        std::memset(dst->grads, 0, dst->visited_hash_set.size * sizeof(ggml_tensor *));
+        std::memset(dst->grad_accs, 0, dst->visited_hash_set.size * sizeof(ggml_tensor *));
+    }
+    if (src->grads != nullptr) {
+        LOOM_REQUIRE(dst->grads != nullptr, "the source has gradients, the destination no room for them");
+        for (int i = 0; i < src->n_nodes; ++i) {
+            const size_t is = src->visited_hash_set.find(src->nodes[i]);
+            const size_t id = dst->visited_hash_set.find(src->nodes[i]);
+            LOOM_ASSERT(is != TensorHashSet::npos && id != TensorHashSet::npos);
+            dst->grads[id]     = src->grads[is];
+            dst->grad_accs[id] = src->grad_accs[is];
+        }
+    }
 }
 
 ggml_cgraph * ggml_graph_dup(ggml_context * ctx, ggml_cgraph * g, bool force_grads) {

@@ -42,8 +42,8 @@ struct ggml_cgraph {
     int n_leafs = 0;
 
     ggml_tensor ** nodes     = nullptr;
-    ggml_tensor ** grads     = nullptr; // unused by loom (no training); kept for layout
-    ggml_tensor ** grad_accs = nullptr;
+    ggml_tensor ** grads     = nullptr; // by hash slot; NULL unless made with grads
+    ggml_tensor ** grad_accs = nullptr; // by hash slot: the gradient accumulators
     ggml_tensor ** leafs     = nullptr;
     int32_t *      use_counts = nullptr;
 
