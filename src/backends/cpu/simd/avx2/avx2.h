@@ -36,33 +36,7 @@ void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd);
 
-// K-quant and IQ4_XS weights against Q8_K columns, and the Q8_K quantizer
-// (kquants.cpp).
-void gemv_q2_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_q3_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                 float * dst, size_t ldd);
-void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n);
-// Q4_1 and Q5_1 weights against Q8_1 columns, Q5_0, IQ4_NL and MXFP4
-// against Q8_0 (legacy_quants.cpp).
-void gemv_q4_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_q5_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd);
-void gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                 float * dst, size_t ldd);
-void gemv_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
+#include "../quant_gemv.inc"
 
 float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
