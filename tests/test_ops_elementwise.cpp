@@ -722,15 +722,26 @@ TEST(OpsGlu, StridedRows) {
                 glu_ref_split(GGML_GLU_OP_SWIGLU, read_tensor(a), read_tensor(g)), kF32);
 }
 
-// Odd rows, inputs that differ, and unknown units are refused where the
-// node is made.
+// An odd row, as in ggml: x and the gate are its first and second
+// ne0 / 2 values, and the last value takes no part.
+TEST(OpsGlu, OddRowsLeaveTheLastValueOut) {
+    std::mt19937 rng(733);
+    for (bool swapped : {false, true}) {
+        Context       ctx;
+        ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 13, 7, 3);
+        const Array   A = fill_random(a, rng, -4.0, 4.0);
+        ggml_tensor * out = ggml_glu(ctx, a, GGML_GLU_OP_REGLU, swapped);
+        ASSERT_EQ(out->ne[0], 6);
+        check_modes(ctx, out, glu_ref_rows(GGML_GLU_OP_REGLU, A, swapped), kF32);
+    }
+}
+
+// Inputs that differ and unknown units are refused where the node is made.
 TEST(OpsGluDeath, BadInputs) {
     Context       ctx;
-    ggml_tensor * odd = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 7, 2);
     ggml_tensor * a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 2);
     ggml_tensor * b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 3);
     ggml_tensor * h   = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 8, 2);
-    EXPECT_DEATH(ggml_swiglu(ctx, odd), "odd length");
     EXPECT_DEATH(ggml_swiglu_split(ctx, a, b), "differ in shape or type");
     EXPECT_DEATH(ggml_swiglu_split(ctx, a, h), "differ in shape or type");
     EXPECT_DEATH(ggml_glu(ctx, a, GGML_GLU_OP_COUNT, false), "unknown gated linear unit");

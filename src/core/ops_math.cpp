@@ -79,8 +79,8 @@ ggml_tensor * glu_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggm
         LOOM_REQUIRE(ggml_are_same_shape(a, b) && a->type == b->type,
                      "called from %s: %s and %s differ in shape or type", caller, describe(a).text, describe(b).text);
     } else {
-        LOOM_REQUIRE(a->ne[0] % 2 == 0, "called from %s: rows of %s have an odd length, not x and a gate", caller,
-                     describe(a).text);
+        // As in ggml, x and the gate are the first and second ne0 / 2 values
+        // of a row; the last value of an odd row takes no part.
         ne[0] = a->ne[0] / 2;
     }
     ggml_tensor * r = new_tensor_impl(ctx, a->type, GGML_MAX_DIMS, ne, nullptr, 0, caller);

@@ -151,7 +151,7 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
                            ? true
                            : bad("the gate must have src0's shape and type, the node src0's shape");
             }
-            return a->ne[0] % 2 == 0 && same_ne(n, a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3])
+            return same_ne(n, a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3])
                        ? true
                        : bad("src0's rows are x and a gate, the node's rows half as long");
         case GGML_OP_SUM:

@@ -306,7 +306,7 @@ bool supports_glu(const ggml_tensor * op) {
         return b->type == a->type && b->nb[0] == ggml_type_size(b->type) && ggml_are_same_shape(a, b) &&
                ggml_are_same_shape(op, a);
     }
-    return a->ne[0] == 2 * op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] && a->ne[3] == op->ne[3];
+    return a->ne[0] / 2 == op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] && a->ne[3] == op->ne[3];
 }
 
 bool supports_unary(const ggml_tensor * op) {
