@@ -667,8 +667,9 @@ GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_
 GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
                                                  enum ggml_unary_op op);
 
-// Gated linear units. One input: a row of a is [x | g], 2n values, and the
-// result's row is act(x) * g, n values ([g | x] when swapped). Two inputs
+// Gated linear units. One input: a row of a is [x | g], n values each (the
+// last value of an odd row takes no part), and the result's row is
+// act(x) * g, n values ([g | x] when swapped). Two inputs
 // of the same shape and type: act(a) * b. Rows of the inputs must be
 // contiguous; types F32 and F16.
 GGML_API struct ggml_tensor * ggml_glu(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_glu_op op,
