@@ -777,21 +777,9 @@ TEST(OpsBackwardDeath, BrokenPreconditions) {
 }
 
 TEST(OpsBackwardGgml, SameResultsAsGgml) {
-    std::ifstream file(std::string(LOOM_TEST_DATA) + "/ops-backward/ggml-0.25.1.txt");
-    ASSERT_TRUE(file.good());
-    std::map<std::string, std::vector<double>> want;
-    for (std::string line; std::getline(file, line);) {
-        std::istringstream in(line);
-        std::string        name;
-        size_t             n = 0;
-        in >> name >> n;
-        std::vector<double> v(n);
-        for (double & x : v) {
-            in >> x;
-        }
-        ASSERT_FALSE(in.fail()) << name;
-        want[name] = std::move(v);
-    }
+    std::string why;
+    auto        want = read_named_values(std::string(LOOM_TEST_DATA) + "/ops-backward/ggml-0.25.1.txt", &why);
+    ASSERT_FALSE(want.empty()) << why;
     ASSERT_EQ(want.size(), backward_ggml_cases::cases().size());
     for (const backward_ggml_cases::Case & c : backward_ggml_cases::cases()) {
         SCOPED_TRACE(c.name);

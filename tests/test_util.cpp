@@ -4,10 +4,36 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 namespace loomtest {
+
+std::map<std::string, std::vector<double>> read_named_values(const std::string & path, std::string * why) {
+    std::ifstream file(path);
+    if (!file.good()) {
+        *why = "cannot read " + path;
+        return {};
+    }
+    std::map<std::string, std::vector<double>> out;
+    for (std::string line; std::getline(file, line);) {
+        std::istringstream in(line);
+        std::string        name;
+        size_t             n = 0;
+        in >> name >> n;
+        std::vector<double> v(n);
+        for (double & x : v) {
+            in >> x;
+        }
+        if (in.fail()) {
+            *why = "malformed line for " + name + " in " + path;
+            return {};
+        }
+        out[name] = std::move(v);
+    }
+    return out;
+}
 
 Context::Context(size_t mem_size) {
     ggml_init_params params{};

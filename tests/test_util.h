@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,6 +64,11 @@ bool verbose();
 // (see matches). Between runs, an output that owns its memory is overwritten
 // with 0xff bytes so that every run has to produce it again.
 void check_modes(ggml_context * ctx, ggml_tensor * out, const Array & want, double max_nmse, double max_abs = -1.0);
+
+// Named lists of numbers, one per line: "name count v1 v2 ...", as the
+// generators against ggml write them (tests/data/*/ggml-0.25.1.txt). Empty,
+// with *why set, when the file cannot be read or a line is malformed.
+std::map<std::string, std::vector<double>> read_named_values(const std::string & path, std::string * why);
 
 // A random size in [lo, hi] that is odd.
 int64_t odd_size(std::mt19937 & rng, int64_t lo, int64_t hi);
