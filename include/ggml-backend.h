@@ -175,6 +175,7 @@ struct ggml_backend_dev_caps {
     bool host_buffer;          // pinned host buffer type
     bool buffer_from_host_ptr; // buffers wrapping host memory
     bool events;               // event synchronisation
+    bool mmap_support;         // tensors may be loaded from memory-mapped files
 };
 
 struct ggml_backend_dev_props {
@@ -214,6 +215,8 @@ GGML_API void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const 
 
 // Signatures of functions reached through ggml_backend_reg_get_proc_address.
 typedef void (*ggml_backend_set_n_threads_t)(ggml_backend_t backend, int n_threads);
+// "ggml_backend_split_buffer_type": a buffer type splitting matrix rows over a family's devices.
+typedef ggml_backend_buffer_type_t (*ggml_backend_split_buffer_type_t)(int main_device, const float * tensor_split);
 typedef ggml_backend_buffer_type_t * (*ggml_backend_dev_get_extra_bufts_t)(ggml_backend_dev_t device);
 typedef void (*ggml_backend_set_abort_callback_t)(ggml_backend_t backend, ggml_abort_callback abort_callback,
                                                   void * abort_callback_data);

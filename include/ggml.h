@@ -375,6 +375,13 @@ enum ggml_glu_op {
     GGML_GLU_OP_COUNT = 7,
 };
 
+// What a context's memory holds, object by object.
+enum ggml_object_type {
+    GGML_OBJECT_TYPE_TENSOR,
+    GGML_OBJECT_TYPE_GRAPH,
+    GGML_OBJECT_TYPE_WORK_BUFFER,
+};
+
 enum ggml_log_level {
     GGML_LOG_LEVEL_NONE  = 0,
     GGML_LOG_LEVEL_DEBUG = 1,

@@ -127,7 +127,11 @@ struct LOOM_BACKEND_CLASS ggml_backend_device {
     virtual const char *          description() const                        = 0;
     virtual void                  memory(size_t * free, size_t * total) const = 0;
     virtual enum ggml_backend_dev_type type() const                               = 0;
-    virtual ggml_backend_dev_caps caps() const { return {}; }
+    virtual ggml_backend_dev_caps caps() const {
+        ggml_backend_dev_caps c{};
+        c.mmap_support = true;
+        return c;
+    }
     virtual const char *          device_id() const { return nullptr; }
 
     // NULL (logged) when the backend cannot be created.

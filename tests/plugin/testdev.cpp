@@ -264,6 +264,7 @@ ggml_backend_dev_caps Device::caps() const {
     c.host_buffer          = false;
     c.buffer_from_host_ptr = false;
     c.events               = true;
+    c.mmap_support         = true;
     return c;
 }
 

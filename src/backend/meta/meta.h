@@ -120,6 +120,7 @@ class Device final : public ggml_backend_device {
     const char *               name() const override { return name_.c_str(); }
     const char *               description() const override { return description_.c_str(); }
     void                       memory(size_t * free, size_t * total) const override;
+    ggml_backend_dev_caps      caps() const override;
     enum ggml_backend_dev_type type() const override { return GGML_BACKEND_DEVICE_TYPE_META; }
     ggml_backend *             init_backend(const char * params) override;
     ggml_backend_buffer_type * buffer_type() override { return &buft_; }

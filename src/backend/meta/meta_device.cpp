@@ -87,6 +87,19 @@ void Device::memory(size_t * free, size_t * total) const {
     *total = t;
 }
 
+// Tensors may come from mapped files when every member takes them. The meta device has no
+// asynchronous transfers, events, host buffers or host-pointer buffers of its own.
+ggml_backend_dev_caps Device::caps() const {
+    ggml_backend_dev_caps c{};
+    c.mmap_support = true;
+    for (ggml_backend_device * d : members_) {
+        ggml_backend_dev_props p{};
+        ggml_backend_dev_get_props(d, &p);
+        c.mmap_support = c.mmap_support && p.caps.mmap_support;
+    }
+    return c;
+}
+
 ggml_backend_buffer_type * Device::host_buffer_type() {
     ggml_backend_buffer_type * host = nullptr;
     for (ggml_backend_device * d : members_) {

@@ -86,6 +86,7 @@ class BlasDevice final : public ggml_backend_device {
     ggml_backend_dev_caps      caps() const override {
         ggml_backend_dev_caps c{};
         c.buffer_from_host_ptr = true;
+        c.mmap_support         = true;
         return c;
     }
 

@@ -173,6 +173,7 @@ class CpuDevice final : public ggml_backend_device {
         c.host_buffer          = false;
         c.buffer_from_host_ptr = true;
         c.events               = false;
+        c.mmap_support         = true;
         return c;
     }
 

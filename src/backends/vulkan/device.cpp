@@ -190,6 +190,7 @@ ggml_backend_dev_caps Device::caps() const {
     c.host_buffer          = true;
     c.buffer_from_host_ptr = false;
     c.events               = true;
+    c.mmap_support         = props_.deviceType != VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
     return c;
 }
 
