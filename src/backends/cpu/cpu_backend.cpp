@@ -23,7 +23,11 @@ using namespace loom::cpu;
 
 namespace {
 
-constexpr size_t k_alignment = 64; // a cache line; also what AVX-512 loads like
+// Tensor offsets inside CPU buffers are aligned to 32 bytes, ggml's TENSOR_ALIGNMENT: ggml
+// clients rely on that value (llama.cpp maps a GGUF file whose data section starts at a multiple
+// of 32 only when this alignment divides it). Buffers themselves start on a cache line.
+constexpr size_t k_alignment      = 32;
+constexpr size_t k_base_alignment = 64;
 
 
 // Memory the buffer owns, from aligned_alloc.
@@ -308,7 +312,7 @@ void * loom::cpu::host_alloc(size_t size) {
         }
         return data;
     }
-    return size > 0 ? std::aligned_alloc(k_alignment, align_up(size, k_alignment)) : nullptr;
+    return size > 0 ? std::aligned_alloc(k_base_alignment, align_up(size, k_base_alignment)) : nullptr;
 }
 
 ggml_backend_buffer_type_t loom::cpu::repack_buffer_type() {
