@@ -406,6 +406,20 @@ TEST(OpsRope, PlainRopeAndInplace) {
     EXPECT_TRUE(matches(a, want, kRope));
 }
 
+TEST(OpsRope, ZeroDimsCopiesRows) {
+    // A model whose rotary dimension count is 0 (test-llama-archs makes such models): every value
+    // lies past n_dims, so each row is copied unchanged, in both modes.
+    for (int mode : {GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX}) {
+        std::mt19937  rng(127);
+        Context       ctx;
+        ggml_tensor * a  = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 12, 3, 5);
+        const Array   A  = fill_random(a, rng);
+        RopeCase      c  = {12, 0, mode, 10000.0f, 1.0f, 0.0f, 1.0f, false, 0};
+        RopeInputs    in = rope_inputs(ctx, rng, 5, c);
+        check_modes(ctx, rope_op(ctx, a, in, c), A, kRope);
+    }
+}
+
 TEST(OpsSort, Argsort) {
     for (unsigned seed : seeds()) {
         std::mt19937  rng(seed);

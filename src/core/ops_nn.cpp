@@ -71,8 +71,8 @@ ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, gg
     const int64_t n_positions = multi ? 4 * a->ne[2] : a->ne[2];
     LOOM_REQUIRE(b->ne[0] == n_positions, "called from %s: %lld positions for %s (%s per row of dim 2)", caller,
                  (long long) b->ne[0], describe(a).text, multi ? "4" : "one");
-    LOOM_REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0],
-                 "called from %s: n_dims %d must be even and at most ne0 of %s", caller, n_dims, describe(a).text);
+    LOOM_REQUIRE(n_dims >= 0 && n_dims % 2 == 0 && n_dims <= a->ne[0],
+                 "called from %s: n_dims %d must be even, not negative and at most ne0 of %s", caller, n_dims, describe(a).text);
     if (mode == GGML_ROPE_TYPE_VISION) {
         LOOM_REQUIRE(2 * int64_t(n_dims) == a->ne[0], "called from %s: vision rope needs n_dims %d = ne0/2 of %s",
                      caller, n_dims, describe(a).text);

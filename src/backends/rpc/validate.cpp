@@ -215,7 +215,7 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
         case GGML_OP_ROPE_BACK: {
             const int32_t n_dims = n->op_params[1];
             const ggml_tensor * ff = n->src[2]; // frequency factors, one per rotated pair
-            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims <= 0 ||
+            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims < 0 ||
                 n_dims % 2 != 0 || n_dims > a->ne[0] ||
                 (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < n_dims / 2 || !ggml_is_contiguous(ff)))) {
                 return bad("rope shapes, positions, frequency factors or n_dims");

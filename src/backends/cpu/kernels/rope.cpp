@@ -152,7 +152,7 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * pos     = dst->src[1];
     const ggml_tensor * factors = dst->src[2];
     const RopeParams    rp      = RopeParams::of(dst);
-    LOOM_ASSERT(rp.n_dims > 0 && rp.n_dims % 2 == 0 && rp.n_dims <= src->ne[0]);
+    LOOM_ASSERT(rp.n_dims >= 0 && rp.n_dims % 2 == 0 && rp.n_dims <= src->ne[0]);
     LOOM_ASSERT(pos->ne[0] >= (rp.multi() ? 4 : 1) * src->ne[2]);
 
     const int64_t ne0  = src->ne[0];
@@ -164,7 +164,8 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
     const bool    neox  = rp.mode != GGML_ROPE_TYPE_NORMAL;
     const KernelTable & kt = kernels(p.use_ref);
 
-    const float theta_scale = std::pow(rp.freq_base, -2.0f / float(rp.n_dims));
+    // n_dims 0 rotates nothing: the row is copied.
+    const float theta_scale = rp.n_dims > 0 ? std::pow(rp.freq_base, -2.0f / float(rp.n_dims)) : 1.0f;
     float       corr[2];
     ggml_rope_yarn_corr_dims(rp.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, corr);
 
@@ -247,7 +248,7 @@ bool supports_rope(const ggml_tensor * op) {
         rp.mode != GGML_ROPE_TYPE_VISION && rp.mode != GGML_ROPE_TYPE_IMROPE) {
         return false;
     }
-    if (rp.n_dims <= 0 || rp.n_dims % 2 != 0 || rp.n_offs < 0 || rp.n_offs % 2 != 0 ||
+    if (rp.n_dims < 0 || rp.n_dims % 2 != 0 || rp.n_offs < 0 || rp.n_offs % 2 != 0 ||
         int64_t(rp.n_offs) + 2 * rp.pairs() > src->ne[0] || (rp.vision() && rp.n_offs != 0) ||
         pos->ne[0] < (rp.multi() ? 4 : 1) * src->ne[2]) {
         return false;
