@@ -142,8 +142,38 @@ struct Run {
     }
 };
 
+// Whether dev runs the optimizer step itself: the step updates the weights
+// in place, so the device that holds them must run it.
+bool runs_optimizer_step(ggml_backend_dev_t dev, bool sgd) {
+    ggml_init_params p   = {8 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(p);
+    ggml_tensor *    w   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 4);
+    ggml_set_param(w);
+    ggml_tensor * g    = ggml_dup_tensor(ctx, w);
+    ggml_tensor * step = sgd ? ggml_opt_step_sgd(ctx, w, g, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2))
+                             : ggml_opt_step_adamw(ctx, w, g, ggml_dup_tensor(ctx, w), ggml_dup_tensor(ctx, w),
+                                                   ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 7));
+    const bool ok = ggml_backend_dev_supports_op(dev, step);
+    ggml_free(ctx);
+    return ok;
+}
+
 int train(const Options & o, Run & run) {
     std::string          error;
+    // The weights go to the first device's memory; some device that works
+    // on that memory (the CPU on BLAS's host buffers, say) must step them.
+    ggml_backend_buffer_type_t weights_buft = ggml_backend_get_default_buffer_type(run.backends->backend(0));
+    bool                       stepped      = false;
+    for (size_t i = 0; i < run.backends->size() && !stepped; ++i) {
+        stepped = ggml_backend_dev_supports_buft(run.backends->device(i), weights_buft) &&
+                  runs_optimizer_step(run.backends->device(i), o.sgd);
+    }
+    if (!stepped) {
+        std::fprintf(stderr, "loom-train: no device runs the optimizer step (%s) on the memory of %s, which holds the "
+                             "weights; list a device that does first in --device\n",
+                     o.sgd ? "OPT_STEP_SGD" : "OPT_STEP_ADAMW", run.backends->name(0));
+        return 1;
+    }
     loom_train::ModelShape shape{o.hidden, o.layers, o.classes};
     std::unique_ptr<Mlp> model = Mlp::create(shape, run.backends->backend(0), &error);
     if (model == nullptr) {
