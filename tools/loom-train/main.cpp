@@ -88,6 +88,7 @@ void print_scores(const char * what, const Scores & train, const Scores & val, b
 // What a run sets up: devices, scheduler, a compute context with the graph.
 struct Run {
     std::unique_ptr<loom_run::Backends> backends;
+    std::unique_ptr<Mlp>                model; // freed after the optimizer context, before the backends
     ggml_backend_sched_t                sched = nullptr;
     ggml_context *                      ctx   = nullptr;
     ggml_context *                      ctx_inputs = nullptr; // static graphs need allocated inputs
@@ -175,7 +176,8 @@ int train(const Options & o, Run & run) {
         return 1;
     }
     loom_train::ModelShape shape{o.hidden, o.layers, o.classes};
-    std::unique_ptr<Mlp> model = Mlp::create(shape, run.backends->backend(0), &error);
+    run.model = Mlp::create(shape, run.backends->backend(0), &error);
+    Mlp * model = run.model.get();
     if (model == nullptr) {
         std::fprintf(stderr, "loom-train: %s\n", error.c_str());
         return 1;
@@ -243,7 +245,8 @@ int train(const Options & o, Run & run) {
 int eval(const Options & o, Run & run) {
     std::string          error;
     TrainInfo            info;
-    std::unique_ptr<Mlp> model = Mlp::load(o.eval, run.backends->backend(0), &info, &error);
+    run.model = Mlp::load(o.eval, run.backends->backend(0), &info, &error);
+    Mlp * model = run.model.get();
     if (model == nullptr) {
         std::fprintf(stderr, "loom-train: %s\n", error.c_str());
         return 1;
