@@ -454,18 +454,22 @@ TEST(OpsBackward, GetRowsBack) {
         }
         const Array D = fill_random(data, rng);
         for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
-            ggml_tensor * dy = ggml_new_tensor_2d(ctx, t, n0, k);
+            // Rows past the indices (as in a view of fewer indices) take no part.
+            const int64_t extra = rand_int(rng, 0, 2);
+            ggml_tensor * dy    = ggml_new_tensor_2d(ctx, t, n0, k + extra);
             const Array   DY = fill_random(dy, rng);
             Array         want({n0, n1, 1, 1});
+            Array         dy_used({n0, k, 1, 1}); // the rows that take part
             for (int64_t j = 0; j < k; ++j) {
                 for (int64_t i = 0; i < n0; ++i) {
                     want(i, I[size_t(j)]) += DY(i, j);
+                    dy_used(i, j) = DY(i, j);
                 }
             }
             SCOPED_TRACE(ggml_type_name(t));
             check_modes(ctx, ggml_get_rows_back(ctx, dy, idx, data), want, kF32);
             check_modes(ctx, ggml_get_rows_back(ctx, dy, idx, data),
-                        fd_grad(D, DY, [&](const Array & a) { return get_rows(a, I); }), kFd);
+                        fd_grad(D, dy_used, [&](const Array & a) { return get_rows(a, I); }), kFd);
         }
     }
 }
@@ -739,7 +743,8 @@ TEST(OpsBackwardDeath, BrokenPreconditions) {
     EXPECT_DEATH(ggml_cross_entropy_loss(ctx, a, b), "ggml_cross_entropy_loss.*differ in shape");
     EXPECT_DEATH(ggml_cross_entropy_loss_back(ctx, a, a, a), "must be a scalar");
     EXPECT_DEATH(ggml_cross_entropy_loss_back(ctx, s1, a, b), "differ in shape");
-    EXPECT_DEATH(ggml_get_rows_back(ctx, b, i3, a), "one row per i32 index");
+    EXPECT_DEATH(ggml_get_rows_back(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 2), i3, a),
+                 "ggml_get_rows_back.*a row for each i32 index");
     EXPECT_DEATH(ggml_get_rows_back(ctx, a, i3, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 7, 5)), "rows of 8 values");
     EXPECT_DEATH(ggml_flash_attn_back(ctx, a, a, a, a, false), "ggml_flash_attn_back.*not available");
     EXPECT_DEATH(ggml_opt_step_sgd(ctx, a, a, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)), "not a parameter");

@@ -489,6 +489,15 @@ TEST(OpsConv, Conv3DAndIm2Col3D) {
         check_modes(ctx, ggml_im2col_3d(ctx, a, b, IC, 2, 1, 2, 1, 0, 1, 1, 2, 1, t), rounded(im2col3d(B, k, IC, c), t),
                     kExact, 0.0);
     }
+    // im2col_3d reads only the kernel's sizes: a kernel whose dim 3 the
+    // channels do not divide is accepted, as in ggml (its tests use one);
+    // an image of more channels than dim 3 holds gives an empty result.
+    ggml_tensor * a1 = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 3, 2, 2, 1);
+    check_modes(ctx, ggml_im2col_3d(ctx, a1, b, IC, 2, 1, 2, 1, 0, 1, 1, 2, 1, GGML_TYPE_F32), im2col3d(B, k, IC, c),
+                kExact, 0.0);
+    ggml_tensor * none = ggml_im2col_3d(ctx, a1, b, 5, 2, 1, 2, 1, 0, 1, 1, 2, 1, GGML_TYPE_F32);
+    EXPECT_EQ(ggml_nelements(none), 0);
+    EXPECT_EQ(compute(ctx, none, 2), GGML_STATUS_SUCCESS);
     check_modes(ctx, ggml_conv_3d(ctx, a, b, IC, 2, 1, 2, 1, 0, 1, 1, 2, 1),
                 conv3d(A, rounded(B, GGML_TYPE_F16), IC, c), kF16);
     check_modes(ctx, ggml_conv_3d_direct(ctx, a, b, 2, 1, 2, 1, 0, 1, 1, 2, 1, int(IC), int(N), int(OC)),
@@ -829,7 +838,11 @@ TEST(OpsConvDeath, Preconditions) {
                  "ggml_conv_transpose_1d.*padding 1");
     EXPECT_DEATH(ggml_conv_transpose_2d_p0(ctx, k, x, 1), "ggml_conv_transpose_2d_p0");
     EXPECT_DEATH(ggml_conv_3d_direct(ctx, k, x, 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 1, 3), "ggml_conv_3d_direct");
-    EXPECT_DEATH(ggml_im2col_3d(ctx, k, x, 5, 1, 1, 1, 0, 0, 0, 1, 1, 1, GGML_TYPE_F32), "ggml_im2col_3d.*5 channels");
+    EXPECT_DEATH(ggml_im2col_3d(ctx, k, x, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, GGML_TYPE_F32), "ggml_im2col_3d.*0 channels");
+    EXPECT_DEATH(ggml_conv_3d(ctx, k, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 9, 8, 3, 3), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+                 "ggml_conv_3d.*3 channels do not divide dim 3 of kernel");
+    EXPECT_DEATH(ggml_conv_3d(ctx, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 3, 3, 2, 6), x, 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+                 "ggml_conv_3d.*3 channels do not divide");
     EXPECT_DEATH(ggml_col2im_1d(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 7, 3), 1, 2, 0), "ggml_col2im_1d");
     EXPECT_DEATH(ggml_pool_1d(ctx, x, GGML_OP_POOL_COUNT, 2, 1, 0), "ggml_pool_1d.*pool op 2");
     EXPECT_DEATH(ggml_pool_2d(ctx, x, GGML_OP_POOL_MAX, 20, 2, 1, 1, 0, 0), "ggml_pool_2d.*too small");

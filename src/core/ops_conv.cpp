@@ -181,8 +181,10 @@ ggml_tensor * ggml_im2col_3d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * 
                              int p0, int p1, int p2, int d0, int d1, int d2, ggml_type dst_type) {
     LOOM_REQUIRE(dst_type == GGML_TYPE_F32 || dst_type == GGML_TYPE_F16, "patches of type %s (f32 or f16)",
                  ggml_type_name(dst_type));
-    LOOM_REQUIRE(IC > 0 && IC <= INT32_MAX && b->ne[3] % IC == 0 && a->ne[3] % IC == 0,
-                 "%lld channels do not divide dim 3 of kernel %s and image %s", (long long) IC, describe(a).text,
+    // As in ggml (whose tests rely on it): the kernel's dim 3 matters to
+    // conv_3d's product alone, and the image holds floor(ne3 / IC) batches,
+    // none when IC is larger (an empty result).
+    LOOM_REQUIRE(IC > 0 && IC <= INT32_MAX, "%lld channels for image %s must be in [1, 2^31)", (long long) IC,
                  describe(b).text);
     require_steps(s0, d0, "dim 0", __func__);
     require_steps(s1, d1, "dim 1", __func__);
@@ -202,6 +204,9 @@ ggml_tensor * ggml_im2col_3d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * 
 
 ggml_tensor * ggml_conv_3d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int64_t IC, int s0, int s1, int s2,
                            int p0, int p1, int p2, int d0, int d1, int d2) {
+    LOOM_REQUIRE(IC > 0 && a->ne[3] % IC == 0 && b->ne[3] % IC == 0,
+                 "%lld channels do not divide dim 3 of kernel %s and image %s", (long long) IC, describe(a).text,
+                 describe(b).text);
     ggml_tensor * cols = ggml_im2col_3d(ctx, a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, patch_type(a));
     const int64_t OC   = a->ne[3] / IC;
     const int64_t N    = b->ne[3] / IC;

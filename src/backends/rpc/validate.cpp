@@ -494,8 +494,13 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
         }
     }
     g->graph = ggml_new_graph_custom(g->ctx.get(), size_t(msg.nodes_size()), false);
-    std::vector<size_t> node_index;
-    node_index.reserve(size_t(msg.nodes_size()));
+    // The tensors the graph writes: its nodes, and what the optimizer steps
+    // update in place besides (the parameter, AdamW's moments).
+    std::vector<size_t> written;
+    written.reserve(size_t(msg.nodes_size()));
+    auto index_of = [&](const ggml_tensor * t) {
+        return size_t(std::find(tensors.begin(), tensors.end(), t) - tensors.begin());
+    };
     for (int k = 0; k < msg.nodes_size(); ++k) {
         const uint32_t ref = msg.nodes(k);
         if (ref == 0 || ref > n) {
@@ -516,7 +521,16 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
             return nullptr;
         }
         ggml_graph_add_node(g->graph, node);
-        node_index.push_back(ref - 1);
+        if (!is_view_op(node->op)) {
+            written.push_back(ref - 1);
+        }
+        if (node->op == GGML_OP_OPT_STEP_SGD || node->op == GGML_OP_OPT_STEP_ADAMW) {
+            written.push_back(index_of(node->src[0]));
+        }
+        if (node->op == GGML_OP_OPT_STEP_ADAMW) {
+            written.push_back(index_of(node->src[2]));
+            written.push_back(index_of(node->src[3]));
+        }
         if (node->op == GGML_OP_GET_ROWS) {
             g->index_checks.push_back({node->src[1], node->src[0]->ne[1]});
         } else if (node->op == GGML_OP_SET_ROWS) {
@@ -528,15 +542,14 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
         if (!buffers) {
             break;
         }
-        const size_t    ii = size_t(std::find(tensors.begin(), tensors.end(), c.indices) - tensors.begin());
-        const Placed & p  = placed[ii];
-        for (size_t ni : node_index) {
-            const Placed & q = placed[ni];
-            if (is_view_op(tensors[ni]->op) || q.buffer != p.buffer || q.extent == 0 || p.extent == 0) {
+        const Placed & p = placed[index_of(c.indices)];
+        for (size_t wi : written) {
+            const Placed & q = placed[wi];
+            if (q.buffer != p.buffer || q.extent == 0 || p.extent == 0) {
                 continue;
             }
             if (q.offset < p.offset + p.extent && p.offset < q.offset + q.extent) {
-                *why = "a node of the graph writes the row indices of GET_ROWS/SET_ROWS";
+                *why = "the graph writes the row indices of GET_ROWS/SET_ROWS";
                 return nullptr;
             }
         }

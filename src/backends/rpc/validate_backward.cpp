@@ -3,7 +3,8 @@
 // validate.h): the node's shape and type against its sources and its op
 // params, so that a kernel iterating over the node's shape stays inside its
 // sources and its result. GET_ROWS_BACK's indices are checked by its kernel.
-// OPT_STEP_SGD writes its parameter, the memory of its node (a view of it).
+// The optimizer steps write their parameter (their node is a view of it)
+// and AdamW its moments; rebuild_graph counts those among what a graph writes.
 
 #include "core/common.h"
 #include "validate.h"
@@ -79,18 +80,21 @@ bool backward_family_rule(const ggml_tensor * n, const char ** rule) {
                              same_shape_and_type(c, b) && same_shape_and_type(n, b),
                          "a scalar F32 gradient, F32 logits, labels and node of one shape");
         case GGML_OP_OPT_STEP_ADAMW:
-            // It writes its moments (src[2], src[3]) too, outside the node's own
-            // memory, where the server's checks of what a graph writes do not look.
-            return check(false, "not accepted by the RPC server: it writes its sources");
+            // It writes its moments (src[2], src[3]) too: rebuild_graph counts
+            // them among what the graph writes.
+            return check(a->type == GGML_TYPE_F32 && same_shape_and_type(n, a) && same_shape_and_type(b, a) &&
+                             same_shape_and_type(c, a) && same_shape_and_type(n->src[3], a) &&
+                             n->src[4]->type == GGML_TYPE_F32 && ggml_nelements(n->src[4]) == 7,
+                         "F32 parameter, gradient, moments and node of one shape, 7 F32 hyperparameters");
         case GGML_OP_OPT_STEP_SGD:
             return check(a->type == GGML_TYPE_F32 && same_shape_and_type(n, a) && same_shape_and_type(b, a) &&
                              c->type == GGML_TYPE_F32 && ggml_nelements(c) == 2,
                          "F32 parameter, gradient and node of one shape, 2 F32 hyperparameters");
         case GGML_OP_GET_ROWS_BACK:
             return check(float_type(a->type) && ggml_is_matrix(a) && b->type == GGML_TYPE_I32 && ggml_is_vector(b) &&
-                             b->ne[0] == a->ne[1] && n->type == GGML_TYPE_F32 && ggml_is_matrix(n) &&
+                             b->ne[0] <= a->ne[1] && n->type == GGML_TYPE_F32 && ggml_is_matrix(n) &&
                              n->ne[0] == a->ne[0],
-                         "a gradient matrix with one row per I32 index, an F32 matrix node of its row length");
+                         "a gradient matrix with a row for each I32 index, an F32 matrix node of its row length");
         case GGML_OP_POOL_2D_BACK: {
             const int32_t * p = n->op_params;
             return check(a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && same_shape_and_type(n, b) &&

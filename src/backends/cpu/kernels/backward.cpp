@@ -131,6 +131,7 @@ bool supports_soft_max_back(const ggml_tensor * op) {
 }
 
 // ---- GET_ROWS_BACK: dst row r = sum of the gradient rows whose index is r ----
+// Gradient rows past the last index take no part.
 
 void compute_get_rows_back(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * grad = dst->src[0];
@@ -176,7 +177,7 @@ bool supports_get_rows_back(const ggml_tensor * op) {
     const ggml_tensor * idx  = op->src[1];
     return grad != nullptr && (rows_of(grad, GGML_TYPE_F32) || rows_of(grad, GGML_TYPE_F16)) &&
            ggml_is_matrix(grad) && idx != nullptr && idx->type == GGML_TYPE_I32 && ggml_is_vector(idx) &&
-           idx->ne[0] == grad->ne[1] && rows_of(op, GGML_TYPE_F32) && ggml_is_matrix(op) && op->ne[0] == grad->ne[0];
+           idx->ne[0] <= grad->ne[1] && rows_of(op, GGML_TYPE_F32) && ggml_is_matrix(op) && op->ne[0] == grad->ne[0];
 }
 
 // ---- POOL_2D_BACK ----
