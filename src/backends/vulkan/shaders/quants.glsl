@@ -136,3 +136,103 @@ float dequant(uint t, uint b, uint j) {
     }
     return dequant_legacy(t, b, j);
 }
+
+// The 16 bytes from an even byte offset o of src0, as four words.
+uvec4 words16(uint o) {
+    return uvec4(WORD_AT(s0_u32, o), WORD_AT(s0_u32, o + 4u), WORD_AT(s0_u32, o + 8u), WORD_AT(s0_u32, o + 12u));
+}
+uint byte_of(uvec4 w, uint i) {
+    return (w[i >> 2] >> (8u * (i & 3u))) & 0xFFu;
+}
+
+// Elements 16 c .. 16 c + 15 of the block of type t (not Q8_0 or Q4_0) at
+// byte b, for the matrix-vector products: every type's scales cover 16
+// values or more, so they are decoded once per call and the quants read a
+// word at a time. The values are those of dequant().
+void dequant16(uint t, uint b, uint c, out float v[16]) {
+    if (t == TYPE_Q4_1 || t == TYPE_Q5_0 || t == TYPE_Q5_1 || t == TYPE_IQ4_NL) {
+        const bool  has_min = t == TYPE_Q4_1 || t == TYPE_Q5_1;
+        const bool  five    = t == TYPE_Q5_0 || t == TYPE_Q5_1;
+        const uint  qs      = b + (t == TYPE_IQ4_NL ? 2u : t == TYPE_Q4_1 ? 4u : t == TYPE_Q5_0 ? 6u : 8u);
+        const uint  qh      = five ? WORD_AT(s0_u32, b + (t == TYPE_Q5_1 ? 4u : 2u)) >> (16u * c) : 0u;
+        const uvec4 w       = words16(qs);
+        const float d       = q_half(b);
+        const float m       = has_min ? q_half(b + 2u) : 0.0;
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+            const uint q = ((byte_of(w, i) >> (4u * c)) & 15u) | (((qh >> i) & 1u) << 4);
+            if (t == TYPE_IQ4_NL) {
+                v[i] = d * IQ4_VALUES[q];
+            } else if (has_min) {
+                precise float x = float(q) * d + m;
+                v[i]            = x;
+            } else {
+                v[i] = float(int(q) - 16) * d;
+            }
+        }
+        return;
+    }
+    if (t == TYPE_Q4_K || t == TYPE_Q5_K) {
+        const uint    g  = c / 2u, l0 = 16u * (c % 2u);
+        const uvec2   sm = scale_min_k4(b + 4u, g);
+        const bool    k5 = t == TYPE_Q5_K;
+        const uvec4   w  = words16(b + (k5 ? 48u : 16u) + 32u * (g / 2u) + l0);
+        const uvec4   h  = k5 ? words16(b + 16u + l0) : uvec4(0u);
+        precise float dl = q_half(b) * float(sm.x);
+        precise float ml = q_half(b + 2u) * float(sm.y);
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+            const uint    q = ((byte_of(w, i) >> (4u * (g % 2u))) & 15u) + ((byte_of(h, i) >> g) & 1u) * 16u;
+            precise float x = dl * float(q) - ml;
+            v[i]            = x;
+        }
+        return;
+    }
+    if (t == TYPE_Q6_K) {
+        const uint    hf = c / 8u, g = (c % 8u) / 2u, l0 = 16u * (c % 2u);
+        const uvec4   lo = words16(b + 64u * hf + l0 + 32u * (g % 2u));
+        const uvec4   hi = words16(b + 128u + 32u * hf + l0);
+        const int     sc = int(q_byte(b + 192u + 8u * hf + c % 2u + 2u * g) << 24) >> 24;
+        precise float ds = q_half(b + 208u) * float(sc);
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+            const uint    q = ((byte_of(lo, i) >> (4u * (g / 2u))) & 15u) | (((byte_of(hi, i) >> (2u * g)) & 3u) << 4);
+            precise float x = ds * float(int(q) - 32);
+            v[i]            = x;
+        }
+        return;
+    }
+    if (t == TYPE_IQ4_XS) {
+        const uint    g  = c / 2u;
+        const uint    sh = (q_byte(b + 2u) | (q_byte(b + 3u) << 8)) >> (2u * g);
+        const uint    ls = ((q_byte(b + 4u + g / 2u) >> (4u * (g % 2u))) & 15u) | ((sh & 3u) << 4);
+        const uvec4   w  = words16(b + 8u + 16u * g);
+        precise float dl = q_half(b) * float(int(ls) - 32);
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+            precise float x = dl * IQ4_VALUES[(byte_of(w, i) >> (4u * (c % 2u))) & 15u];
+            v[i]            = x;
+        }
+        return;
+    }
+    // Q2_K / Q3_K: call c is group c.
+    const uint  g     = c;
+    const uint  shift = 2u * ((g / 2u) % 4u);
+    const uvec4 w     = words16(b + (t == TYPE_Q2_K ? 16u : 32u) + 32u * (g / 8u) + 16u * (g % 2u));
+    if (t == TYPE_Q2_K) {
+        const uint    sc = q_byte(b + g);
+        precise float dl = q_half(b + 80u) * float(sc & 15u);
+        precise float ml = q_half(b + 82u) * float(sc >> 4);
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+            precise float x = dl * float((byte_of(w, i) >> shift) & 3u) - ml;
+            v[i]            = x;
+        }
+        return;
+    }
+    const uint    s    = b + 96u;
+    const uint    low  = g < 8u ? q_byte(s + g) & 15u : q_byte(s + g - 8u) >> 4;
+    const uint    high = (q_byte(s + 8u + g % 4u) >> (2u * (g / 4u))) & 3u;
+    const uvec4   hm   = words16(b + 16u * (g % 2u));
+    precise float dl   = q_half(b + 108u) * float(int(low | (high << 4)) - 32);
+    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+        const bool    set = ((byte_of(hm, i) >> (g / 2u)) & 1u) != 0u;
+        precise float x   = dl * float(int((byte_of(w, i) >> shift) & 3u) - (set ? 0 : 4));
+        v[i]              = x;
+    }
+}
