@@ -100,12 +100,13 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
     gguf_set_val_u32(out.get(), "llama.rope.dimension_count", uint32_t(head_dim));
     gguf_set_val_f32(out.get(), "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     gguf_set_val_f32(out.get(), "llama.rope.freq_base", 10000.0f);
-    // The matrices and their types.
+
+    // The matrices and their types: the recipe's, or --type for all but the
+    // embeddings.
     struct Matrix {
-        std::string      name;
-        loom_synth::Role role;
-        int64_t          layer, ne0, ne1;
-        ggml_type        type;
+        std::string name;
+        int64_t     ne0, ne1;
+        ggml_type   type;
     };
     const loom_synth::ModelShape shape{m.embd, m.ff, m.layers, m.heads, m.heads_kv};
     std::vector<Matrix>          matrices;
@@ -116,7 +117,7 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         } else if (role == loom_synth::Role::token_embd) {
             type = GGML_TYPE_F32;
         }
-        matrices.push_back({std::move(name), role, layer, ne0, ne1, type});
+        matrices.push_back({std::move(name), ne0, ne1, type});
     };
     using loom_synth::Role;
     matrix("token_embd.weight", Role::token_embd, -1, m.embd, n_vocab);
@@ -147,7 +148,8 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
 
     // Every tensor's data in one arena.
     const size_t n_norms = size_t(2 * m.layers + 1);
-    size_t       bytes   = 4 * size_t(m.embd) * n_norms + ggml_tensor_overhead() * (matrices.size() + n_norms) + (size_t(1) << 20);
+    size_t       bytes   = 4 * size_t(m.embd) * n_norms + ggml_tensor_overhead() * (matrices.size() + n_norms) +
+                   (size_t(1) << 20);
     for (const Matrix & x : matrices) {
         bytes += ggml_row_size(x.type, x.ne0) * size_t(x.ne1) + 64;
     }
@@ -158,7 +160,8 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         return 1;
     }
     std::mt19937 rng(m.seed);
-    // Tensors in llama.cpp's order of a layer: norms beside their matrices.
+    // Each layer's tensors in the file in the order they are used; values
+    // drawn in the order of the matrices above.
     auto add = [&](const std::string & name, ggml_type type, int64_t ne0, int64_t ne1) {
         ggml_tensor * t = ne1 == 0 ? ggml_new_tensor_1d(ctx.get(), type, ne0) : ggml_new_tensor_2d(ctx.get(), type, ne0, ne1);
         ggml_set_name(t, name.c_str());
@@ -192,8 +195,8 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
                           2.0 * double(n_vocab * m.embd);
     std::printf("wrote %s: %lld layers, embd %lld, ff %lld, %lld/%lld heads, vocab %lld, %s weights, %.2f B parameters\n",
                 out_path, (long long) m.layers, (long long) m.embd, (long long) m.ff, (long long) m.heads,
-                (long long) m.heads_kv, (long long) n_vocab, m.recipe != nullptr ? m.type_name.c_str() : ggml_type_name(m.type),
-                params * 1e-9);
+                (long long) m.heads_kv, (long long) n_vocab,
+                m.recipe != nullptr ? m.type_name.c_str() : ggml_type_name(m.type), params * 1e-9);
     return 0;
 }
 
