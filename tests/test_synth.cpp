@@ -42,9 +42,9 @@ const char * tn(ggml_type t) {
 // heads). use_more_bits picks the layers below 22 / 8 = 2, from 7 * 22 / 8 =
 // 19 on, and those with (layer - 2) % 3 == 2 between: 0, 1, 4, 7, 10, 13,
 // 16, 19, 20, 21. There attn_v and ffn_down are Q6_K; every other matrix of
-// a layer and the embeddings are Q4_K, the output matrix Q6_K. (These are
-// the types the Q4_K_M files of this model published from llama.cpp's
-// quantizer have.)
+// a layer and the embeddings are Q4_K, the output matrix Q6_K. (Derived by
+// following llama_tensor_get_type for this shape by hand: the tensors are
+// visited in layer order, so its attn_v counter is the layer index.)
 TEST(SynthRecipes, Q4KMOnTheTinyLlamaShape) {
     const loom_synth::Recipe * r = loom_synth::find_recipe("Q4_K_M");
     ASSERT_NE(r, nullptr);
