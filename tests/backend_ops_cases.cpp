@@ -346,7 +346,8 @@ void norm_cases(Cases & cases) {
 
 const ggml_type kWeightTypes[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
 const ggml_type kMoreWeightTypes[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K,
-                                      GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+                                      GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+                                      GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
 
 void matmul_cases(Cases & cases) {
     const std::pair<Shape, Shape> batches[] = {
@@ -396,13 +397,17 @@ void matmul_cases(Cases & cases) {
             }
         }
     }
-    // The legacy types past Q4_0/Q8_0 and the K-quants (rows of whole
-    // 256-value super-blocks): the CPU's general path, rows dequantized.
+    // The legacy types past Q4_0/Q8_0, the K-quants and IQ4_NL/IQ4_XS (rows
+    // of whole 256-value super-blocks): odd row counts, 1 to 33 columns
+    // (matrix-vector and tiled paths on the devices), broadcast batches.
     for (ggml_type type : kMoreWeightTypes) {
         const std::pair<Shape, Shape> shapes[] = {{{512, 13, 1, 1}, {512, 7, 1, 1}},
                                                   {{512, 21, 1, 1}, {512, 1, 1, 1}},
                                                   {{256, 9, 2, 1}, {256, 3, 2, 2}},
-                                                  {{256, 33, 1, 1}, {256, 17, 1, 1}}};
+                                                  {{256, 33, 1, 1}, {256, 17, 1, 1}},
+                                                  {{256, 13, 1, 1}, {256, 2, 1, 1}},
+                                                  {{256, 7, 1, 1}, {256, 16, 1, 1}},
+                                                  {{256, 11, 1, 1}, {256, 33, 1, 1}}};
         for (const auto & [sa, sb] : shapes) {
             cases.add("MUL_MAT_" + tn(type) + "_f32_" + dims(sa) + "_" + dims(sb),
                       [type, sa, sb](Builder & g) {
@@ -425,6 +430,15 @@ void matmul_cases(Cases & cases) {
                       return ggml_mul_mat(g.ctx(), g.input(type, {32, 11, 3, 1}), b);
                   },
                   product_nmse(type));
+    }
+    for (ggml_type type : kMoreWeightTypes) {
+        cases.add("MUL_MAT_" + tn(type) + "_permuted_b",
+                  [type](Builder & g) {
+                      ggml_tensor * b_base = g.input(GGML_TYPE_F32, {256, 3, 5, 1});
+                      ggml_tensor * b      = ggml_permute(g.ctx(), b_base, 0, 2, 1, 3); // [256, 5, 3, 1]
+                      return ggml_mul_mat(g.ctx(), g.input(type, {256, 11, 3, 1}), b);
+                  },
+                  kProduct);
     }
     cases.add("MUL_MAT_f16_rows_of_a_view",
               [](Builder & g) {

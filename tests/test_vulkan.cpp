@@ -169,7 +169,7 @@ TEST(VulkanRegistry, CpuDevicesOnlyWhenAskedFor) {
 TEST(VulkanRegistry, SupportsOpDeclinesWhatItCannotCompute) {
     SKIP_WITHOUT_VULKAN();
     ggml_backend_dev_t dev = vk_device();
-    ggml_context_ptr   ctx = no_alloc_context(64);
+    ggml_context_ptr   ctx = no_alloc_context(128);
     ggml_context *     c   = ctx.get();
     ggml_tensor *      x   = ggml_new_tensor_2d(c, GGML_TYPE_F32, 64, 8);
     EXPECT_TRUE(ggml_backend_dev_supports_op(dev, ggml_rms_norm(c, x, 1e-5f)));
@@ -180,6 +180,21 @@ TEST(VulkanRegistry, SupportsOpDeclinesWhatItCannotCompute) {
             << ggml_type_name(t);
     }
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_mul_mat(c, ggml_new_tensor_2d(c, GGML_TYPE_BF16, 64, 16), x)));
+    // The block types of shaders/quants.glsl, in products and get_rows; the
+    // other block types are left to the CPU.
+    ggml_tensor * x256 = ggml_new_tensor_2d(c, GGML_TYPE_F32, 256, 3);
+    ggml_tensor * rows = ggml_new_tensor_1d(c, GGML_TYPE_I32, 2);
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+                        GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS}) {
+        ggml_tensor * w = ggml_new_tensor_2d(c, t, 256, 5);
+        EXPECT_TRUE(ggml_backend_dev_supports_op(dev, ggml_mul_mat(c, w, x256))) << ggml_type_name(t);
+        EXPECT_TRUE(ggml_backend_dev_supports_op(dev, ggml_get_rows(c, w, rows))) << ggml_type_name(t);
+    }
+    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_IQ1_S, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4}) {
+        ggml_tensor * w = ggml_new_tensor_2d(c, t, 256, 5);
+        EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_mul_mat(c, w, x256))) << ggml_type_name(t);
+        EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_get_rows(c, w, rows))) << ggml_type_name(t);
+    }
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_abs(c, x)));
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_sum_rows(c, x)));
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_cpy(c, x, ggml_new_tensor_2d(c, GGML_TYPE_Q8_0, 64, 8))));

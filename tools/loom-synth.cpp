@@ -6,10 +6,15 @@
 //
 // The tokenizer (every tokenizer.* key) comes from SRC, which may be a full
 // model or a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf; the
-// vocabulary size is the length of its tokenizer.ggml.tokens. Weight matrices
-// are of type T (f32, f16, bf16, q8_0, q4_0; default q4_0), the embeddings
-// and norms F32, the output matrix of type T. The defaults give TinyLlama
-// 1.1B's shape: embd 2048, ff 5632, 22 layers, 32 heads, 4 KV heads.
+// vocabulary size is the length of its tokenizer.ggml.tokens. T is either
+//   - a tensor type (f32, f16, bf16, q8_0, q4_0; default q4_0): every weight
+//     matrix and the output matrix of that type, the embeddings F32; or
+//   - a llama.cpp file type by its llama-quantize name (Q4_K_M, Q4_K_S,
+//     Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_M,
+//     IQ4_NL, IQ4_XS, MXFP4_MOE, F16, BF16, F32): each matrix, the embeddings
+//     included, of the type llama.cpp's quantizer gives it (synth_recipes.h).
+// Norms are F32. The defaults give TinyLlama 1.1B's shape: embd 2048,
+// ff 5632, 22 layers, 32 heads, 4 KV heads.
 
 #include <cmath>
 #include <cstdio>
@@ -22,18 +27,21 @@
 #include "ggml-cpp.h"
 #include "ggml.h"
 #include "gguf.h"
+#include "synth_recipes.h"
 
 namespace {
 
 struct Shape {
-    ggml_type type     = GGML_TYPE_Q4_0;
-    int64_t   embd     = 2048;
-    int64_t   ff       = 5632;
-    int64_t   layers   = 22;
-    int64_t   heads    = 32;
-    int64_t   heads_kv = 4;
-    int64_t   ctx      = 2048;
-    uint32_t  seed     = 1234;
+    ggml_type                  type     = GGML_TYPE_Q4_0; // without a recipe: every matrix's type
+    const loom_synth::Recipe * recipe   = nullptr;        // a llama.cpp file type
+    std::string                type_name;                 // what --type said
+    int64_t                    embd     = 2048;
+    int64_t                    ff       = 5632;
+    int64_t                    layers   = 22;
+    int64_t                    heads    = 32;
+    int64_t                    heads_kv = 4;
+    int64_t                    ctx      = 2048;
+    uint32_t                   seed     = 1234;
 };
 
 // Values of a layer initialised as networks are before training: normal with
@@ -92,19 +100,59 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
     gguf_set_val_u32(out.get(), "llama.rope.dimension_count", uint32_t(head_dim));
     gguf_set_val_f32(out.get(), "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     gguf_set_val_f32(out.get(), "llama.rope.freq_base", 10000.0f);
-    gguf_set_val_u32(out.get(), "general.file_type", m.type == GGML_TYPE_Q4_0   ? 2u
-                                                     : m.type == GGML_TYPE_Q8_0 ? 7u
-                                                     : m.type == GGML_TYPE_F16  ? 1u
-                                                     : m.type == GGML_TYPE_BF16 ? 32u
-                                                                                : 0u);
+
+    // The matrices and their types: the recipe's, or --type for all but the
+    // embeddings.
+    struct Matrix {
+        std::string name;
+        int64_t     ne0, ne1;
+        ggml_type   type;
+    };
+    const loom_synth::ModelShape shape{m.embd, m.ff, m.layers, m.heads, m.heads_kv};
+    std::vector<Matrix>          matrices;
+    auto matrix = [&](std::string name, loom_synth::Role role, int64_t layer, int64_t ne0, int64_t ne1) {
+        ggml_type type = m.type;
+        if (m.recipe != nullptr) {
+            type = loom_synth::recipe_tensor_type(*m.recipe, shape, role, layer, ne0);
+        } else if (role == loom_synth::Role::token_embd) {
+            type = GGML_TYPE_F32;
+        }
+        matrices.push_back({std::move(name), ne0, ne1, type});
+    };
+    using loom_synth::Role;
+    matrix("token_embd.weight", Role::token_embd, -1, m.embd, n_vocab);
+    for (int64_t l = 0; l < m.layers; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        matrix(p + "attn_q.weight", Role::attn_q, l, m.embd, m.embd);
+        matrix(p + "attn_k.weight", Role::attn_k, l, m.embd, head_dim * m.heads_kv);
+        matrix(p + "attn_v.weight", Role::attn_v, l, m.embd, head_dim * m.heads_kv);
+        matrix(p + "attn_output.weight", Role::attn_output, l, m.embd, m.embd);
+        matrix(p + "ffn_gate.weight", Role::ffn_gate, l, m.embd, m.ff);
+        matrix(p + "ffn_up.weight", Role::ffn_up, l, m.embd, m.ff);
+        matrix(p + "ffn_down.weight", Role::ffn_down, l, m.ff, m.embd);
+    }
+    matrix("output.weight", Role::output, -1, m.embd, n_vocab);
+
+    uint32_t file_type = 0;
+    if (m.recipe != nullptr) {
+        file_type = loom_synth::recipe_file_type(*m.recipe);
+    } else {
+        file_type = m.type == GGML_TYPE_Q4_0   ? 2u
+                    : m.type == GGML_TYPE_Q8_0 ? 7u
+                    : m.type == GGML_TYPE_F16  ? 1u
+                    : m.type == GGML_TYPE_BF16 ? 32u
+                                               : 0u;
+    }
+    gguf_set_val_u32(out.get(), "general.file_type", file_type);
+    gguf_set_val_u32(out.get(), "general.quantization_version", 2);
 
     // Every tensor's data in one arena.
-    const int64_t kv    = head_dim * m.heads_kv;
-    const size_t  per_w = ggml_row_size(m.type, m.embd);
-    const size_t  bytes = size_t(m.layers) * (size_t(2 * m.embd + 2 * kv + 2 * m.ff) * per_w +
-                                              ggml_row_size(m.type, m.ff) * size_t(m.embd) + 2 * 4 * size_t(m.embd)) +
-                         size_t(n_vocab) * (per_w + 4 * size_t(m.embd)) + 4 * size_t(m.embd) +
-                         ggml_tensor_overhead() * size_t(16 * m.layers + 16) + (size_t(1) << 20);
+    const size_t n_norms = size_t(2 * m.layers + 1);
+    size_t       bytes   = 4 * size_t(m.embd) * n_norms + ggml_tensor_overhead() * (matrices.size() + n_norms) +
+                   (size_t(1) << 20);
+    for (const Matrix & x : matrices) {
+        bytes += ggml_row_size(x.type, x.ne0) * size_t(x.ne1) + 64;
+    }
     ggml_init_params ip = {bytes, nullptr, false};
     ggml_context_ptr ctx(ggml_init(ip));
     if (!ctx) {
@@ -112,7 +160,9 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         return 1;
     }
     std::mt19937 rng(m.seed);
-    auto         add = [&](const std::string & name, ggml_type type, int64_t ne0, int64_t ne1) {
+    // Each layer's tensors in the file in the order they are used; values
+    // drawn in the order of the matrices above.
+    auto add = [&](const std::string & name, ggml_type type, int64_t ne0, int64_t ne1) {
         ggml_tensor * t = ne1 == 0 ? ggml_new_tensor_1d(ctx.get(), type, ne0) : ggml_new_tensor_2d(ctx.get(), type, ne0, ne1);
         ggml_set_name(t, name.c_str());
         if (ne1 == 0) {
@@ -123,39 +173,42 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         }
         gguf_add_tensor(out.get(), t);
     };
-    add("token_embd.weight", GGML_TYPE_F32, m.embd, n_vocab);
+    auto add_matrix = [&](const Matrix & x) { add(x.name, x.type, x.ne0, x.ne1); };
+    size_t next = 0;
+    add_matrix(matrices[next++]); // token_embd
     for (int64_t l = 0; l < m.layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         add(p + "attn_norm.weight", GGML_TYPE_F32, m.embd, 0);
-        add(p + "attn_q.weight", m.type, m.embd, m.embd);
-        add(p + "attn_k.weight", m.type, m.embd, kv);
-        add(p + "attn_v.weight", m.type, m.embd, kv);
-        add(p + "attn_output.weight", m.type, m.embd, m.embd);
+        for (int i = 0; i < 4; ++i) add_matrix(matrices[next++]); // q, k, v, output
         add(p + "ffn_norm.weight", GGML_TYPE_F32, m.embd, 0);
-        add(p + "ffn_gate.weight", m.type, m.embd, m.ff);
-        add(p + "ffn_up.weight", m.type, m.embd, m.ff);
-        add(p + "ffn_down.weight", m.type, m.ff, m.embd);
+        for (int i = 0; i < 3; ++i) add_matrix(matrices[next++]); // gate, up, down
     }
     add("output_norm.weight", GGML_TYPE_F32, m.embd, 0);
-    add("output.weight", m.type, m.embd, n_vocab);
+    add_matrix(matrices[next++]); // output
 
     if (!gguf_write_to_file(out.get(), out_path, false)) {
         std::fprintf(stderr, "loom-synth: cannot write %s\n", out_path);
         return 1;
     }
-    const double params = double(m.layers) * double(2 * m.embd * m.embd + 2 * m.embd * kv + 3 * m.embd * m.ff) +
+    const int64_t kv     = head_dim * m.heads_kv;
+    const double  params = double(m.layers) * double(2 * m.embd * m.embd + 2 * m.embd * kv + 3 * m.embd * m.ff) +
                           2.0 * double(n_vocab * m.embd);
     std::printf("wrote %s: %lld layers, embd %lld, ff %lld, %lld/%lld heads, vocab %lld, %s weights, %.2f B parameters\n",
                 out_path, (long long) m.layers, (long long) m.embd, (long long) m.ff, (long long) m.heads,
-                (long long) m.heads_kv, (long long) n_vocab, ggml_type_name(m.type), params * 1e-9);
+                (long long) m.heads_kv, (long long) n_vocab,
+                m.recipe != nullptr ? m.type_name.c_str() : ggml_type_name(m.type), params * 1e-9);
     return 0;
 }
 
 int usage(const char * argv0) {
     std::fprintf(stderr,
-                 "usage: %s -o OUT.gguf --vocab-from SRC.gguf [--type f32|f16|bf16|q8_0|q4_0] [--embd N] [--ff N]\n"
-                 "       [--layers N] [--heads N] [--heads-kv N] [--ctx N] [--seed N]\n",
+                 "usage: %s -o OUT.gguf --vocab-from SRC.gguf [--type T] [--embd N] [--ff N]\n"
+                 "       [--layers N] [--heads N] [--heads-kv N] [--ctx N] [--seed N]\n"
+                 "  T: a type for every matrix (f32, f16, bf16, q8_0, q4_0) or a llama.cpp file type:\n"
+                 "    ",
                  argv0);
+    for (const std::string & name : loom_synth::recipe_names()) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
     return 2;
 }
 
@@ -184,11 +237,13 @@ int main(int argc, char ** argv) {
         } else if (a == "--vocab-from") {
             from_path = v;
         } else if (a == "--type") {
-            m.type = GGML_TYPE_COUNT;
+            m.type   = GGML_TYPE_COUNT;
+            m.recipe = loom_synth::find_recipe(v);
             for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
                 if (std::strcmp(v, ggml_type_name(t)) == 0) m.type = t;
             }
-            ok = m.type != GGML_TYPE_COUNT;
+            m.type_name = v;
+            ok          = m.type != GGML_TYPE_COUNT || m.recipe != nullptr;
         } else if (a == "--embd" && (ok = parse_int(v, 32, 1 << 16, &n))) {
             m.embd = n;
         } else if (a == "--ff" && (ok = parse_int(v, 32, 1 << 18, &n))) {
@@ -212,7 +267,8 @@ int main(int argc, char ** argv) {
         }
     }
     if (out_path == nullptr || from_path == nullptr) return usage(argv[0]);
-    const int64_t blck = ggml_blck_size(m.type);
+    // A recipe falls back to other types for rows that are not whole blocks.
+    const int64_t blck = m.recipe != nullptr ? 1 : ggml_blck_size(m.type);
     if (m.embd % m.heads != 0 || m.heads % m.heads_kv != 0 || (m.embd / m.heads) % 2 != 0 || m.embd % blck != 0 ||
         m.ff % blck != 0) {
         std::fprintf(stderr,

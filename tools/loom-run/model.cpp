@@ -23,15 +23,15 @@ namespace {
 constexpr uint64_t MAX_DIM    = uint64_t(1) << 24;
 constexpr uint64_t MAX_LAYERS = 4096;
 
-// Weight types the CPU kernels multiply and gather.
+// Weight types the CPU kernels multiply and gather: the floats and every
+// block type that decodes to F32 (the K-quants and i-quants of llama.cpp's
+// file types among them).
 bool is_weight_type(ggml_type type) {
     switch (type) {
         case GGML_TYPE_F32:
         case GGML_TYPE_F16:
-        case GGML_TYPE_BF16:
-        case GGML_TYPE_Q8_0:
-        case GGML_TYPE_Q4_0: return true;
-        default: return false;
+        case GGML_TYPE_BF16: return true;
+        default: return ggml_is_quantized(type) && ggml_get_type_traits(type)->to_float != nullptr;
     }
 }
 
@@ -383,7 +383,7 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         const ggml_type type = gguf_get_tensor_type(g, *found_id);
         if (norm ? type != GGML_TYPE_F32 : !is_weight_type(type)) {
             *error = path + ": tensor " + name + " has type " + ggml_type_name(type) + ", which is not supported here" +
-                     (norm ? " (norm weights must be f32)" : " (f32, f16, bf16, q8_0, q4_0)");
+                     (norm ? " (norm weights must be f32)" : " (f32, f16, bf16 or a block type that decodes to f32)");
             return false;
         }
         // Q4_0, Q8_0 and F16 matrices of the CPU, which only matrix products read

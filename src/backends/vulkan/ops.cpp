@@ -17,8 +17,28 @@ bool is_float(ggml_type t) {
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
 }
 
+// The block types of shaders/quants.glsl.
 bool is_quant(ggml_type t) {
-    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+    switch (t) {
+        case GGML_TYPE_Q4_0:
+        case GGML_TYPE_Q4_1:
+        case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K:
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K:
+        case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_IQ4_XS: return true;
+        default: return false;
+    }
+}
+
+// Rows of whole blocks along dim 0 whose 2-byte scales the shaders can read.
+bool whole_blocks(const ggml_tensor * a) {
+    return a->nb[0] == ggml_type_size(a->type) && a->ne[0] % ggml_blck_size(a->type) == 0 && a->nb[1] % 2 == 0;
 }
 
 // Shapes, strides and byte spans the 32-bit parameters can hold.
@@ -56,7 +76,7 @@ bool supports_mul_mat(const ggml_tensor * op) {
     }
     // Rows of src0 run along dim 0 (not transposed); quantized rows are
     // whole blocks with 2-byte aligned scales.
-    if (a->nb[0] != ggml_type_size(a->type) || (is_quant(a->type) && (a->ne[0] % 32 != 0 || a->nb[1] % 2 != 0))) {
+    if (a->nb[0] != ggml_type_size(a->type) || (is_quant(a->type) && !whole_blocks(a))) {
         return false;
     }
     if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
@@ -96,7 +116,7 @@ bool supports_get_rows(const ggml_tensor * op) {
     if (!(is_float(a->type) || is_quant(a->type)) || op->type != GGML_TYPE_F32) {
         return false;
     }
-    return !is_quant(a->type) || (a->nb[0] == ggml_type_size(a->type) && a->ne[0] % 32 == 0 && a->nb[1] % 2 == 0);
+    return !is_quant(a->type) || whole_blocks(a);
 }
 
 // The unary.comp variant of a unary op; 0 for those it lacks.

@@ -1,9 +1,10 @@
 #version 450
 // dst[i0, i, j, k] = src0[i0, idx[i, j, k], j, k], idx = src1 (I32); src0
-// F32, F16, Q8_0 or Q4_0 into F32, or I32 into I32. One invocation per
-// element of dst. An index outside src0's rows (a negative one reads as a
+// F32, F16 or a block type of quants.glsl into F32, or I32 into I32. One
+// invocation per element of dst. An index outside src0's rows (a negative one reads as a
 // large one) is reported to the host and its row of dst left as it was.
 #include "common.glsl"
+#include "quants.glsl"
 
 layout(local_size_x = 256) in;
 
@@ -22,9 +23,9 @@ void main() {
     const uint  db  = at(3u, d.x, d.y, d.z, d.w);
     if (t == TYPE_I32) {
         d_u32[db >> 2] = s0_u32[at(0u, d.x, row, d.z, d.w) >> 2];
-    } else if (t == TYPE_Q8_0 || t == TYPE_Q4_0) {
-        const uint b = at(0u, d.x / 32u, row, d.z, d.w);
-        store_d(db, QUANT_ELEM(s0_u32, t, b, d.x % 32u));
+    } else if (t != TYPE_F32 && t != TYPE_F16) {
+        const uint qk = block_elems(t);
+        store_d(db, dequant(t, at(0u, d.x / qk, row, d.z, d.w), d.x % qk));
     } else {
         store_d(db, load_s0(at(0u, d.x, row, d.z, d.w)));
     }

@@ -1,5 +1,6 @@
-// Shared by the matrix products: element k of a row of src0 (F32, F16,
-// Q8_0 or Q4_0) whose first byte is b, and the batch mapping.
+// Shared by the matrix products: element k of a row of src0 (F32, F16 or
+// a block type of quants.glsl) whose first byte is b, and the batch mapping.
+#include "quants.glsl"
 
 float a_elem(uint b, uint k) {
     const uint t = P.ty[0];
@@ -9,7 +10,8 @@ float a_elem(uint b, uint k) {
     if (t == TYPE_F16) {
         return float(s0_f16[(b + k * 2u) >> 1]);
     }
-    return QUANT_ELEM(s0_u32, t, b + (k / 32u) * P.nb[0], k % 32u);
+    const uint qk = block_elems(t);
+    return dequant(t, b + (k / qk) * P.nb[0], k % qk);
 }
 
 // Byte offset of row r of src0 in the matrix that batch (i12, i13) of src1

@@ -69,6 +69,23 @@ void main() {
                 sum[c] += d * part[c];
             }
         }
+    } else if (P.ty[0] != TYPE_F32 && P.ty[0] != TYPE_F16) {
+        // The other block types 16 values at a time: their scales decoded
+        // once per 16, the quants read a word at a time.
+        const uint ty  = P.ty[0];
+        const uint per = block_elems(ty) / 16u;
+        for (uint ch = t; ch < K / 16u; ch += WG) {
+            float v[16];
+            dequant16(ty, ab + (ch / per) * P.nb[0], ch % per, v);
+            const uint k0 = ch * 16u;
+            [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+                [[unroll]] for (uint c = 0u; c < MAX_COLS; ++c) {
+                    if (c < cols) {
+                        sum[c] += v[i] * s1_f32[(bb[c] + (k0 + i) * P.nb[4]) >> 2];
+                    }
+                }
+            }
+        }
     } else {
         for (uint k = t; k < K; k += WG) {
             const float a = a_elem(ab, k);
