@@ -176,6 +176,23 @@ TEST(BackendCpu, DeviceAndRegistry) {
     int n = 0;
     for (ggml_backend_feature * f = features(reg); f->name != nullptr; ++f) ++n;
     EXPECT_EQ(n > 0, ggml_cpu_has_sse3() || ggml_cpu_has_avx() || ggml_cpu_has_avx2());
+
+    // The names ggml's CPU family answers, each the public function of that name (llama.cpp's
+    // common code creates its thread pools through them).
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new"),
+              reinterpret_cast<void *>(&ggml_threadpool_new));
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free"),
+              reinterpret_cast<void *>(&ggml_threadpool_free));
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool"),
+              reinterpret_cast<void *>(&ggml_backend_cpu_set_threadpool));
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_numa_init"),
+              reinterpret_cast<void *>(&ggml_numa_init));
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_is_numa"),
+              reinterpret_cast<void *>(&ggml_is_numa));
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_use_ref"),
+              reinterpret_cast<void *>(&ggml_backend_cpu_set_use_ref));
+    EXPECT_NE(ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"), nullptr);
+    EXPECT_NE(ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_abort_callback"), nullptr);
 }
 
 TEST(BackendCpu, GraphComputeAndPlans) {

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <sys/mman.h>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/backend_impl.h"
@@ -232,18 +234,25 @@ class CpuReg final : public ggml_backend_reg {
         (void) index;
         return &device_;
     }
+    // ggml's names for the CPU family's functions: clients such as llama.cpp look them up here
+    // instead of linking them.
     void * proc_address(const char * fn) override {
-        if (std::strcmp(fn, "ggml_backend_set_n_threads") == 0) {
-            return reinterpret_cast<void *>(&ggml_backend_cpu_set_n_threads);
-        }
-        if (std::strcmp(fn, "ggml_backend_set_abort_callback") == 0) {
-            return reinterpret_cast<void *>(&ggml_backend_cpu_set_abort_callback);
-        }
-        if (std::strcmp(fn, "ggml_backend_get_features") == 0) {
-            return reinterpret_cast<void *>(&get_features);
-        }
-        if (std::strcmp(fn, "ggml_backend_dev_get_extra_bufts") == 0) {
-            return reinterpret_cast<void *>(&get_extra_bufts);
+        static const std::pair<const char *, void *> table[] = {
+            {"ggml_backend_set_n_threads", reinterpret_cast<void *>(&ggml_backend_cpu_set_n_threads)},
+            {"ggml_backend_set_abort_callback", reinterpret_cast<void *>(&ggml_backend_cpu_set_abort_callback)},
+            {"ggml_backend_get_features", reinterpret_cast<void *>(&get_features)},
+            {"ggml_backend_dev_get_extra_bufts", reinterpret_cast<void *>(&get_extra_bufts)},
+            {"ggml_backend_cpu_numa_init", reinterpret_cast<void *>(&ggml_numa_init)},
+            {"ggml_backend_cpu_is_numa", reinterpret_cast<void *>(&ggml_is_numa)},
+            {"ggml_backend_cpu_set_use_ref", reinterpret_cast<void *>(&ggml_backend_cpu_set_use_ref)},
+            {"ggml_threadpool_new", reinterpret_cast<void *>(&ggml_threadpool_new)},
+            {"ggml_threadpool_free", reinterpret_cast<void *>(&ggml_threadpool_free)},
+            {"ggml_backend_cpu_set_threadpool", reinterpret_cast<void *>(&ggml_backend_cpu_set_threadpool)},
+        };
+        for (const auto & [name, address] : table) {
+            if (std::strcmp(fn, name) == 0) {
+                return address;
+            }
         }
         return nullptr;
     }
