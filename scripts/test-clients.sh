@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Builds llama.cpp against an installed loom, unchanged, and runs its programs
+# on loom. The llama.cpp source is the one npm's node-llama-cpp@3.22.1 ships
+# (the llama.cpp whose ggml is 0.25.1, fetched by fetch-ggml-reference.sh).
+#
+#   scripts/test-clients.sh [--all] [LOOM_BUILD_DIR [WORK_DIR]]
+#
+# LOOM_BUILD_DIR (default build) is a configured and built loom; it is
+# installed into WORK_DIR/prefix (default WORK_DIR: build/clients). llama.cpp
+# is configured with -DLLAMA_USE_SYSTEM_GGML=ON against that prefix.
+#
+# Checks, each printed as "ok NAME" or "FAIL NAME":
+#   simple      llama-simple greedy on the bundled stories260K model gives the
+#               reference continuation of every prompt
+#               (tests/data/stories260k-reference.json)
+#   completion  llama-completion greedy gives the same continuations
+#   archs       test-llama-archs: a small random model of every architecture
+#   backend-ops test-backend-ops mode test on every loom device besides the CPU
+#   server      llama-server answers an OpenAI-style chat completion on loopback
+#   finetune    llama-finetune trains the model for two epochs; the loss falls
+#   ctest       (--all only) llama.cpp's own ctest suite, label main; building
+#               every target takes about an hour on two cores
+# The exit status is the number of failed checks.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+all=0
+if [ "${1:-}" = "--all" ]; then
+    all=1
+    shift
+fi
+loom_build=$(cd "${1:-build}" && pwd)
+work=${2:-build/clients}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+jobs=${JOBS:-2}
+model=$root/tests/data/stories260k-f32.gguf
+reference=$root/tests/data/stories260k-reference.json
+
+failed=0
+check() { # NAME COMMAND...: runs the command, its output in WORK_DIR/logs/NAME.log
+    local name=$1
+    shift
+    mkdir -p "$work/logs"
+    if "$@" > "$work/logs/$name.log" 2>&1; then
+        echo "ok $name"
+    else
+        echo "FAIL $name (log: $work/logs/$name.log)"
+        tail -n 15 "$work/logs/$name.log" | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+}
+
+cmake --install "$loom_build" --prefix "$work/prefix" > /dev/null || exit 100
+llama=$(scripts/fetch-ggml-reference.sh "$work") || exit 100
+
+launcher=()
+if command -v ccache > /dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S "$llama" -B "$work/build-llama-loom" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_SYSTEM_GGML=ON \
+      -DCMAKE_PREFIX_PATH="$work/prefix" -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+      -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON "${launcher[@]}" > "$work/configure.log" 2>&1 \
+    || { tail -n 30 "$work/configure.log"; exit 100; }
+
+targets=(llama-simple llama-completion llama-server llama-finetune test-llama-archs test-backend-ops)
+if [ $all = 1 ]; then
+    cmake --build "$work/build-llama-loom" -j"$jobs" > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 100; }
+else
+    cmake --build "$work/build-llama-loom" -j"$jobs" --target "${targets[@]}" > "$work/build.log" 2>&1 \
+        || { tail -n 40 "$work/build.log"; exit 100; }
+fi
+bin=$work/build-llama-loom/bin
+
+# Runs PROGRAM once per reference prompt (ARGS... then the prompt) and requires
+# its standard output to hold the reference continuation.
+greedy_matches() { # PROGRAM ARGS...
+    python3 - "$reference" "$@" <<'EOF'
+import json, subprocess, sys
+ref = json.load(open(sys.argv[1]))
+bad = 0
+for case in ref["prompts"]:
+    if not case["prompt"]:
+        continue  # the programs treat an empty prompt as "no prompt"
+    out = subprocess.run(sys.argv[2:] + [case["prompt"]], capture_output=True, text=True, timeout=300).stdout
+    if case["generated_text"] in out:
+        print(f"matches: {case['prompt']!r}")
+    else:
+        bad += 1
+        print(f"differs: {case['prompt']!r}\n  want: {case['generated_text']!r}\n  got:  {out!r}")
+sys.exit(1 if bad else 0)
+EOF
+}
+
+check simple greedy_matches "$bin/llama-simple" -m "$model" -n 64
+check completion greedy_matches "$bin/llama-completion" -m "$model" -n 64 --temp 0 -no-cnv --no-warmup -t 2 \
+      --ctx-size 512 --simple-io --no-display-prompt -p
+check archs "$bin/test-llama-archs"
+check backend-ops "$bin/test-backend-ops" test
+
+server_check() {
+    local port=$((20000 + RANDOM % 20000))
+    "$bin/llama-server" -m "$model" --host 127.0.0.1 --port $port -c 512 -t 2 > "$work/logs/server-process.log" 2>&1 &
+    local pid=$!
+    python3 - $port <<'EOF'
+import json, sys, time, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+for _ in range(300):
+    try:
+        if urllib.request.urlopen(base + "/health", timeout=2).status == 200:
+            break
+    except Exception:
+        time.sleep(0.2)
+body = {"messages": [{"role": "user", "content": "Tell me a story about a dog."}], "max_tokens": 24, "temperature": 0}
+req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
+                             headers={"Content-Type": "application/json"})
+reply = json.load(urllib.request.urlopen(req, timeout=120))
+print(json.dumps(reply, indent=1))
+text = reply["choices"][0]["message"]["content"]
+assert reply["object"] == "chat.completion" and text.strip(), "empty completion"
+assert reply["usage"]["completion_tokens"] > 0
+EOF
+    local rc=$?
+    kill $pid 2> /dev/null
+    wait $pid 2> /dev/null
+    return $rc
+}
+check server server_check
+
+finetune_check() {
+    local text=$work/finetune.txt
+    python3 -c "
+import json, sys
+ref = json.load(open(sys.argv[1]))
+print(' '.join(c['generated_text'].strip() for c in ref['prompts']) * 3)" "$reference" > "$text"
+    "$bin/llama-finetune" -m "$model" -f "$text" -c 64 -b 64 -ub 64 -t 2 -epochs 2 -lr 1e-3 \
+        -o "$work/finetuned.gguf" 2>&1 | tr '\r' '\n' > "$work/logs/finetune-progress.log"
+    [ -s "$work/finetuned.gguf" ] || { echo "no finetuned model written"; return 1; }
+    # The last progress line of each epoch holds that epoch's mean training loss.
+    python3 - "$work/logs/finetune-progress.log" <<'EOF'
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+ends = []
+for i, line in enumerate(lines):
+    m = re.search(r"train: .*loss=([0-9.]+)", line)
+    if m and (i + 1 == len(lines) or "train:" not in lines[i + 1]):
+        ends.append(float(m.group(1)))
+print("mean training loss per epoch:", ends)
+assert len(ends) >= 2, "fewer than two epochs reported"
+assert ends[-1] < ends[0], "the loss did not fall"
+EOF
+}
+check finetune finetune_check
+
+if [ $all = 1 ]; then
+    check ctest ctest --test-dir "$work/build-llama-loom" -L main --output-on-failure -j"$jobs" --timeout 900
+fi
+
+echo "$failed check(s) failed"
+exit $failed
