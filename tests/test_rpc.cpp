@@ -137,7 +137,7 @@ TEST_F(Rpc, LargeUploadIsCachedByContent) {
         loom::rpc::SetTensorHashRequest req;
         describe_f32(req.mutable_tensor(), h, 0, n);
         req.set_size(ggml_nbytes(a));
-        const loom::rpc::Sha256 md = loom::rpc::sha256(v.data(), ggml_nbytes(a));
+        const loom::rpc::Sha256 md = loom::rpc::content_key(v.data(), ggml_nbytes(a));
         req.set_sha256(md.data(), md.size());
         loom::rpc::SetTensorHashReply rep;
         ASSERT_TRUE(other.stub().SetTensorHash(other.ctx().get(), req, &rep).ok());

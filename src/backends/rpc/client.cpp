@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend_impl.h"
+#include "bulk_client.h"
 #include "core/common.h"
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
@@ -98,8 +99,14 @@ class Connection {
     const std::string &              endpoint() const { return endpoint_; }
     const std::vector<DeviceInfo> & devices() const { return devices_; }
 
-    // Metadata and deadline of one call.
-    void prepare(grpc::ClientContext & ctx, bool compute = false) const {
+    // The bulk connection while it works (Note [RPC bulk connection]);
+    // NULL: every transfer goes through gRPC.
+    BulkChannel * bulk() { return bulk_ && bulk_->alive() ? bulk_.get() : nullptr; }
+
+    // Metadata and deadline of one call. Frames still in flight on the bulk
+    // connection are finished first, so the call sees what they wrote.
+    void prepare(grpc::ClientContext & ctx, bool compute = false) {
+        sync_bulk();
         ctx.AddMetadata(k_auth_key, "Bearer " + token_);
         ctx.AddMetadata(k_session_key, session_);
         const uint32_t ms = compute ? ClientConfig::get().compute_timeout() : ClientConfig::get().call_timeout();
@@ -119,6 +126,13 @@ class Connection {
     }
     // A transfer failed since the last graph computation.
     bool take_failure() { return failed_.exchange(false); }
+    // Reads the replies of uploads sent without waiting; a failure among
+    // them is logged and fails the next graph computation.
+    void sync_bulk() {
+        if (bulk_) {
+            check(bulk_->sync(), "SetTensor (bulk connection)");
+        }
+    }
 
     static const char * code_name(grpc::StatusCode c) {
         switch (c) {
@@ -192,7 +206,22 @@ class Connection {
         }
         session_ = ev.session_id();
         devices_.assign(ev.devices().begin(), ev.devices().end());
+        const char * ca = std::getenv("LOOM_RPC_TLS_CA");
+        if (ev.bulk_port() != 0 && (ca == nullptr || ca[0] == '\0')) {
+            bulk_ = BulkChannel::open(endpoint_, host_of(endpoint_), ev.bulk_port(), ev.bulk_ticket(),
+                                      ClientConfig::get().call_timeout());
+        }
         return true;
+    }
+
+    // The host part of "host:port" ("[v6]:port" gives v6).
+    static std::string host_of(const std::string & endpoint) {
+        const size_t colon = endpoint.rfind(':');
+        std::string  host  = colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+            host = host.substr(1, host.size() - 2);
+        }
+        return host;
     }
 
     std::string                                        endpoint_;
@@ -203,6 +232,7 @@ class Connection {
     grpc::ClientContext                                stream_ctx_;
     std::unique_ptr<grpc::ClientReader<ConnectEvent>> stream_;
     std::vector<DeviceInfo>                            devices_;
+    std::unique_ptr<BulkChannel>                       bulk_;
     std::atomic<bool>                                  failed_{false};
 };
 
@@ -271,13 +301,23 @@ class RpcBuffer final : public ggml_backend_buffer {
 
     void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override {
         const auto * bytes = static_cast<const uint8_t *>(data);
-        if (n >= k_hash_threshold && set_by_hash(t, bytes, offset, n)) {
+        // Compute buffers hold activations that never repeat: no cache.
+        const bool cached = n >= k_hash_threshold && usage != GGML_BACKEND_BUFFER_USAGE_COMPUTE;
+        if (cached && set_by_hash(t, bytes, offset, n)) {
+            return;
+        }
+        TensorDesc desc;
+        describe(t, &desc);
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr && bulk->set(desc, offset, bytes, n)) {
+            if (cached) {
+                hash_call(t, offset, n, last_hash_, true);
+            }
             return;
         }
         // One request (and its data string) for every chunk: fresh 8 MiB
         // allocations each cost page faults.
         SetTensorRequest req;
-        describe(t, req.mutable_tensor());
+        *req.mutable_tensor() = desc;
         for (size_t done = 0; done < n;) {
             const size_t part = std::min(k_chunk_bytes, n - done);
             req.set_offset(offset + done);
@@ -290,7 +330,7 @@ class RpcBuffer final : public ggml_backend_buffer {
             }
             done += part;
         }
-        if (n >= k_hash_threshold) {
+        if (cached) {
             hash_call(t, offset, n, last_hash_, true);
         }
     }
@@ -299,6 +339,14 @@ class RpcBuffer final : public ggml_backend_buffer {
         auto * bytes = static_cast<uint8_t *>(data);
         GetTensorRequest req;
         describe(t, req.mutable_tensor());
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+            const grpc::Status st = bulk->get(req.tensor(), offset, bytes, n);
+            if (st.ok() || conn_.bulk() != nullptr) {
+                conn_.check(st, "GetTensor");
+                return;
+            }
+            // The connection broke: again through gRPC.
+        }
         GetTensorReply rep;
         for (size_t done = 0; done < n;) {
             const size_t part = std::min(k_chunk_bytes, n - done);
@@ -358,9 +406,11 @@ class RpcBuffer final : public ggml_backend_buffer {
   private:
     // Asks the server to fill the range from its content cache.
     bool set_by_hash(ggml_tensor * t, const uint8_t * bytes, size_t offset, size_t n) {
-        last_hash_ = sha256(bytes, n);
+        last_hash_ = content_key(bytes, n);
         return hash_call(t, offset, n, last_hash_, false);
     }
+    // A lookup (store false), or the server's keeping of an uploaded range
+    // (store true; through the bulk connection it is not waited for).
     bool hash_call(const ggml_tensor * t, size_t offset, size_t n, const Sha256 & h, bool store) {
         SetTensorHashRequest req;
         describe(t, req.mutable_tensor());
@@ -368,6 +418,12 @@ class RpcBuffer final : public ggml_backend_buffer {
         req.set_size(n);
         req.set_sha256(h.data(), h.size());
         req.set_store(store);
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+            SetTensorHashReply rep;
+            const grpc::Status st =
+                bulk->call(bulk::Op::hash, req, store ? nullptr : &rep, ClientConfig::get().call_timeout());
+            return conn_.check(st, "SetTensorHash") && (store || rep.found());
+        }
         grpc::ClientContext ctx;
         conn_.prepare(ctx);
         SetTensorHashReply rep;
@@ -486,10 +542,15 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
         if (resend) {
             *sent.mutable_graph() = req.graph();
         }
-        grpc::ClientContext ctx;
-        conn_->prepare(ctx, true);
-        GraphComputeReply   rep;
-        const grpc::Status st = conn_->stub().GraphCompute(&ctx, sent, &rep);
+        GraphComputeReply rep;
+        grpc::Status      st;
+        if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr) {
+            st = bulk->call(bulk::Op::compute, sent, &rep, ClientConfig::get().compute_timeout());
+        } else {
+            grpc::ClientContext ctx;
+            conn_->prepare(ctx, true);
+            st = conn_->stub().GraphCompute(&ctx, sent, &rep);
+        }
         if (!resend && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
             continue; // the server no longer holds it
         }
