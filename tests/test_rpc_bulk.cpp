@@ -177,16 +177,54 @@ TEST_F(RpcBulk, LargeTensorsRoundTripBitExact) {
     }
 }
 
+// TestDev0 of the test plugin: buffers that are not host memory, tensors
+// padded to 256 bytes.
+ggml_backend_dev_t test_device() {
+    static ggml_backend_reg_t reg = ggml_backend_load(LOOM_TESTDEV_PATH);
+    return reg != nullptr ? ggml_backend_dev_by_name("TestDev0") : nullptr;
+}
+
+// A remote device's tensor sizes are its server's: padded on a device that
+// pads, the data's size on the CPU.
+TEST_F(RpcBulk, AllocSizeIsTheServerDevices) {
+    std::vector<ggml_backend_dev_t> devs = {ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU), test_device()};
+    ASSERT_NE(devs[1], nullptr) << "cannot load " << LOOM_TESTDEV_PATH;
+    loom_rpc_server_params p{};
+    p.endpoint               = "127.0.0.1:0";
+    p.token                  = kToken;
+    p.n_devices              = devs.size();
+    p.devices                = devs.data();
+    loom_rpc_server_t server = loom_rpc_server_start(&p);
+    ASSERT_NE(server, nullptr);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(server));
+    ggml_init_params  ip{};
+    ip.mem_size = 8 * ggml_tensor_overhead();
+    ip.no_alloc = true;
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_tensor *    a = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 25, 3);  // 300 bytes
+    ggml_tensor *    b = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F16, 128);    // 256 bytes
+    ggml_tensor *    c = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_Q4_0, 96);    // 54 bytes
+    ggml_tensor *    v = ggml_view_1d(ctx.get(), a, 10, 4 * sizeof(float));    // 40 bytes
+    for (uint32_t d = 0; d < 2; ++d) {
+        SCOPED_TRACE(d);
+        ggml_backend_buffer_type_t buft = ggml_backend_rpc_buffer_type(endpoint.c_str(), d);
+        ASSERT_NE(buft, nullptr);
+        for (ggml_tensor * t : {a, b, c, v, a}) {
+            const size_t want = d == 0 ? ggml_nbytes(t) : (ggml_nbytes(t) + 255) / 256 * 256;
+            EXPECT_EQ(ggml_backend_buft_get_alloc_size(buft, t), want) << ggml_nbytes(t);
+        }
+    }
+    loom_rpc_server_stop(server);
+}
+
 // Pieces at odd offsets and of odd sizes, across the server's 4 MiB staging
 // chunks and the client's 64 KiB small-frame limit, on every device of the
-// server (the CPU's memory is written directly, others through staging),
+// server (the CPU's memory is written directly, TestDev0's through staging),
 // checked against a copy kept here; many small uploads in a row are not
 // waited for one by one and still land in order.
 TEST_F(RpcBulk, OddPiecesLandWhereTheyAreSent) {
-    std::vector<ggml_backend_dev_t> devs = {ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)};
-    if (ggml_backend_dev_t vk = ggml_backend_dev_by_name("Vulkan0"); vk != nullptr) {
-        devs.push_back(vk);
-    }
+    std::vector<ggml_backend_dev_t> devs = {ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU), test_device()};
+    ASSERT_NE(devs[1], nullptr) << "cannot load " << LOOM_TESTDEV_PATH;
     loom_rpc_server_params p{};
     p.endpoint               = "127.0.0.1:0";
     p.token                  = kToken;

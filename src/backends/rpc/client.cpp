@@ -258,15 +258,47 @@ class RpcBufferType final : public ggml_backend_buffer_type {
     size_t       alignment() const override { return alignment_; }
     size_t       max_size() const override { return max_size_; }
     ggml_backend_buffer * alloc_buffer(size_t size) override;
+    // The server's answer, asked once per shape (cached); the data's size
+    // when the server cannot be asked.
+    size_t alloc_size(const ggml_tensor * t) const override {
+        AllocSizeRequest req;
+        req.set_device(index_);
+        TensorDesc * d = req.mutable_tensor();
+        d->set_type(uint32_t(t->type));
+        for (int i = 0; i < 4; ++i) {
+            d->add_ne(t->ne[i]);
+            d->add_nb(t->nb[i]);
+        }
+        d->set_op(uint32_t(t->op));
+        std::string key;
+        req.SerializeToString(&key);
+        {
+            std::lock_guard<std::mutex> lock(sizes_mutex_);
+            if (auto it = sizes_.find(key); it != sizes_.end()) {
+                return it->second;
+            }
+        }
+        grpc::ClientContext ctx;
+        conn_->prepare(ctx);
+        AllocSizeReply rep;
+        if (!conn_->check(conn_->stub().GetAllocSize(&ctx, req, &rep), "GetAllocSize", false)) {
+            return ggml_nbytes(t);
+        }
+        std::lock_guard<std::mutex> lock(sizes_mutex_);
+        sizes_[key] = size_t(rep.size());
+        return size_t(rep.size());
+    }
 
     Connection & conn() const { return *conn_; }
 
   private:
-    std::shared_ptr<Connection> conn_;
-    uint32_t                    index_;
-    std::string                 name_;
-    size_t                      alignment_;
-    size_t                      max_size_;
+    std::shared_ptr<Connection>                     conn_;
+    uint32_t                                        index_;
+    std::string                                     name_;
+    size_t                                          alignment_;
+    size_t                                          max_size_;
+    mutable std::mutex                              sizes_mutex_;
+    mutable std::unordered_map<std::string, size_t> sizes_;
 };
 
 class RpcBuffer final : public ggml_backend_buffer {

@@ -99,6 +99,7 @@ class Service final : public Rpc::Service {
     LOOM_RPC_HANDLER(GetDeviceMemory, DeviceRequest, DeviceMemory, get_device_memory)
     LOOM_RPC_HANDLER(SupportsOp, GraphMessage, Supported, supports_op)
     LOOM_RPC_HANDLER(AllocBuffer, AllocBufferRequest, AllocBufferReply, alloc_buffer)
+    LOOM_RPC_HANDLER(GetAllocSize, AllocSizeRequest, AllocSizeReply, get_alloc_size)
     LOOM_RPC_HANDLER(FreeBuffer, BufferRequest, Empty, free_buffer)
     LOOM_RPC_HANDLER(ClearBuffer, ClearBufferRequest, Empty, clear_buffer)
     LOOM_RPC_HANDLER(SetTensor, SetTensorRequest, Empty, set_tensor)

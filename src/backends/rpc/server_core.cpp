@@ -312,6 +312,23 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
     return grpc::Status::OK;
 }
 
+grpc::Status ServerCore::get_alloc_size(Session & s, const AllocSizeRequest & req, AllocSizeReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    if (req.device() >= options_.devices.size()) {
+        return invalid("GetAllocSize", "no device " + std::to_string(req.device()));
+    }
+    ggml_tensor t{};
+    std::string why;
+    if (req.tensor().buffer() != 0 || !decode_tensor(req.tensor(), BufferLookup(), &t, &why)) {
+        return invalid("GetAllocSize", req.tensor().buffer() != 0 ? "the tensor names a buffer" : why);
+    }
+    if (req.tensor().op() < GGML_OP_COUNT) {
+        t.op = ggml_op(req.tensor().op());
+    }
+    out->set_size(ggml_backend_buft_get_alloc_size(ggml_backend_dev_buffer_type(options_.devices[req.device()]), &t));
+    return grpc::Status::OK;
+}
+
 grpc::Status ServerCore::free_buffer(Session & s, const BufferRequest & req, Empty *) {
     LOOM_RPC_LOCK_SESSION(s);
     auto it = s.buffers.find(req.buffer());

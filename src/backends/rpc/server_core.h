@@ -118,6 +118,7 @@ class ServerCore {
     grpc::Status get_device_memory(Session & s, const DeviceRequest & req, DeviceMemory * out);
     grpc::Status supports_op(Session & s, const GraphMessage & req, Supported * out);
     grpc::Status alloc_buffer(Session & s, const AllocBufferRequest & req, AllocBufferReply * out);
+    grpc::Status get_alloc_size(Session & s, const AllocSizeRequest & req, AllocSizeReply * out);
     grpc::Status free_buffer(Session & s, const BufferRequest & req, Empty * out);
     grpc::Status clear_buffer(Session & s, const ClearBufferRequest & req, Empty * out);
     grpc::Status set_tensor(Session & s, const SetTensorRequest & req, Empty * out);
