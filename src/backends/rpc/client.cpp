@@ -495,7 +495,43 @@ class RpcBackend final : public ggml_backend {
     uint32_t                    index_;
     const char *                name_;
     std::string                 last_signature_;
+    std::vector<uint8_t>        last_key_; // graph_key of the graph last sent
+    std::vector<uint8_t>        key_;      // reused
 };
+
+// Every field of graph's nodes and their sources that its message carries,
+// as raw bytes: equal keys give equal messages, so a graph computed again
+// unchanged is neither serialized nor hashed again.
+void graph_key(ggml_cgraph * graph, std::vector<uint8_t> * key) {
+    key->clear();
+    auto put = [key](const void * p, size_t n) {
+        const auto * b = static_cast<const uint8_t *>(p);
+        key->insert(key->end(), b, b + n);
+    };
+    auto put_tensor = [&put](const ggml_tensor * t) {
+        put(&t, sizeof(t));
+        if (t == nullptr) {
+            return;
+        }
+        put(&t->buffer, sizeof(t->buffer));
+        put(&t->data, sizeof(t->data));
+        put(&t->type, sizeof(t->type));
+        put(t->ne, sizeof(t->ne));
+        put(t->nb, sizeof(t->nb));
+        put(&t->op, sizeof(t->op));
+        put(t->op_params, sizeof(t->op_params));
+        put(&t->flags, sizeof(t->flags));
+        put(t->name, sizeof(t->name));
+    };
+    const int n = ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * node = ggml_graph_node(graph, i);
+        put_tensor(node);
+        for (int k = 0; k < GGML_MAX_SRC; ++k) {
+            put_tensor(node->src[k]);
+        }
+    }
+}
 
 // The message of a graph: nodes with their sources; sources that are not
 // nodes of this graph travel as data (their op is not computed here).
@@ -558,14 +594,27 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
     }
     GraphComputeRequest req;
     req.set_device(index_);
-    if (!serialize_graph(graph, *conn_, index_, req.mutable_graph())) {
+    graph_key(graph, &key_);
+    const bool unchanged = !last_signature_.empty() && key_ == last_key_;
+    auto       serialize = [&]() {
+        if (!serialize_graph(graph, *conn_, index_, req.mutable_graph())) {
+            return false;
+        }
+        std::string bytes;
+        req.graph().SerializeToString(&bytes);
+        const Sha256 h = sha256(bytes.data(), bytes.size());
+        req.set_signature(h.data(), h.size());
+        return true;
+    };
+    if (unchanged) {
+        req.set_signature(last_signature_);
+    } else if (!serialize()) {
         return GGML_STATUS_FAILED;
     }
-    std::string bytes;
-    req.graph().SerializeToString(&bytes);
-    const Sha256 h = sha256(bytes.data(), bytes.size());
-    req.set_signature(h.data(), h.size());
     for (int attempt = 0; attempt < 2; ++attempt) {
+        if (attempt > 0 && !req.has_graph() && !serialize()) {
+            return GGML_STATUS_FAILED;
+        }
         // The graph travels only when it differs from the one sent last.
         GraphComputeRequest sent;
         const bool          resend = attempt > 0 || req.signature() != last_signature_;
@@ -591,6 +640,7 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
             return GGML_STATUS_FAILED;
         }
         last_signature_ = req.signature();
+        last_key_.swap(key_);
         return ggml_status(rep.status());
     }
     return GGML_STATUS_FAILED;
