@@ -415,3 +415,59 @@ TEST_F(RpcBulk, UploadCutOffMidwayFreesTheSession) {
 }
 
 } // namespace
+
+namespace {
+
+// Inference steps: an input set without waiting, the graph computed, the
+// output read, many times over; each step sees its own input. A graph
+// changed in place (an op parameter, a source) between computations is
+// sent again, not taken for the cached one.
+TEST_F(RpcBulk, StepsSeeTheirInputsAndChangedGraphsAreResent) {
+    TestServer       server;
+    ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+    ASSERT_NE(backend, nullptr);
+    ggml_init_params ip{};
+    ip.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
+    ip.no_alloc = true;
+    ggml_context_ptr ctx(ggml_init(ip));
+    const int64_t    n = 37;
+    ggml_tensor *    a = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n);
+    ggml_tensor *    b = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n);
+    ggml_tensor *    c = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n);
+    ggml_tensor *    s = ggml_add(ctx.get(), a, b);
+    ggml_tensor *    y = ggml_scale(ctx.get(), s, 2.0f);
+    ggml_cgraph *    g = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, y);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
+    ASSERT_NE(buf, nullptr);
+    std::vector<float> av(n), bv(n), cv(n), out(n);
+    for (int64_t i = 0; i < n; ++i) {
+        bv[size_t(i)] = float(i) * 0.5f;
+        cv[size_t(i)] = 100.0f + float(i);
+    }
+    ggml_backend_tensor_set(b, bv.data(), 0, ggml_nbytes(b));
+    ggml_backend_tensor_set(c, cv.data(), 0, ggml_nbytes(c));
+    auto expect_y = [&](float scale, const std::vector<float> & second) {
+        ASSERT_EQ(ggml_backend_graph_compute(backend.get(), g), GGML_STATUS_SUCCESS);
+        ggml_backend_tensor_get(y, out.data(), 0, ggml_nbytes(y));
+        for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(out[size_t(i)], (av[size_t(i)] + second[size_t(i)]) * scale) << i;
+        }
+    };
+    for (int step = 0; step < 200; ++step) {
+        for (int64_t i = 0; i < n; ++i) {
+            av[size_t(i)] = float(step * 3 - i);
+        }
+        ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+        expect_y(2.0f, bv);
+    }
+    const float three = 3.0f;
+    std::memcpy(y->op_params, &three, sizeof(three));
+    expect_y(3.0f, bv);
+    s->src[1] = c;
+    expect_y(3.0f, cv);
+    s->src[1] = b;
+    expect_y(3.0f, bv);
+}
+
+} // namespace
