@@ -10,8 +10,9 @@
 // to that session. The client connects, sends k_bulk_magic, the protocol
 // version and the ticket; the server answers one Reply (code 0: bound). A
 // ticket works once and only while its session is open; a wrong one is
-// refused and the connection closed. A server speaking TLS offers no bulk
-// port (its clients transfer through gRPC, encrypted).
+// refused and the connection closed. A server speaking TLS speaks it on the
+// bulk connection too (same certificate; the client checks it against
+// LOOM_RPC_TLS_CA and the endpoint's host), before the ticket is sent.
 //
 // Then the client sends frames, the server runs them in order, one at a
 // time, and answers each with a Reply:
@@ -30,9 +31,13 @@
 // Connect stream ends, and ending the session closes its bulk connection.
 // Numbers are little-endian.
 
+#include <openssl/ssl.h>
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 namespace loom::rpc::bulk {
 
@@ -69,14 +74,41 @@ struct Reply {
 };
 static_assert(sizeof(Reply) == 16);
 
-// Whole reads and writes on a blocking socket. A read of a frame's bytes
-// gives up after the socket's receive timeout without progress. False on
-// end of stream, error or timeout.
-bool read_all(int fd, void * data, size_t n);
-bool write_all(int fd, const void * data, size_t n);
-// Waits until fd is readable; timeout_ms < 0 waits for ever. False on timeout.
-bool wait_readable(int fd, int timeout_ms);
-// No delay for small frames, the timeouts of read_all/write_all.
+// A connected socket, in clear or through TLS; owns both. Whole reads and
+// writes on a blocking socket: a read or write gives up after the socket's
+// timeout without progress (tune_socket). False on end of stream, error or
+// timeout.
+class Stream {
+  public:
+    explicit Stream(int fd, SSL * ssl = nullptr) : fd_(fd), ssl_(ssl) {}
+    ~Stream();
+    Stream(const Stream &)             = delete;
+    Stream & operator=(const Stream &) = delete;
+
+    int  fd() const { return fd_; }
+    bool read_all(void * data, size_t n);
+    bool write_all(const void * data, size_t n);
+    // Waits until bytes can be read; timeout_ms < 0 waits for ever. False on
+    // timeout.
+    bool wait_readable(int timeout_ms);
+    // Wakes and fails every blocked and later read and write (any thread).
+    void shut();
+
+  private:
+    int   fd_;
+    SSL * ssl_;
+};
+
+// No delay for small frames; the progress timeout of reads and writes.
 void tune_socket(int fd, uint32_t io_timeout_ms);
+
+// TLS contexts of the bulk connection; NULL (logged) when the files cannot
+// be read. The client's checks the server's certificate against ca_path.
+std::shared_ptr<SSL_CTX> server_tls(const char * cert_path, const char * key_path);
+std::shared_ptr<SSL_CTX> client_tls(const char * ca_path);
+// The TLS handshake on a connected fd (server: accept; client: connect,
+// checking the certificate names host); NULL on failure, fd untouched.
+SSL * tls_accept(SSL_CTX * ctx, int fd);
+SSL * tls_connect(SSL_CTX * ctx, int fd, const std::string & host);
 
 } // namespace loom::rpc::bulk

@@ -45,7 +45,8 @@ int connect_to(const std::string & host, uint32_t port) {
 } // namespace
 
 std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, const std::string & host, uint32_t port,
-                                               const std::string & ticket, uint32_t io_timeout_ms) {
+                                               const std::string & ticket, uint32_t io_timeout_ms,
+                                               const char * ca_path) {
     if (ticket.size() != bulk::k_ticket_bytes) {
         LOOM_LOG_WARN("RPC[%s]: the server's bulk ticket has %zu bytes; transfers go through gRPC\n",
                       endpoint.c_str(), ticket.size());
@@ -58,14 +59,23 @@ std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, con
         return nullptr;
     }
     bulk::tune_socket(fd, io_timeout_ms);
-    std::unique_ptr<BulkChannel> c(new BulkChannel(fd, io_timeout_ms));
+    SSL * ssl = nullptr;
+    if (ca_path != nullptr) {
+        std::shared_ptr<SSL_CTX> tls = bulk::client_tls(ca_path);
+        if (!tls || (ssl = bulk::tls_connect(tls.get(), fd, host)) == nullptr) {
+            close(fd);
+            LOOM_LOG_WARN("RPC[%s]: no TLS on the bulk port %u; transfers go through gRPC\n", endpoint.c_str(), port);
+            return nullptr;
+        }
+    }
+    std::unique_ptr<BulkChannel> c(new BulkChannel(std::make_unique<bulk::Stream>(fd, ssl), io_timeout_ms));
     bulk::Hello                  hello{};
     std::memcpy(hello.magic, bulk::k_bulk_magic, sizeof(hello.magic));
     hello.version = k_protocol_version;
     std::memcpy(hello.ticket, ticket.data(), sizeof(hello.ticket));
     std::lock_guard<std::mutex> lock(c->mutex_);
     bulk::Reply                 r{};
-    grpc::Status                st = bulk::write_all(fd, &hello, sizeof(hello))
+    grpc::Status                st = c->io_->write_all(&hello, sizeof(hello))
                                          ? c->read_reply_locked(io_timeout_ms, &r)
                                          : grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost");
     if (!st.ok()) {
@@ -76,10 +86,6 @@ std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, con
     return c;
 }
 
-BulkChannel::~BulkChannel() {
-    close(fd_);
-}
-
 bool BulkChannel::alive() {
     std::lock_guard<std::mutex> lock(mutex_);
     return !dead_;
@@ -87,7 +93,7 @@ bool BulkChannel::alive() {
 
 grpc::Status BulkChannel::broken_locked(const char * what) {
     dead_ = true;
-    shutdown(fd_, SHUT_RDWR);
+    io_->shut();
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string("bulk connection lost during ") + what);
 }
 
@@ -104,27 +110,27 @@ bool BulkChannel::send_frame_locked(bulk::Op op, const std::string & meta, uint6
     if (inline_data > 0) {
         frame_.append(static_cast<const char *>(data), inline_data);
     }
-    if (!bulk::write_all(fd_, frame_.data(), frame_.size())) {
+    if (!io_->write_all(frame_.data(), frame_.size())) {
         return false;
     }
-    return data == nullptr || inline_data == size || bulk::write_all(fd_, data, size_t(size));
+    return data == nullptr || inline_data == size || io_->write_all(data, size_t(size));
 }
 
 grpc::Status BulkChannel::read_reply_locked(uint32_t timeout_ms, bulk::Reply * r) {
-    if (!bulk::wait_readable(fd_, int(timeout_ms))) {
+    if (!io_->wait_readable(int(timeout_ms))) {
         // A late reply would be taken for the next one's: the connection ends.
         dead_ = true;
-        shutdown(fd_, SHUT_RDWR);
+        io_->shut();
         return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no reply on the bulk connection in time");
     }
-    if (!bulk::read_all(fd_, r, sizeof(*r))) {
+    if (!io_->read_all(r, sizeof(*r))) {
         return broken_locked("a reply");
     }
     if (r->code == 0) {
         return grpc::Status::OK;
     }
     std::string msg(std::min<size_t>(r->message_bytes, 1 << 16), '\0');
-    if (r->message_bytes > msg.size() || !bulk::read_all(fd_, msg.data(), msg.size())) {
+    if (r->message_bytes > msg.size() || !io_->read_all(msg.data(), msg.size())) {
         return broken_locked("a reply");
     }
     return grpc::Status(grpc::StatusCode(r->code), msg);
@@ -138,7 +144,7 @@ grpc::Status BulkChannel::drain_locked() {
         bulk::Reply  r{};
         grpc::Status st = read_reply_locked(io_timeout_ms_, &r);
         std::string  skip(size_t(std::min<uint64_t>(st.ok() ? r.size : 0, bulk::k_max_meta_bytes)), '\0');
-        if (st.ok() && (r.size > skip.size() || !bulk::read_all(fd_, skip.data(), skip.size()))) {
+        if (st.ok() && (r.size > skip.size() || !io_->read_all(skip.data(), skip.size()))) {
             st = broken_locked("a reply");
         }
         if (first.ok() && !st.ok()) {
@@ -200,7 +206,7 @@ grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data
     if (r.size != n) {
         return broken_locked("a download (the server sent another size)");
     }
-    if (!bulk::read_all(fd_, data, n)) {
+    if (!io_->read_all(data, n)) {
         return broken_locked("a download");
     }
     return earlier;
@@ -232,7 +238,7 @@ grpc::Status BulkChannel::call(bulk::Op op, const google::protobuf::Message & re
         return earlier.ok() ? st : earlier;
     }
     std::string payload(size_t(std::min<uint64_t>(r.size, bulk::k_max_meta_bytes)), '\0');
-    if (r.size > payload.size() || !bulk::read_all(fd_, payload.data(), payload.size()) ||
+    if (r.size > payload.size() || !io_->read_all(payload.data(), payload.size()) ||
         !rep->ParseFromString(payload)) {
         return broken_locked("a call (malformed reply)");
     }

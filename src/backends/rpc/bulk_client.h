@@ -17,12 +17,13 @@ namespace loom::rpc {
 
 class BulkChannel {
   public:
-    // Connects to host:port and binds the connection to the session of
-    // ticket; NULL (logged, naming endpoint) when it cannot. io_timeout_ms
-    // bounds every wait for progress on the socket.
+    // Connects to host:port (through TLS, trusting the certificates of the
+    // file ca_path, when not NULL) and binds the connection to the session
+    // of ticket; NULL (logged, naming endpoint) when it cannot.
+    // io_timeout_ms bounds every wait for progress on the socket.
     static std::unique_ptr<BulkChannel> open(const std::string & endpoint, const std::string & host, uint32_t port,
-                                             const std::string & ticket, uint32_t io_timeout_ms);
-    ~BulkChannel();
+                                             const std::string & ticket, uint32_t io_timeout_ms,
+                                             const char * ca_path);
 
     // False once the connection failed; the caller then uses gRPC.
     bool alive();
@@ -42,7 +43,8 @@ class BulkChannel {
     grpc::Status sync();
 
   private:
-    BulkChannel(int fd, uint32_t io_timeout_ms) : fd_(fd), io_timeout_ms_(io_timeout_ms) {}
+    BulkChannel(std::unique_ptr<bulk::Stream> io, uint32_t io_timeout_ms)
+        : io_(std::move(io)), io_timeout_ms_(io_timeout_ms) {}
 
     grpc::Status drain_locked();
     bool         send_frame_locked(bulk::Op op, const std::string & meta, uint64_t offset, uint64_t size,
@@ -54,7 +56,7 @@ class BulkChannel {
     void         defer_locked(const grpc::Status & st);
 
     std::mutex  mutex_;
-    int         fd_;
+    std::unique_ptr<bulk::Stream> io_;
     uint32_t    io_timeout_ms_;
     bool        dead_    = false;
     size_t       pending_ = 0; // replies not read yet

@@ -28,7 +28,7 @@ using bulk::Reply;
 // Connections open at once, bound or not; more are closed at once.
 constexpr size_t k_max_connections = 256;
 
-bool send_reply(int fd, const grpc::Status & st, const std::string & payload = {}) {
+bool send_reply(bulk::Stream & io, const grpc::Status & st, const std::string & payload = {}) {
     const std::string msg = st.ok() ? std::string() : st.error_message();
     Reply             r{};
     r.code          = uint32_t(st.error_code());
@@ -37,7 +37,7 @@ bool send_reply(int fd, const grpc::Status & st, const std::string & payload = {
     std::string out(reinterpret_cast<const char *>(&r), sizeof(r));
     out += msg;
     out += payload;
-    return bulk::write_all(fd, out.data(), out.size());
+    return io.write_all(out.data(), out.size());
 }
 
 grpc::Status refused(const std::string & why) {
@@ -46,7 +46,8 @@ grpc::Status refused(const std::string & why) {
 
 } // namespace
 
-bool BulkServer::listen_on(const std::string & host) {
+bool BulkServer::listen_on(const std::string & host, std::shared_ptr<SSL_CTX> tls) {
+    tls_ = std::move(tls);
     addrinfo hints{};
     hints.ai_family   = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -157,18 +158,26 @@ void BulkServer::accept_loop() {
 
 void BulkServer::serve(int fd) {
     bulk::tune_socket(fd, bulk::k_io_timeout_ms);
+    SSL * ssl = nullptr;
+    if (tls_ && (ssl = bulk::tls_accept(tls_.get(), fd)) == nullptr) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
+        close(fd);
+        return;
+    }
+    auto                     io = std::make_unique<bulk::Stream>(fd, ssl);
     std::shared_ptr<Session> s;
     bulk::Hello              hello{};
-    if (bulk::wait_readable(fd, int(bulk::k_io_timeout_ms)) && bulk::read_all(fd, &hello, sizeof(hello))) {
+    if (io->wait_readable(int(bulk::k_io_timeout_ms)) && io->read_all(&hello, sizeof(hello))) {
         if (std::memcmp(hello.magic, bulk::k_bulk_magic, sizeof(hello.magic)) != 0 ||
             hello.version != k_protocol_version) {
-            send_reply(fd, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "not a bulk connection of protocol " +
+            send_reply(*io, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "not a bulk connection of protocol " +
                                                                                    std::to_string(k_protocol_version)));
         } else {
             s = core_.claim_bulk(std::string(reinterpret_cast<const char *>(hello.ticket), sizeof(hello.ticket)), fd);
             if (!s) {
-                send_reply(fd, grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown or used bulk ticket"));
-            } else if (!send_reply(fd, grpc::Status::OK)) {
+                send_reply(*io, grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown or used bulk ticket"));
+            } else if (!send_reply(*io, grpc::Status::OK)) {
                 core_.release_bulk(*s, fd);
                 s.reset();
             }
@@ -178,15 +187,15 @@ void BulkServer::serve(int fd) {
     std::string          meta;
     while (s) {
         Frame f{};
-        if (!bulk::wait_readable(fd, -1) || !bulk::read_all(fd, &f, sizeof(f))) {
+        if (!io->wait_readable(-1) || !io->read_all(&f, sizeof(f))) {
             break;
         }
         if (f.meta_bytes > bulk::k_max_meta_bytes) {
-            send_reply(fd, refused("bulk frame: " + std::to_string(f.meta_bytes) + " bytes of description"));
+            send_reply(*io, refused("bulk frame: " + std::to_string(f.meta_bytes) + " bytes of description"));
             break;
         }
         meta.resize(f.meta_bytes);
-        if (!bulk::read_all(fd, meta.data(), meta.size())) {
+        if (!io->read_all(meta.data(), meta.size())) {
             break;
         }
         bool         io_ok      = true;  // false: the connection can no longer be used
@@ -203,13 +212,13 @@ void BulkServer::serve(int fd) {
                 st = core_.with_range(*s, "SetTensor", d, f.offset, f.size, [&](ggml_tensor & t) {
                     uint64_t done = 0;
                     if (ggml_backend_buffer_is_host(t.buffer)) {
-                        io_ok = bulk::read_all(fd, static_cast<uint8_t *>(t.data) + f.offset, size_t(f.size));
+                        io_ok = io->read_all(static_cast<uint8_t *>(t.data) + f.offset, size_t(f.size));
                         done  = io_ok ? f.size : 0;
                     } else {
                         staging.resize(bulk::k_staging_bytes);
                         while (io_ok && done < f.size) {
                             const size_t part = size_t(std::min<uint64_t>(staging.size(), f.size - done));
-                            io_ok             = bulk::read_all(fd, staging.data(), part);
+                            io_ok             = io->read_all(staging.data(), part);
                             if (io_ok) {
                                 t.buffer->set_tensor(&t, staging.data(), size_t(f.offset + done), part);
                                 done += part;
@@ -235,16 +244,16 @@ void BulkServer::serve(int fd) {
                     sent_reply = true;
                     Reply r{};
                     r.size = f.size;
-                    io_ok  = bulk::write_all(fd, &r, sizeof(r));
+                    io_ok  = io->write_all(&r, sizeof(r));
                     if (ggml_backend_buffer_is_host(t.buffer)) {
                         io_ok = io_ok &&
-                                bulk::write_all(fd, static_cast<const uint8_t *>(t.data) + f.offset, size_t(f.size));
+                                io->write_all(static_cast<const uint8_t *>(t.data) + f.offset, size_t(f.size));
                     } else {
                         staging.resize(bulk::k_staging_bytes);
                         for (uint64_t done = 0; io_ok && done < f.size;) {
                             const size_t part = size_t(std::min<uint64_t>(staging.size(), f.size - done));
                             t.buffer->get_tensor(&t, staging.data(), size_t(f.offset + done), part);
-                            io_ok = bulk::write_all(fd, staging.data(), part);
+                            io_ok = io->write_all(staging.data(), part);
                             done += part;
                         }
                     }
@@ -273,16 +282,18 @@ void BulkServer::serve(int fd) {
                 io_ok = false;
                 break;
         }
-        if (sent_reply ? !io_ok : !send_reply(fd, st, st.ok() ? payload : std::string()) || !io_ok) {
+        if (sent_reply ? !io_ok : !send_reply(*io, st, st.ok() ? payload : std::string()) || !io_ok) {
             break;
         }
     }
     if (s) {
         core_.release_bulk(*s, fd);
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
-    close(fd);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
+    }
+    io.reset(); // closes fd, now no longer shut down by stop()
 }
 
 } // namespace loom::rpc

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bulk.h"
 #include "server_core.h"
 
 namespace loom::rpc {
@@ -21,8 +22,9 @@ class BulkServer {
     ~BulkServer() { stop(); }
 
     // Listens on a free port of host (a name or address; "" or "0.0.0.0":
-    // every IPv4 address). False (logged) when it cannot.
-    bool listen_on(const std::string & host);
+    // every IPv4 address), speaking TLS with tls when not NULL. False
+    // (logged) when it cannot.
+    bool listen_on(const std::string & host, std::shared_ptr<SSL_CTX> tls);
     int  port() const { return port_; }
     // Closes the listening socket and every connection, joins the threads.
     void stop();
@@ -32,6 +34,7 @@ class BulkServer {
     void serve(int fd);
 
     ServerCore &             core_;
+    std::shared_ptr<SSL_CTX> tls_;
     int                      listen_fd_ = -1;
     int                      port_      = 0;
     int                      wake_[2]   = {-1, -1}; // a pipe that ends accept_loop

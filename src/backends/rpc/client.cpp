@@ -207,9 +207,9 @@ class Connection {
         session_ = ev.session_id();
         devices_.assign(ev.devices().begin(), ev.devices().end());
         const char * ca = std::getenv("LOOM_RPC_TLS_CA");
-        if (ev.bulk_port() != 0 && (ca == nullptr || ca[0] == '\0')) {
+        if (ev.bulk_port() != 0) {
             bulk_ = BulkChannel::open(endpoint_, host_of(endpoint_), ev.bulk_port(), ev.bulk_ticket(),
-                                      ClientConfig::get().call_timeout());
+                                      ClientConfig::get().call_timeout(), ca != nullptr && ca[0] != '\0' ? ca : nullptr);
         }
         return true;
     }

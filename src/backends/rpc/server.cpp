@@ -203,14 +203,15 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     auto srv     = std::make_unique<loom_rpc_server>();
     srv->core    = std::make_unique<ServerCore>(std::move(opt));
     srv->service = std::make_unique<Service>(*srv->core, p->token);
-    // Over TLS every byte stays inside gRPC's encrypted channel.
-    if (p->tls_cert_path == nullptr) {
-        srv->bulk = std::make_unique<BulkServer>(*srv->core);
-        if (!srv->bulk->listen_on(endpoint_host(p->endpoint))) {
-            return nullptr;
-        }
-        srv->service->set_bulk_port(srv->bulk->port());
+    std::shared_ptr<SSL_CTX> bulk_tls;
+    if (p->tls_cert_path != nullptr && !(bulk_tls = bulk::server_tls(p->tls_cert_path, p->tls_key_path))) {
+        return nullptr;
     }
+    srv->bulk = std::make_unique<BulkServer>(*srv->core);
+    if (!srv->bulk->listen_on(endpoint_host(p->endpoint), std::move(bulk_tls))) {
+        return nullptr;
+    }
+    srv->service->set_bulk_port(srv->bulk->port());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(p->endpoint, creds, &srv->port);
     builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));
