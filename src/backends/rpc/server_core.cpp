@@ -395,6 +395,10 @@ grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest
     std::memcpy(key.data(), req.sha256().data(), key.size());
     if (req.store()) {
         // The client uploaded the range; remember it if it is what the hash says.
+        if (!cache_.keeps(size_t(req.size()))) {
+            out->set_found(false);
+            return grpc::Status::OK;
+        }
         std::vector<uint8_t> bytes(size_t(req.size()));
         if (!bytes.empty()) {
             t.buffer->get_tensor(&t, bytes.data(), size_t(req.offset()), bytes.size());

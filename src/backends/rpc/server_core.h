@@ -49,6 +49,8 @@ class ContentCache {
 
     std::shared_ptr<const std::vector<uint8_t>> find(const Sha256 & key);
     void put(const Sha256 & key, std::vector<uint8_t> bytes);
+    // Whether content of this size would be kept (in memory or in a file).
+    bool keeps(size_t size) const { return size <= max_bytes_ || !dir_.empty(); }
 
   private:
     void insert_locked(const Sha256 & key, std::shared_ptr<const std::vector<uint8_t>> bytes);
