@@ -99,6 +99,9 @@ class Stream {
     SSL * ssl_;
 };
 
+// The host part of an endpoint "host:port" ("[v6]:port" gives v6).
+std::string endpoint_host(const std::string & endpoint);
+
 // No delay for small frames; the progress timeout of reads and writes.
 void tune_socket(int fd, uint32_t io_timeout_ms);
 

@@ -137,8 +137,9 @@ grpc::Status BulkChannel::read_reply_locked(uint32_t timeout_ms, bulk::Reply * r
 }
 
 grpc::Status BulkChannel::drain_locked() {
-    grpc::Status first = deferred_;
-    deferred_          = grpc::Status::OK;
+    grpc::Status first       = deferred_;
+    deferred_                = grpc::Status::OK;
+    const bool   had_pending = pending_ > 0;
     while (pending_ > 0 && !dead_) {
         --pending_;
         bulk::Reply  r{};
@@ -151,7 +152,8 @@ grpc::Status BulkChannel::drain_locked() {
             first = st;
         }
     }
-    if (dead_ && first.ok()) {
+    if (dead_ && had_pending && first.ok()) {
+        // Frames whose outcome is unknown: reported once.
         first = grpc::Status(grpc::StatusCode::UNAVAILABLE, "bulk connection lost");
     }
     pending_ = 0;

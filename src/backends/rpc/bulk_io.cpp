@@ -139,6 +139,15 @@ void Stream::shut() {
     shutdown(fd_, SHUT_RDWR);
 }
 
+std::string endpoint_host(const std::string & endpoint) {
+    const size_t colon = endpoint.rfind(':');
+    std::string  host  = colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    return host;
+}
+
 void tune_socket(int fd, uint32_t io_timeout_ms) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -12,16 +12,15 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend_impl.h"
 #include "bulk_client.h"
+#include "client_connection.h"
 #include "core/common.h"
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
@@ -34,207 +33,6 @@ namespace {
 
 ggml_guid g_rpc_guid = {0x6c, 0x6f, 0x6f, 0x6d, 0x2d, 0x72, 0x70, 0x63,
                         0x4e, 0x19, 0xb7, 0x02, 0x6d, 0xa3, 0x58, 0xf1};
-
-// ---- configuration -----------------------------------------------------------
-
-struct ClientConfig {
-    std::mutex  mutex;
-    bool        token_set = false;
-    std::string token;
-    uint32_t    call_ms    = 0;
-    uint32_t    compute_ms = 0;
-
-    static ClientConfig & get() {
-        static ClientConfig c;
-        return c;
-    }
-    std::string current_token() {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!token_set) {
-            const char * env = std::getenv("LOOM_RPC_TOKEN");
-            token            = env != nullptr ? env : "";
-            token_set        = true;
-        }
-        return token;
-    }
-    static uint32_t env_ms(const char * name, uint32_t fallback) {
-        const char * v = std::getenv(name);
-        const long   n = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
-        return n > 0 ? uint32_t(n) : fallback;
-    }
-    uint32_t call_timeout() {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (call_ms == 0) {
-            call_ms = env_ms("LOOM_RPC_TIMEOUT_MS", 30000);
-        }
-        return call_ms;
-    }
-    uint32_t compute_timeout() {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (compute_ms == 0) {
-            compute_ms = env_ms("LOOM_RPC_COMPUTE_TIMEOUT_MS", 300000);
-        }
-        return compute_ms;
-    }
-};
-
-// ---- connection --------------------------------------------------------------
-
-class Connection {
-  public:
-    // NULL (logged) when the server cannot be reached or refuses.
-    static std::shared_ptr<Connection> open(const std::string & endpoint) {
-        auto c = std::shared_ptr<Connection>(new Connection(endpoint));
-        return c->connect() ? c : nullptr;
-    }
-
-    ~Connection() {
-        stream_ctx_.TryCancel();
-        if (stream_) {
-            (void) stream_->Finish();
-        }
-    }
-
-    Rpc::Stub &                      stub() { return *stub_; }
-    const std::string &              endpoint() const { return endpoint_; }
-    const std::vector<DeviceInfo> & devices() const { return devices_; }
-
-    // The bulk connection while it works (Note [RPC bulk connection]);
-    // NULL: every transfer goes through gRPC.
-    BulkChannel * bulk() { return bulk_ && bulk_->alive() ? bulk_.get() : nullptr; }
-
-    // Metadata and deadline of one call. Frames still in flight on the bulk
-    // connection are finished first, so the call sees what they wrote.
-    void prepare(grpc::ClientContext & ctx, bool compute = false) {
-        sync_bulk();
-        ctx.AddMetadata(k_auth_key, "Bearer " + token_);
-        ctx.AddMetadata(k_session_key, session_);
-        const uint32_t ms = compute ? ClientConfig::get().compute_timeout() : ClientConfig::get().call_timeout();
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
-    }
-
-    // Logs a failed call; true when it succeeded. A failed transfer
-    // (mark) also fails the next graph computation.
-    bool check(const grpc::Status & st, const char * what, bool mark = true) {
-        if (st.ok()) {
-            return true;
-        }
-        failed_ = failed_ || mark;
-        LOOM_LOG_ERROR("RPC[%s]: %s failed: %s (%s)\n", endpoint_.c_str(), what, st.error_message().c_str(),
-                       code_name(st.error_code()));
-        return false;
-    }
-    // A transfer failed since the last graph computation.
-    bool take_failure() { return failed_.exchange(false); }
-    // Reads the replies of uploads sent without waiting; a failure among
-    // them is logged and fails the next graph computation.
-    void sync_bulk() {
-        if (bulk_) {
-            check(bulk_->sync(), "SetTensor (bulk connection)");
-        }
-    }
-
-    static const char * code_name(grpc::StatusCode c) {
-        switch (c) {
-            case grpc::StatusCode::DEADLINE_EXCEEDED: return "deadline exceeded";
-            case grpc::StatusCode::UNAVAILABLE: return "server unavailable";
-            case grpc::StatusCode::UNAUTHENTICATED: return "unauthenticated";
-            case grpc::StatusCode::INVALID_ARGUMENT: return "invalid argument";
-            case grpc::StatusCode::RESOURCE_EXHAUSTED: return "resource exhausted";
-            case grpc::StatusCode::FAILED_PRECONDITION: return "failed precondition";
-            default: return "error";
-        }
-    }
-
-  private:
-    explicit Connection(std::string endpoint) : endpoint_(std::move(endpoint)) {}
-
-    bool connect() {
-        token_ = ClientConfig::get().current_token();
-        std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-        if (const char * ca = std::getenv("LOOM_RPC_TLS_CA"); ca != nullptr && ca[0] != '\0') {
-            std::ifstream      in(ca, std::ios::binary);
-            std::ostringstream s;
-            s << in.rdbuf();
-            if (!in) {
-                LOOM_LOG_ERROR("RPC[%s]: cannot read LOOM_RPC_TLS_CA file %s\n", endpoint_.c_str(), ca);
-                return false;
-            }
-            grpc::SslCredentialsOptions ssl;
-            ssl.pem_root_certs = s.str();
-            creds              = grpc::SslCredentials(ssl);
-        }
-        grpc::ChannelArguments args;
-        args.SetMaxReceiveMessageSize(int(k_max_message_bytes));
-        args.SetMaxSendMessageSize(int(k_max_message_bytes));
-        tune_transport([&args](const char * name, int value) { args.SetInt(name, value); });
-        channel_ = grpc::CreateCustomChannel(endpoint_, creds, args);
-        stub_    = Rpc::NewStub(channel_);
-
-        // A deadline on a stream covers the whole stream, so the session
-        // stream has none; a plain call with a deadline first checks that
-        // the server answers and accepts the token.
-        stream_ctx_.AddMetadata(k_auth_key, "Bearer " + token_);
-        grpc::ClientContext probe;
-        probe.AddMetadata(k_auth_key, "Bearer " + token_);
-        probe.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(ClientConfig::get().call_timeout()));
-        DeviceRequest dreq;
-        DeviceMemory  drep;
-        const grpc::Status probe_st = stub_->GetDeviceMemory(&probe, dreq, &drep);
-        if (probe_st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-            probe_st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-            probe_st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-            LOOM_LOG_ERROR("RPC[%s]: cannot connect: %s (%s)\n", endpoint_.c_str(), probe_st.error_message().c_str(),
-                           code_name(probe_st.error_code()));
-            return false;
-        }
-        return open_stream();
-    }
-
-    bool open_stream() {
-        ConnectRequest req;
-        req.set_protocol_version(k_protocol_version);
-        stream_ = stub_->Connect(&stream_ctx_, req);
-        ConnectEvent ev;
-        if (!stream_->Read(&ev)) {
-            const grpc::Status st = stream_->Finish();
-            stream_.reset();
-            LOOM_LOG_ERROR("RPC[%s]: cannot open a session: %s (%s)\n", endpoint_.c_str(), st.error_message().c_str(),
-                           code_name(st.error_code()));
-            return false;
-        }
-        session_ = ev.session_id();
-        devices_.assign(ev.devices().begin(), ev.devices().end());
-        const char * ca = std::getenv("LOOM_RPC_TLS_CA");
-        if (ev.bulk_port() != 0) {
-            bulk_ = BulkChannel::open(endpoint_, host_of(endpoint_), ev.bulk_port(), ev.bulk_ticket(),
-                                      ClientConfig::get().call_timeout(), ca != nullptr && ca[0] != '\0' ? ca : nullptr);
-        }
-        return true;
-    }
-
-    // The host part of "host:port" ("[v6]:port" gives v6).
-    static std::string host_of(const std::string & endpoint) {
-        const size_t colon = endpoint.rfind(':');
-        std::string  host  = colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
-        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-            host = host.substr(1, host.size() - 2);
-        }
-        return host;
-    }
-
-    std::string                                        endpoint_;
-    std::string                                        token_;
-    std::string                                        session_;
-    std::shared_ptr<grpc::Channel>                     channel_;
-    std::unique_ptr<Rpc::Stub>                         stub_;
-    grpc::ClientContext                                stream_ctx_;
-    std::unique_ptr<grpc::ClientReader<ConnectEvent>> stream_;
-    std::vector<DeviceInfo>                            devices_;
-    std::unique_ptr<BulkChannel>                       bulk_;
-    std::atomic<bool>                                  failed_{false};
-};
 
 // Address ranges of remote buffers: never dereferenced, distinct per buffer.
 uint8_t * reserve_addresses(size_t size, size_t alignment) {

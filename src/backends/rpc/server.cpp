@@ -146,16 +146,6 @@ class Service final : public Rpc::Service {
     int                     bulk_port_ = 0;
 };
 
-// The host part of "host:port" ("[v6]:port" gives v6).
-std::string endpoint_host(const std::string & endpoint) {
-    const size_t colon = endpoint.rfind(':');
-    std::string  host  = colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-        host = host.substr(1, host.size() - 2);
-    }
-    return host;
-}
-
 } // namespace
 
 struct loom_rpc_server {
@@ -208,7 +198,7 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
         return nullptr;
     }
     srv->bulk = std::make_unique<BulkServer>(*srv->core);
-    if (!srv->bulk->listen_on(endpoint_host(p->endpoint), std::move(bulk_tls))) {
+    if (!srv->bulk->listen_on(bulk::endpoint_host(p->endpoint), std::move(bulk_tls))) {
         return nullptr;
     }
     srv->service->set_bulk_port(srv->bulk->port());
