@@ -21,6 +21,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
 #include "ggml-rpc.h"
+#include "log_capture.h"
 #include "rpc_test_util.h"
 
 using namespace loomtest::rpc;
@@ -468,6 +469,55 @@ TEST_F(RpcBulk, StepsSeeTheirInputsAndChangedGraphsAreResent) {
     expect_y(3.0f, cv);
     s->src[1] = b;
     expect_y(3.0f, bv);
+}
+
+} // namespace
+
+namespace {
+
+// An upload the server refuses (a view whose strides break the type's
+// alignment) ends the bulk connection: the refusal is logged, the next
+// computation fails (a transfer before it failed), and from then on
+// transfers and computations go through gRPC and succeed.
+TEST_F(RpcBulk, RefusedUploadFailsOneComputationThenGrpcServes) {
+    TestServer       server;
+    ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+    ASSERT_NE(backend, nullptr);
+    ggml_init_params ip{};
+    ip.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
+    ip.no_alloc = true;
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_tensor *    a = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 64);
+    ggml_tensor *    y = ggml_scale(ctx.get(), a, 2.0f);
+    ggml_cgraph *    g = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, y);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
+    ASSERT_NE(buf, nullptr);
+    ggml_tensor * odd = ggml_view_2d(ctx.get(), a, 2, 4, 6, 0); // nb1 = 6: not a multiple of 4
+    ggml_backend_view_init(odd);
+
+    std::vector<float> v(64), out(64);
+    for (int i = 0; i < 64; ++i) {
+        v[size_t(i)] = float(i) - 20.0f;
+    }
+    ggml_backend_tensor_set(a, v.data(), 0, sizeof(float) * 64);
+    {
+        loomtest::LogCapture log(true);
+        const float junk[4] = {9, 9, 9, 9};
+        ggml_backend_tensor_set(odd, junk, 0, 8);
+        EXPECT_EQ(ggml_backend_graph_compute(backend.get(), g), GGML_STATUS_FAILED);
+        // The refusal, or (when the server's close came first) the lost connection.
+        EXPECT_TRUE(log.contains("nb[1] = 6") || log.contains("bulk connection lost")) << log.text();
+    }
+    for (int round = 0; round < 3; ++round) {
+        v[0] = float(round);
+        ggml_backend_tensor_set(a, v.data(), 0, sizeof(float) * 64);
+        ASSERT_EQ(ggml_backend_graph_compute(backend.get(), g), GGML_STATUS_SUCCESS) << round;
+        ggml_backend_tensor_get(y, out.data(), 0, sizeof(float) * 64);
+        for (int i = 0; i < 64; ++i) {
+            ASSERT_EQ(out[size_t(i)], 2.0f * v[size_t(i)]) << i;
+        }
+    }
 }
 
 } // namespace

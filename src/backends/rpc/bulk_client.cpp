@@ -160,6 +160,17 @@ grpc::Status BulkChannel::drain_locked() {
     return first;
 }
 
+grpc::Status BulkChannel::lost_locked(const char * what) {
+    grpc::Status st = broken_locked(what);
+    if (!deferred_.ok()) {
+        st = deferred_;
+    }
+    // The caller's failure stands for the frames whose replies are lost.
+    deferred_ = grpc::Status::OK;
+    pending_  = 0;
+    return st;
+}
+
 void BulkChannel::defer_locked(const grpc::Status & st) {
     if (deferred_.ok()) {
         deferred_ = st;
@@ -194,7 +205,7 @@ grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data
     }
     // The frame first: the replies of earlier frames come before its own.
     if (!send_frame_locked(bulk::Op::get, d.SerializeAsString(), offset, n, nullptr)) {
-        return broken_locked("a download");
+        return lost_locked("a download");
     }
     const grpc::Status earlier = drain_locked();
     if (dead_) {
@@ -224,7 +235,7 @@ grpc::Status BulkChannel::call(bulk::Op op, const google::protobuf::Message & re
         defer_locked(drain_locked());
     }
     if (!send_frame_locked(op, req.SerializeAsString(), 0, 0, nullptr)) {
-        return broken_locked("a call");
+        return rep != nullptr ? lost_locked("a call") : broken_locked("a call");
     }
     if (rep == nullptr) {
         ++pending_;

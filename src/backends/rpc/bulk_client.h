@@ -52,6 +52,9 @@ class BulkChannel {
     // Reads one reply header and its message; the payload stays unread.
     grpc::Status read_reply_locked(uint32_t timeout_ms, bulk::Reply * r);
     grpc::Status broken_locked(const char * what);
+    // The connection broke while a caller waits: its failure stands for the
+    // frames sent before whose replies are lost too.
+    grpc::Status lost_locked(const char * what);
     // Keeps the first failure for the next sync, get or waited call.
     void         defer_locked(const grpc::Status & st);
 
