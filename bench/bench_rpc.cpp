@@ -1,14 +1,17 @@
 // RPC backend over loopback, beside a raw TCP copy of the same bytes in the
 // same run:
-//  - tensor upload (new content: SHA-256 + send + server-side check of the
-//    hash; and content the server already holds) and download, MiB/s,
-//    against one TCP socket pair on 127.0.0.1 moving the same bytes;
+//  - tensor upload (new content: content key + cache lookup + send + the
+//    server's keeping of it; and content the server already holds) and
+//    download, MiB/s and as a fraction of one TCP socket pair on 127.0.0.1
+//    moving the same bytes, for each size;
 //  - the round trip of a small graph computation (the graph cached on the
-//    server, and re-sent each time), against the same graph on the local CPU
-//    and a 1-byte TCP ping-pong on loopback.
-// Medians of the repeats (the machine is shared; single runs are noisy).
+//    server, re-sent each time, and with its input set and its output read
+//    as an inference step does), against the same graph on the local CPU
+//    and as a multiple of a 1-byte TCP ping-pong on loopback.
+// Medians of the repeats (the machine is shared; single runs are noisy,
+// ratios measured in the same run less so).
 //
-//   bench_rpc [MiB] [repeats]
+//   bench_rpc [MiB[,MiB...]] [repeats]     (default: 64,1024 and 3)
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -133,34 +136,19 @@ double tcp_ping_pong(int n) {
     return us;
 }
 
-} // namespace
-
-int main(int argc, char ** argv) {
-    const size_t mib     = argc > 1 ? size_t(std::atoi(argv[1])) : 64;
-    const int    repeats = argc > 2 ? std::atoi(argv[2]) : 7;
-    const size_t bytes   = mib << 20;
-
-    loom_rpc_server_params p{};
-    p.endpoint               = "127.0.0.1:0";
-    p.token                  = "bench-token";
-    p.n_threads              = 1;
-    loom_rpc_server_t server = loom_rpc_server_start(&p);
-    if (server == nullptr) {
-        return 1;
-    }
-    loom_rpc_set_token(p.token);
-    const std::string endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(server));
-    ggml_backend_ptr  rpc(ggml_backend_rpc_init(endpoint.c_str(), 0));
-    ggml_backend_ptr  cpu(ggml_backend_cpu_init());
-    ggml_backend_cpu_set_n_threads(cpu.get(), 1);
-
+// Upload and download of one tensor of bytes, against TCP.
+void transfer(ggml_backend_t rpc, size_t mib, int repeats) {
+    const size_t     bytes = mib << 20;
     ggml_init_params ip{};
-    ip.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
+    ip.mem_size = 4 * ggml_tensor_overhead();
     ip.no_alloc = true;
-    ggml_context_ptr ctx(ggml_init(ip));
-    ggml_tensor *    big = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, int64_t(bytes / 4));
-    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), rpc.get()));
-
+    ggml_context_ptr        ctx(ggml_init(ip));
+    ggml_tensor *           big = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I8, int64_t(bytes));
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), rpc));
+    if (!buf) {
+        std::fprintf(stderr, "bench_rpc: cannot allocate %zu MiB on the server\n", mib);
+        std::exit(1);
+    }
     std::vector<uint8_t> src(bytes), dst(bytes);
     for (size_t i = 0; i < bytes; ++i) {
         src[i] = uint8_t(i * 131 + (i >> 12));
@@ -179,11 +167,11 @@ int main(int argc, char ** argv) {
         down.push_back(seconds_since(t0));
         if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
             std::fprintf(stderr, "bench_rpc: the download differs from the upload\n");
-            return 1;
+            std::exit(1);
         }
         tcp.push_back(tcp_copy(src, dst));
     }
-    const double mb = double(bytes) / (1 << 20);
+    const double mb    = double(bytes) / (1 << 20);
     const double t_tcp = median(tcp);
     std::printf("transfer of %zu MiB, median of %d\n", mib, repeats);
     std::printf("  raw TCP copy          %8.1f MiB/s\n", mb / t_tcp);
@@ -191,12 +179,51 @@ int main(int argc, char ** argv) {
     std::printf("  upload, cached        %8.1f MiB/s  (%.2f of TCP)\n", mb / median(up_cached),
                 t_tcp / median(up_cached));
     std::printf("  download              %8.1f MiB/s  (%.2f of TCP)\n", mb / median(down), t_tcp / median(down));
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    std::vector<size_t> sizes;
+    for (const char * p = argc > 1 ? argv[1] : "64,1024"; *p != '\0';) {
+        char *       end = nullptr;
+        const size_t m   = size_t(std::strtoul(p, &end, 10));
+        if (end == p || m == 0) {
+            std::fprintf(stderr, "usage: bench_rpc [MiB[,MiB...]] [repeats]\n");
+            return 1;
+        }
+        sizes.push_back(m);
+        p = *end == ',' ? end + 1 : end;
+    }
+    const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
+
+    loom_rpc_server_params p{};
+    p.endpoint               = "127.0.0.1:0";
+    p.token                  = "bench-token";
+    p.n_threads              = 1;
+    loom_rpc_server_t server = loom_rpc_server_start(&p);
+    if (server == nullptr) {
+        return 1;
+    }
+    loom_rpc_set_token(p.token);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(server));
+    ggml_backend_ptr  rpc(ggml_backend_rpc_init(endpoint.c_str(), 0));
+    ggml_backend_ptr  cpu(ggml_backend_cpu_init());
+    ggml_backend_cpu_set_n_threads(cpu.get(), 1);
+    if (!rpc) {
+        return 1;
+    }
+    for (size_t mib : sizes) {
+        transfer(rpc.get(), mib, repeats);
+    }
 
     // A small graph: (a + b) * s on 256 floats, in a context of its own per backend.
     const int n_calls = 2000;
-    auto      latency = [&](ggml_backend_t be, bool alternate) {
-        ggml_init_params gp = ip;
-        gp.mem_size         = 16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead();
+    enum class Mode { same, alternate, step };
+    auto latency = [&](ggml_backend_t be, Mode mode) {
+        ggml_init_params gp{};
+        gp.mem_size = 16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead();
+        gp.no_alloc = true;
         ggml_context_ptr gctx(ggml_init(gp));
         ggml_tensor *    a  = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, 256);
         ggml_tensor *    b  = ggml_new_tensor_1d(gctx.get(), GGML_TYPE_F32, 256);
@@ -208,11 +235,19 @@ int main(int argc, char ** argv) {
         ggml_build_forward_expand(g2, y2);
         ggml_backend_buffer_ptr gb(ggml_backend_alloc_ctx_tensors(gctx.get(), be));
         ggml_backend_buffer_clear(gb.get(), 0);
+        std::vector<float>  in(256, 1.5f), out(256);
         std::vector<double> per;
         for (int r = 0; r < repeats; ++r) {
             const auto t0 = clock_type::now();
             for (int i = 0; i < n_calls; ++i) {
-                ggml_backend_graph_compute(be, alternate && (i & 1) ? g2 : g1);
+                if (mode == Mode::step) {
+                    in[0] = float(i);
+                    ggml_backend_tensor_set(a, in.data(), 0, ggml_nbytes(a));
+                }
+                ggml_backend_graph_compute(be, mode == Mode::alternate && (i & 1) ? g2 : g1);
+                if (mode == Mode::step) {
+                    ggml_backend_tensor_get(y, out.data(), 0, ggml_nbytes(y));
+                }
             }
             per.push_back(seconds_since(t0) / n_calls * 1e6);
         }
@@ -222,16 +257,18 @@ int main(int argc, char ** argv) {
     for (int r = 0; r < repeats; ++r) {
         pings.push_back(tcp_ping_pong(n_calls));
     }
-    const double local = latency(cpu.get(), false);
-    const double same  = latency(rpc.get(), false);
-    const double resend = latency(rpc.get(), true);
+    const double ping   = median(pings);
+    const double local  = latency(cpu.get(), Mode::same);
+    const double same   = latency(rpc.get(), Mode::same);
+    const double resend = latency(rpc.get(), Mode::alternate);
+    const double step   = latency(rpc.get(), Mode::step);
     std::printf("graph (a + b) * s on 256 floats, 2 nodes, %d calls, median of %d\n", n_calls, repeats);
     std::printf("  local CPU             %8.1f us\n", local);
-    std::printf("  TCP 1-byte round trip %8.1f us\n", median(pings));
-    std::printf("  RPC, graph cached     %8.1f us\n", same);
-    std::printf("  RPC, graph re-sent    %8.1f us\n", resend);
+    std::printf("  TCP 1-byte round trip %8.1f us\n", ping);
+    std::printf("  RPC, graph cached     %8.1f us  (%.1f round trips)\n", same, same / ping);
+    std::printf("  RPC, graph re-sent    %8.1f us  (%.1f round trips)\n", resend, resend / ping);
+    std::printf("  RPC, set + compute + get %5.1f us  (%.1f round trips)\n", step, step / ping);
 
-    buf.reset();
     rpc.reset();
     loom_rpc_server_stop(server);
     return 0;

@@ -70,7 +70,9 @@ class RawClient {
             stream_.reset();
             return st;
         }
-        session_ = ev.session_id();
+        session_     = ev.session_id();
+        bulk_port_   = ev.bulk_port();
+        bulk_ticket_ = ev.bulk_ticket();
         return grpc::Status::OK;
     }
     void disconnect() {
@@ -92,6 +94,9 @@ class RawClient {
         return c;
     }
     loom::rpc::Rpc::Stub & stub() { return *stub_; }
+    // The bulk connection the server offered the session (port 0: none).
+    uint32_t            bulk_port() const { return bulk_port_; }
+    const std::string & bulk_ticket() const { return bulk_ticket_; }
 
     uint64_t alloc(uint64_t size, grpc::Status * st = nullptr) {
         loom::rpc::AllocBufferRequest req;
@@ -107,6 +112,8 @@ class RawClient {
   private:
     std::string                                                 token_;
     std::string                                                 session_;
+    uint32_t                                                    bulk_port_ = 0;
+    std::string                                                 bulk_ticket_;
     std::shared_ptr<grpc::Channel>                              channel_;
     std::unique_ptr<loom::rpc::Rpc::Stub>                       stub_;
     std::unique_ptr<grpc::ClientContext>                        stream_ctx_;

@@ -20,6 +20,7 @@
 #include "ggml-rpc.h"
 #include "backends/rpc/protocol.h"
 #include "backends/rpc/validate.h"
+#include "log_capture.h"
 #include "rpc_test_util.h"
 
 using namespace loomtest::rpc;
@@ -137,7 +138,7 @@ TEST_F(Rpc, LargeUploadIsCachedByContent) {
         loom::rpc::SetTensorHashRequest req;
         describe_f32(req.mutable_tensor(), h, 0, n);
         req.set_size(ggml_nbytes(a));
-        const loom::rpc::Sha256 md = loom::rpc::sha256(v.data(), ggml_nbytes(a));
+        const loom::rpc::Sha256 md = loom::rpc::content_key(v.data(), ggml_nbytes(a));
         req.set_sha256(md.data(), md.size());
         loom::rpc::SetTensorHashReply rep;
         ASSERT_TRUE(other.stub().SetTensorHash(other.ctx().get(), req, &rep).ok());
@@ -691,19 +692,29 @@ TEST_F(Rpc, TlsServerServesTlsClientsOnly) {
     // In clear: refused (the connection fails).
     EXPECT_EQ(ggml_backend_rpc_add_server(endpoint.c_str()), nullptr);
     // Over TLS, trusting the certificate (a failed connection is not kept,
-    // so the same endpoint connects anew).
+    // so the same endpoint connects anew), the bulk connection too: no
+    // warning that transfers fall back to gRPC.
     setenv("LOOM_RPC_TLS_CA", cert.c_str(), 1);
-    ggml_backend_ptr backend(ggml_backend_rpc_init(endpoint.c_str(), 0));
+    loomtest::LogCapture log;
+    ggml_backend_ptr     backend(ggml_backend_rpc_init(endpoint.c_str(), 0));
     unsetenv("LOOM_RPC_TLS_CA");
     ASSERT_NE(backend, nullptr);
+    EXPECT_FALSE(log.contains("bulk")) << log.text();
     auto          ctx = context();
     ggml_tensor * a   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
+    ggml_tensor * big = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, (40 << 20) / 4 + 3);
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
     const float             v[4] = {1, 2, 3, 4};
     float                   got[4];
     ggml_backend_tensor_set(a, v, 0, sizeof(v));
     ggml_backend_tensor_get(a, got, 0, sizeof(got));
     EXPECT_EQ(std::memcmp(v, got, sizeof(v)), 0);
+    const std::vector<float> bv = iota_values(size_t(ggml_nelements(big)), 0.125f);
+    std::vector<float>       bgot(bv.size());
+    ggml_backend_tensor_set(big, bv.data(), 0, ggml_nbytes(big));
+    ggml_backend_tensor_get(big, bgot.data(), 0, ggml_nbytes(big));
+    EXPECT_TRUE(bgot == bv);
+    EXPECT_FALSE(log.contains("failed")) << log.text();
     buf.reset();
     backend.reset();
     loom_rpc_server_stop(server);

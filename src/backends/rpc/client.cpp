@@ -12,15 +12,15 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend_impl.h"
+#include "bulk_client.h"
+#include "client_connection.h"
 #include "core/common.h"
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
@@ -33,178 +33,6 @@ namespace {
 
 ggml_guid g_rpc_guid = {0x6c, 0x6f, 0x6f, 0x6d, 0x2d, 0x72, 0x70, 0x63,
                         0x4e, 0x19, 0xb7, 0x02, 0x6d, 0xa3, 0x58, 0xf1};
-
-// ---- configuration -----------------------------------------------------------
-
-struct ClientConfig {
-    std::mutex  mutex;
-    bool        token_set = false;
-    std::string token;
-    uint32_t    call_ms    = 0;
-    uint32_t    compute_ms = 0;
-
-    static ClientConfig & get() {
-        static ClientConfig c;
-        return c;
-    }
-    std::string current_token() {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!token_set) {
-            const char * env = std::getenv("LOOM_RPC_TOKEN");
-            token            = env != nullptr ? env : "";
-            token_set        = true;
-        }
-        return token;
-    }
-    static uint32_t env_ms(const char * name, uint32_t fallback) {
-        const char * v = std::getenv(name);
-        const long   n = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
-        return n > 0 ? uint32_t(n) : fallback;
-    }
-    uint32_t call_timeout() {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (call_ms == 0) {
-            call_ms = env_ms("LOOM_RPC_TIMEOUT_MS", 30000);
-        }
-        return call_ms;
-    }
-    uint32_t compute_timeout() {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (compute_ms == 0) {
-            compute_ms = env_ms("LOOM_RPC_COMPUTE_TIMEOUT_MS", 300000);
-        }
-        return compute_ms;
-    }
-};
-
-// ---- connection --------------------------------------------------------------
-
-class Connection {
-  public:
-    // NULL (logged) when the server cannot be reached or refuses.
-    static std::shared_ptr<Connection> open(const std::string & endpoint) {
-        auto c = std::shared_ptr<Connection>(new Connection(endpoint));
-        return c->connect() ? c : nullptr;
-    }
-
-    ~Connection() {
-        stream_ctx_.TryCancel();
-        if (stream_) {
-            (void) stream_->Finish();
-        }
-    }
-
-    Rpc::Stub &                      stub() { return *stub_; }
-    const std::string &              endpoint() const { return endpoint_; }
-    const std::vector<DeviceInfo> & devices() const { return devices_; }
-
-    // Metadata and deadline of one call.
-    void prepare(grpc::ClientContext & ctx, bool compute = false) const {
-        ctx.AddMetadata(k_auth_key, "Bearer " + token_);
-        ctx.AddMetadata(k_session_key, session_);
-        const uint32_t ms = compute ? ClientConfig::get().compute_timeout() : ClientConfig::get().call_timeout();
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
-    }
-
-    // Logs a failed call; true when it succeeded. A failed transfer
-    // (mark) also fails the next graph computation.
-    bool check(const grpc::Status & st, const char * what, bool mark = true) {
-        if (st.ok()) {
-            return true;
-        }
-        failed_ = failed_ || mark;
-        LOOM_LOG_ERROR("RPC[%s]: %s failed: %s (%s)\n", endpoint_.c_str(), what, st.error_message().c_str(),
-                       code_name(st.error_code()));
-        return false;
-    }
-    // A transfer failed since the last graph computation.
-    bool take_failure() { return failed_.exchange(false); }
-
-    static const char * code_name(grpc::StatusCode c) {
-        switch (c) {
-            case grpc::StatusCode::DEADLINE_EXCEEDED: return "deadline exceeded";
-            case grpc::StatusCode::UNAVAILABLE: return "server unavailable";
-            case grpc::StatusCode::UNAUTHENTICATED: return "unauthenticated";
-            case grpc::StatusCode::INVALID_ARGUMENT: return "invalid argument";
-            case grpc::StatusCode::RESOURCE_EXHAUSTED: return "resource exhausted";
-            case grpc::StatusCode::FAILED_PRECONDITION: return "failed precondition";
-            default: return "error";
-        }
-    }
-
-  private:
-    explicit Connection(std::string endpoint) : endpoint_(std::move(endpoint)) {}
-
-    bool connect() {
-        token_ = ClientConfig::get().current_token();
-        std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-        if (const char * ca = std::getenv("LOOM_RPC_TLS_CA"); ca != nullptr && ca[0] != '\0') {
-            std::ifstream      in(ca, std::ios::binary);
-            std::ostringstream s;
-            s << in.rdbuf();
-            if (!in) {
-                LOOM_LOG_ERROR("RPC[%s]: cannot read LOOM_RPC_TLS_CA file %s\n", endpoint_.c_str(), ca);
-                return false;
-            }
-            grpc::SslCredentialsOptions ssl;
-            ssl.pem_root_certs = s.str();
-            creds              = grpc::SslCredentials(ssl);
-        }
-        grpc::ChannelArguments args;
-        args.SetMaxReceiveMessageSize(int(k_max_message_bytes));
-        args.SetMaxSendMessageSize(int(k_max_message_bytes));
-        tune_transport([&args](const char * name, int value) { args.SetInt(name, value); });
-        channel_ = grpc::CreateCustomChannel(endpoint_, creds, args);
-        stub_    = Rpc::NewStub(channel_);
-
-        // A deadline on a stream covers the whole stream, so the session
-        // stream has none; a plain call with a deadline first checks that
-        // the server answers and accepts the token.
-        stream_ctx_.AddMetadata(k_auth_key, "Bearer " + token_);
-        grpc::ClientContext probe;
-        probe.AddMetadata(k_auth_key, "Bearer " + token_);
-        probe.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(ClientConfig::get().call_timeout()));
-        DeviceRequest dreq;
-        DeviceMemory  drep;
-        const grpc::Status probe_st = stub_->GetDeviceMemory(&probe, dreq, &drep);
-        if (probe_st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-            probe_st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-            probe_st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-            LOOM_LOG_ERROR("RPC[%s]: cannot connect: %s (%s)\n", endpoint_.c_str(), probe_st.error_message().c_str(),
-                           code_name(probe_st.error_code()));
-            return false;
-        }
-        return open_stream();
-    }
-
-    bool open_stream() {
-        ConnectRequest req;
-        req.set_protocol_version(k_protocol_version);
-        stream_ = stub_->Connect(&stream_ctx_, req);
-        ConnectEvent ev;
-        if (!stream_->Read(&ev)) {
-            const grpc::Status st = stream_->Finish();
-            stream_.reset();
-            LOOM_LOG_ERROR("RPC[%s]: cannot open a session: %s (%s)\n", endpoint_.c_str(), st.error_message().c_str(),
-                           code_name(st.error_code()));
-            return false;
-        }
-        session_ = ev.session_id();
-        devices_.assign(ev.devices().begin(), ev.devices().end());
-        return true;
-    }
-
-    std::string                                        endpoint_;
-    std::string                                        token_;
-    std::string                                        session_;
-    std::shared_ptr<grpc::Channel>                     channel_;
-    std::unique_ptr<Rpc::Stub>                         stub_;
-    grpc::ClientContext                                stream_ctx_;
-    std::unique_ptr<grpc::ClientReader<ConnectEvent>> stream_;
-    std::vector<DeviceInfo>                            devices_;
-    std::atomic<bool>                                  failed_{false};
-};
 
 // Address ranges of remote buffers: never dereferenced, distinct per buffer.
 uint8_t * reserve_addresses(size_t size, size_t alignment) {
@@ -228,15 +56,47 @@ class RpcBufferType final : public ggml_backend_buffer_type {
     size_t       alignment() const override { return alignment_; }
     size_t       max_size() const override { return max_size_; }
     ggml_backend_buffer * alloc_buffer(size_t size) override;
+    // The server's answer, asked once per shape (cached); the data's size
+    // when the server cannot be asked.
+    size_t alloc_size(const ggml_tensor * t) const override {
+        AllocSizeRequest req;
+        req.set_device(index_);
+        TensorDesc * d = req.mutable_tensor();
+        d->set_type(uint32_t(t->type));
+        for (int i = 0; i < 4; ++i) {
+            d->add_ne(t->ne[i]);
+            d->add_nb(t->nb[i]);
+        }
+        d->set_op(uint32_t(t->op));
+        std::string key;
+        req.SerializeToString(&key);
+        {
+            std::lock_guard<std::mutex> lock(sizes_mutex_);
+            if (auto it = sizes_.find(key); it != sizes_.end()) {
+                return it->second;
+            }
+        }
+        grpc::ClientContext ctx;
+        conn_->prepare(ctx);
+        AllocSizeReply rep;
+        if (!conn_->check(conn_->stub().GetAllocSize(&ctx, req, &rep), "GetAllocSize", false)) {
+            return ggml_nbytes(t);
+        }
+        std::lock_guard<std::mutex> lock(sizes_mutex_);
+        sizes_[key] = size_t(rep.size());
+        return size_t(rep.size());
+    }
 
     Connection & conn() const { return *conn_; }
 
   private:
-    std::shared_ptr<Connection> conn_;
-    uint32_t                    index_;
-    std::string                 name_;
-    size_t                      alignment_;
-    size_t                      max_size_;
+    std::shared_ptr<Connection>                     conn_;
+    uint32_t                                        index_;
+    std::string                                     name_;
+    size_t                                          alignment_;
+    size_t                                          max_size_;
+    mutable std::mutex                              sizes_mutex_;
+    mutable std::unordered_map<std::string, size_t> sizes_;
 };
 
 class RpcBuffer final : public ggml_backend_buffer {
@@ -271,13 +131,23 @@ class RpcBuffer final : public ggml_backend_buffer {
 
     void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override {
         const auto * bytes = static_cast<const uint8_t *>(data);
-        if (n >= k_hash_threshold && set_by_hash(t, bytes, offset, n)) {
+        // Compute buffers hold activations that never repeat: no cache.
+        const bool cached = n >= k_hash_threshold && usage != GGML_BACKEND_BUFFER_USAGE_COMPUTE;
+        if (cached && set_by_hash(t, bytes, offset, n)) {
+            return;
+        }
+        TensorDesc desc;
+        describe(t, &desc);
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr && bulk->set(desc, offset, bytes, n)) {
+            if (cached) {
+                hash_call(t, offset, n, last_hash_, true);
+            }
             return;
         }
         // One request (and its data string) for every chunk: fresh 8 MiB
         // allocations each cost page faults.
         SetTensorRequest req;
-        describe(t, req.mutable_tensor());
+        *req.mutable_tensor() = desc;
         for (size_t done = 0; done < n;) {
             const size_t part = std::min(k_chunk_bytes, n - done);
             req.set_offset(offset + done);
@@ -290,7 +160,7 @@ class RpcBuffer final : public ggml_backend_buffer {
             }
             done += part;
         }
-        if (n >= k_hash_threshold) {
+        if (cached) {
             hash_call(t, offset, n, last_hash_, true);
         }
     }
@@ -299,6 +169,14 @@ class RpcBuffer final : public ggml_backend_buffer {
         auto * bytes = static_cast<uint8_t *>(data);
         GetTensorRequest req;
         describe(t, req.mutable_tensor());
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+            const grpc::Status st = bulk->get(req.tensor(), offset, bytes, n);
+            if (st.ok() || conn_.bulk() != nullptr) {
+                conn_.check(st, "GetTensor");
+                return;
+            }
+            // The connection broke: again through gRPC.
+        }
         GetTensorReply rep;
         for (size_t done = 0; done < n;) {
             const size_t part = std::min(k_chunk_bytes, n - done);
@@ -358,9 +236,11 @@ class RpcBuffer final : public ggml_backend_buffer {
   private:
     // Asks the server to fill the range from its content cache.
     bool set_by_hash(ggml_tensor * t, const uint8_t * bytes, size_t offset, size_t n) {
-        last_hash_ = sha256(bytes, n);
+        last_hash_ = content_key(bytes, n);
         return hash_call(t, offset, n, last_hash_, false);
     }
+    // A lookup (store false), or the server's keeping of an uploaded range
+    // (store true; through the bulk connection it is not waited for).
     bool hash_call(const ggml_tensor * t, size_t offset, size_t n, const Sha256 & h, bool store) {
         SetTensorHashRequest req;
         describe(t, req.mutable_tensor());
@@ -368,6 +248,12 @@ class RpcBuffer final : public ggml_backend_buffer {
         req.set_size(n);
         req.set_sha256(h.data(), h.size());
         req.set_store(store);
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+            SetTensorHashReply rep;
+            const grpc::Status st =
+                bulk->call(bulk::Op::hash, req, store ? nullptr : &rep, ClientConfig::get().call_timeout());
+            return conn_.check(st, "SetTensorHash") && (store || rep.found());
+        }
         grpc::ClientContext ctx;
         conn_.prepare(ctx);
         SetTensorHashReply rep;
@@ -407,7 +293,43 @@ class RpcBackend final : public ggml_backend {
     uint32_t                    index_;
     const char *                name_;
     std::string                 last_signature_;
+    std::vector<uint8_t>        last_key_; // graph_key of the graph last sent
+    std::vector<uint8_t>        key_;      // reused
 };
+
+// Every field of graph's nodes and their sources that its message carries,
+// as raw bytes: equal keys give equal messages, so a graph computed again
+// unchanged is neither serialized nor hashed again.
+void graph_key(ggml_cgraph * graph, std::vector<uint8_t> * key) {
+    key->clear();
+    auto put = [key](const void * p, size_t n) {
+        const auto * b = static_cast<const uint8_t *>(p);
+        key->insert(key->end(), b, b + n);
+    };
+    auto put_tensor = [&put](const ggml_tensor * t) {
+        put(&t, sizeof(t));
+        if (t == nullptr) {
+            return;
+        }
+        put(&t->buffer, sizeof(t->buffer));
+        put(&t->data, sizeof(t->data));
+        put(&t->type, sizeof(t->type));
+        put(t->ne, sizeof(t->ne));
+        put(t->nb, sizeof(t->nb));
+        put(&t->op, sizeof(t->op));
+        put(t->op_params, sizeof(t->op_params));
+        put(&t->flags, sizeof(t->flags));
+        put(t->name, sizeof(t->name));
+    };
+    const int n = ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * node = ggml_graph_node(graph, i);
+        put_tensor(node);
+        for (int k = 0; k < GGML_MAX_SRC; ++k) {
+            put_tensor(node->src[k]);
+        }
+    }
+}
 
 // The message of a graph: nodes with their sources; sources that are not
 // nodes of this graph travel as data (their op is not computed here).
@@ -470,14 +392,27 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
     }
     GraphComputeRequest req;
     req.set_device(index_);
-    if (!serialize_graph(graph, *conn_, index_, req.mutable_graph())) {
+    graph_key(graph, &key_);
+    const bool unchanged = !last_signature_.empty() && key_ == last_key_;
+    auto       serialize = [&]() {
+        if (!serialize_graph(graph, *conn_, index_, req.mutable_graph())) {
+            return false;
+        }
+        std::string bytes;
+        req.graph().SerializeToString(&bytes);
+        const Sha256 h = sha256(bytes.data(), bytes.size());
+        req.set_signature(h.data(), h.size());
+        return true;
+    };
+    if (unchanged) {
+        req.set_signature(last_signature_);
+    } else if (!serialize()) {
         return GGML_STATUS_FAILED;
     }
-    std::string bytes;
-    req.graph().SerializeToString(&bytes);
-    const Sha256 h = sha256(bytes.data(), bytes.size());
-    req.set_signature(h.data(), h.size());
     for (int attempt = 0; attempt < 2; ++attempt) {
+        if (attempt > 0 && !req.has_graph() && !serialize()) {
+            return GGML_STATUS_FAILED;
+        }
         // The graph travels only when it differs from the one sent last.
         GraphComputeRequest sent;
         const bool          resend = attempt > 0 || req.signature() != last_signature_;
@@ -486,10 +421,15 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
         if (resend) {
             *sent.mutable_graph() = req.graph();
         }
-        grpc::ClientContext ctx;
-        conn_->prepare(ctx, true);
-        GraphComputeReply   rep;
-        const grpc::Status st = conn_->stub().GraphCompute(&ctx, sent, &rep);
+        GraphComputeReply rep;
+        grpc::Status      st;
+        if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr) {
+            st = bulk->call(bulk::Op::compute, sent, &rep, ClientConfig::get().compute_timeout());
+        } else {
+            grpc::ClientContext ctx;
+            conn_->prepare(ctx, true);
+            st = conn_->stub().GraphCompute(&ctx, sent, &rep);
+        }
         if (!resend && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
             continue; // the server no longer holds it
         }
@@ -498,6 +438,7 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
             return GGML_STATUS_FAILED;
         }
         last_signature_ = req.signature();
+        last_key_.swap(key_);
         return ggml_status(rep.status());
     }
     return GGML_STATUS_FAILED;

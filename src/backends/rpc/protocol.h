@@ -13,7 +13,7 @@
 namespace loom::rpc {
 
 // Bumped whenever a message changes meaning; a server refuses other versions.
-constexpr uint32_t k_protocol_version = 2;
+constexpr uint32_t k_protocol_version = 3;
 
 // Graphs travel with raw operator numbers, so the version belongs to one
 // operator table. A change to the table (core/op_table.h) stops the build
@@ -52,5 +52,11 @@ template <class SetInt> void tune_transport(SetInt set) {
 using Sha256 = std::array<uint8_t, 32>;
 Sha256      sha256(const void * data, size_t size);
 std::string to_hex(const Sha256 & h);
+
+// The key of the content cache: SHA-256 over the size (8 bytes,
+// little-endian) and the SHA-256 of each k_content_leaf_bytes piece of the
+// data in order, the pieces hashed on several threads.
+constexpr size_t k_content_leaf_bytes = size_t(4) << 20;
+Sha256           content_key(const void * data, size_t size);
 
 } // namespace loom::rpc

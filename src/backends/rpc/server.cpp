@@ -15,6 +15,7 @@
 #include "ggml-cpu.h"
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
+#include "bulk_server.h"
 #include "server_core.h"
 
 using namespace loom::rpc;
@@ -45,6 +46,9 @@ class Service final : public Rpc::Service {
   public:
     Service(ServerCore & core, std::string token) : core_(core), expected_("Bearer " + std::move(token)) {}
 
+    // The port of the bulk connection offered to new sessions (0: none).
+    void set_bulk_port(int port) { bulk_port_ = port; }
+
     void stop() {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
@@ -61,13 +65,17 @@ class Service final : public Rpc::Service {
                                 "protocol version " + std::to_string(req->protocol_version()) + " is not " +
                                     std::to_string(k_protocol_version));
         }
-        std::string id;
-        if (!core_.open_session(&id)) {
+        std::string id, ticket;
+        if (!core_.open_session(&id, &ticket)) {
             return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many sessions");
         }
         ConnectEvent ev;
         ev.set_session_id(id);
         core_.describe(&ev);
+        if (bulk_port_ != 0) {
+            ev.set_bulk_port(uint32_t(bulk_port_));
+            ev.set_bulk_ticket(ticket);
+        }
         if (writer->Write(ev)) {
             // The session lives until the client ends the call or the server stops.
             std::unique_lock<std::mutex> lock(mutex_);
@@ -91,6 +99,7 @@ class Service final : public Rpc::Service {
     LOOM_RPC_HANDLER(GetDeviceMemory, DeviceRequest, DeviceMemory, get_device_memory)
     LOOM_RPC_HANDLER(SupportsOp, GraphMessage, Supported, supports_op)
     LOOM_RPC_HANDLER(AllocBuffer, AllocBufferRequest, AllocBufferReply, alloc_buffer)
+    LOOM_RPC_HANDLER(GetAllocSize, AllocSizeRequest, AllocSizeReply, get_alloc_size)
     LOOM_RPC_HANDLER(FreeBuffer, BufferRequest, Empty, free_buffer)
     LOOM_RPC_HANDLER(ClearBuffer, ClearBufferRequest, Empty, clear_buffer)
     LOOM_RPC_HANDLER(SetTensor, SetTensorRequest, Empty, set_tensor)
@@ -134,12 +143,14 @@ class Service final : public Rpc::Service {
     std::mutex              mutex_;
     std::condition_variable cv_;
     bool                    stopping_ = false;
+    int                     bulk_port_ = 0;
 };
 
 } // namespace
 
 struct loom_rpc_server {
     std::unique_ptr<ServerCore>   core;
+    std::unique_ptr<BulkServer>   bulk;
     std::unique_ptr<Service>      service;
     std::unique_ptr<grpc::Server> server;
     int                           port = 0;
@@ -182,6 +193,15 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     auto srv     = std::make_unique<loom_rpc_server>();
     srv->core    = std::make_unique<ServerCore>(std::move(opt));
     srv->service = std::make_unique<Service>(*srv->core, p->token);
+    std::shared_ptr<SSL_CTX> bulk_tls;
+    if (p->tls_cert_path != nullptr && !(bulk_tls = bulk::server_tls(p->tls_cert_path, p->tls_key_path))) {
+        return nullptr;
+    }
+    srv->bulk = std::make_unique<BulkServer>(*srv->core);
+    if (!srv->bulk->listen_on(bulk::endpoint_host(p->endpoint), std::move(bulk_tls))) {
+        return nullptr;
+    }
+    srv->service->set_bulk_port(srv->bulk->port());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(p->endpoint, creds, &srv->port);
     builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));
@@ -217,6 +237,9 @@ void loom_rpc_server_stop(loom_rpc_server_t server) {
         return;
     }
     server->service->stop();
+    if (server->bulk) {
+        server->bulk->stop();
+    }
     server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server->server->Wait();
     delete server;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 
+#include <sys/socket.h>
+
 #include "backend/backend_impl.h"
 #include "core/common.h"
 
@@ -16,6 +18,27 @@ namespace {
 
 grpc::Status invalid(const std::string & what, const std::string & why) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + ": " + why);
+}
+
+// Compares without stopping at the first difference.
+bool same_bytes(const std::string & a, const std::string & b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    }
+    return diff == 0;
+}
+
+std::string random_bytes(size_t n) {
+    std::random_device rd;
+    std::string        out;
+    while (out.size() < n) {
+        const uint32_t v = rd();
+        for (int k = 0; k < 4 && out.size() < n; ++k) {
+            out.push_back(char(uint8_t(v >> (8 * k))));
+        }
+    }
+    return out;
 }
 
 std::string random_id() {
@@ -52,7 +75,7 @@ std::shared_ptr<const std::vector<uint8_t>> ContentCache::find(const Sha256 & ke
     }
     auto bytes = std::make_shared<std::vector<uint8_t>>(std::istreambuf_iterator<char>(in),
                                                         std::istreambuf_iterator<char>());
-    if (sha256(bytes->data(), bytes->size()) != key) {
+    if (content_key(bytes->data(), bytes->size()) != key) {
         LOOM_LOG_WARN("rpc server: cache file %s does not match its hash; ignored\n", to_hex(key).c_str());
         return nullptr;
     }
@@ -128,7 +151,7 @@ ServerCore::~ServerCore() {
     }
 }
 
-std::shared_ptr<Session> ServerCore::open_session(std::string * id) {
+std::shared_ptr<Session> ServerCore::open_session(std::string * id, std::string * bulk_ticket) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (sessions_.size() >= options_.max_sessions) {
         return nullptr;
@@ -136,6 +159,10 @@ std::shared_ptr<Session> ServerCore::open_session(std::string * id) {
     auto s = std::make_shared<Session>();
     s->backends.resize(options_.devices.size());
     s->graphs.resize(options_.devices.size());
+    s->bulk_ticket = random_bytes(32);
+    if (bulk_ticket != nullptr) {
+        *bulk_ticket = s->bulk_ticket;
+    }
     *id = random_id();
     sessions_[*id] = s;
     return s;
@@ -152,6 +179,14 @@ void ServerCore::close_session(const std::string & id) {
         s = std::move(it->second);
         sessions_.erase(it);
     }
+    {
+        // Wakes a transfer blocked on the connection, which then ends.
+        std::lock_guard<std::mutex> lock(s->bulk_mutex);
+        s->bulk_claimed = true;
+        if (s->bulk_fd >= 0) {
+            shutdown(s->bulk_fd, SHUT_RDWR);
+        }
+    }
     std::lock_guard<std::mutex> lock(s->mutex);
     s->closed = true;
     s->graphs.clear();
@@ -163,6 +198,31 @@ std::shared_ptr<Session> ServerCore::find_session(const std::string & id) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = sessions_.find(id);
     return it != sessions_.end() ? it->second : nullptr;
+}
+
+std::shared_ptr<Session> ServerCore::claim_bulk(const std::string & ticket, int fd) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::shared_ptr<Session>    found;
+    for (const auto & [id, s] : sessions_) {
+        // Every session is compared, so the time says nothing of which matched.
+        std::lock_guard<std::mutex> bulk_lock(s->bulk_mutex);
+        if (same_bytes(s->bulk_ticket, ticket) && !s->bulk_claimed) {
+            found = s;
+        }
+    }
+    if (found) {
+        std::lock_guard<std::mutex> bulk_lock(found->bulk_mutex);
+        found->bulk_claimed = true;
+        found->bulk_fd      = fd;
+    }
+    return found;
+}
+
+void ServerCore::release_bulk(Session & s, int fd) {
+    std::lock_guard<std::mutex> lock(s.bulk_mutex);
+    if (s.bulk_fd == fd) {
+        s.bulk_fd = -1;
+    }
 }
 
 size_t ServerCore::session_count() {
@@ -252,6 +312,23 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
     return grpc::Status::OK;
 }
 
+grpc::Status ServerCore::get_alloc_size(Session & s, const AllocSizeRequest & req, AllocSizeReply * out) {
+    LOOM_RPC_LOCK_SESSION(s);
+    if (req.device() >= options_.devices.size()) {
+        return invalid("GetAllocSize", "no device " + std::to_string(req.device()));
+    }
+    ggml_tensor t{};
+    std::string why;
+    if (req.tensor().buffer() != 0 || !decode_tensor(req.tensor(), BufferLookup(), &t, &why)) {
+        return invalid("GetAllocSize", req.tensor().buffer() != 0 ? "the tensor names a buffer" : why);
+    }
+    if (req.tensor().op() < GGML_OP_COUNT) {
+        t.op = ggml_op(req.tensor().op());
+    }
+    out->set_size(ggml_backend_buft_get_alloc_size(ggml_backend_dev_buffer_type(options_.devices[req.device()]), &t));
+    return grpc::Status::OK;
+}
+
 grpc::Status ServerCore::free_buffer(Session & s, const BufferRequest & req, Empty *) {
     LOOM_RPC_LOCK_SESSION(s);
     auto it = s.buffers.find(req.buffer());
@@ -291,6 +368,18 @@ grpc::Status ServerCore::set_tensor(Session & s, const SetTensorRequest & req, E
     return grpc::Status::OK;
 }
 
+grpc::Status ServerCore::with_range(Session & s, const char * what, const TensorDesc & d, uint64_t offset,
+                                    uint64_t size, const std::function<grpc::Status(ggml_tensor & t)> & fn) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(d, lookup, &t, &why) || !check_range(&t, offset, size, &why)) {
+        return invalid(what, why);
+    }
+    return fn(t);
+}
+
 grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest & req, SetTensorHashReply * out) {
     LOOM_RPC_LOCK_SESSION(s);
     ggml_tensor t{};
@@ -306,11 +395,15 @@ grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest
     std::memcpy(key.data(), req.sha256().data(), key.size());
     if (req.store()) {
         // The client uploaded the range; remember it if it is what the hash says.
+        if (!cache_.keeps(size_t(req.size()))) {
+            out->set_found(false);
+            return grpc::Status::OK;
+        }
         std::vector<uint8_t> bytes(size_t(req.size()));
         if (!bytes.empty()) {
             t.buffer->get_tensor(&t, bytes.data(), size_t(req.offset()), bytes.size());
         }
-        const bool match = sha256(bytes.data(), bytes.size()) == key;
+        const bool match = content_key(bytes.data(), bytes.size()) == key;
         if (match) {
             cache_.put(key, std::move(bytes));
         }

@@ -11,6 +11,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -48,6 +49,8 @@ class ContentCache {
 
     std::shared_ptr<const std::vector<uint8_t>> find(const Sha256 & key);
     void put(const Sha256 & key, std::vector<uint8_t> bytes);
+    // Whether content of this size would be kept (in memory or in a file).
+    bool keeps(size_t size) const { return size <= max_bytes_ || !dir_.empty(); }
 
   private:
     void insert_locked(const Sha256 & key, std::shared_ptr<const std::vector<uint8_t>> bytes);
@@ -77,6 +80,14 @@ struct Session {
     };
     std::vector<CachedGraph> graphs; // per device: the last graph computed
 
+    // The bulk connection (Note [RPC bulk connection]): its ticket (used at
+    // most once) and its socket, shut down when the session closes. Under
+    // bulk_mutex, not mutex, which a transfer holds.
+    std::mutex  bulk_mutex;
+    std::string bulk_ticket;
+    bool        bulk_claimed = false;
+    int         bulk_fd      = -1;
+
     ggml_backend_buffer_t find_buffer(uint64_t handle) const;
 };
 
@@ -85,8 +96,9 @@ class ServerCore {
     explicit ServerCore(ServerOptions options);
     ~ServerCore();
 
-    // A new session and its id; NULL when the server holds its maximum.
-    std::shared_ptr<Session> open_session(std::string * id);
+    // A new session, its id and its bulk ticket; NULL when the server holds
+    // its maximum.
+    std::shared_ptr<Session> open_session(std::string * id, std::string * bulk_ticket = nullptr);
     // Frees the session's buffers once its running request (if any) ends.
     void                     close_session(const std::string & id);
     std::shared_ptr<Session> find_session(const std::string & id);
@@ -94,9 +106,21 @@ class ServerCore {
 
     void describe(ConnectEvent * ev) const;
 
+    // The open session whose unused ticket this is (compared in constant
+    // time), with fd recorded as its bulk connection; NULL otherwise.
+    std::shared_ptr<Session> claim_bulk(const std::string & ticket, int fd);
+    // The bulk connection fd of s ends (before fd is closed).
+    void                     release_bulk(Session & s, int fd);
+    // Under the session's lock: decodes d and checks [offset, offset + size)
+    // as SetTensor/GetTensor do (INVALID_ARGUMENT naming what otherwise),
+    // then runs fn on the tensor with the lock still held.
+    grpc::Status with_range(Session & s, const char * what, const TensorDesc & d, uint64_t offset, uint64_t size,
+                            const std::function<grpc::Status(ggml_tensor & t)> & fn);
+
     grpc::Status get_device_memory(Session & s, const DeviceRequest & req, DeviceMemory * out);
     grpc::Status supports_op(Session & s, const GraphMessage & req, Supported * out);
     grpc::Status alloc_buffer(Session & s, const AllocBufferRequest & req, AllocBufferReply * out);
+    grpc::Status get_alloc_size(Session & s, const AllocSizeRequest & req, AllocSizeReply * out);
     grpc::Status free_buffer(Session & s, const BufferRequest & req, Empty * out);
     grpc::Status clear_buffer(Session & s, const ClearBufferRequest & req, Empty * out);
     grpc::Status set_tensor(Session & s, const SetTensorRequest & req, Empty * out);

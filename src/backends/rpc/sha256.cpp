@@ -2,6 +2,11 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
 #include "core/common.h"
 #include "protocol.h"
 
@@ -13,6 +18,34 @@ Sha256 sha256(const void * data, size_t size) {
     const bool   ok  = EVP_Digest(data, size, out.data(), &len, EVP_sha256(), nullptr) == 1;
     LOOM_ASSERT(ok && len == out.size());
     return out;
+}
+
+Sha256 content_key(const void * data, size_t size) {
+    const auto * bytes  = static_cast<const uint8_t *>(data);
+    const size_t leaves = (size + k_content_leaf_bytes - 1) / k_content_leaf_bytes;
+    // 8 bytes of size, then one digest per leaf.
+    std::vector<uint8_t> joined(8 + leaves * sizeof(Sha256));
+    for (int i = 0; i < 8; ++i) {
+        joined[size_t(i)] = uint8_t(uint64_t(size) >> (8 * i));
+    }
+    auto hash_leaves = [&](size_t first, size_t step) {
+        for (size_t i = first; i < leaves; i += step) {
+            const size_t at = i * k_content_leaf_bytes;
+            const Sha256 h  = sha256(bytes + at, std::min(k_content_leaf_bytes, size - at));
+            std::memcpy(joined.data() + 8 + i * sizeof(Sha256), h.data(), h.size());
+        }
+    };
+    const size_t n_threads =
+        std::min<size_t>({leaves, std::max(1u, std::thread::hardware_concurrency()), size_t(16)});
+    std::vector<std::thread> threads;
+    for (size_t k = 1; k < n_threads; ++k) {
+        threads.emplace_back(hash_leaves, k, n_threads);
+    }
+    hash_leaves(0, std::max<size_t>(n_threads, 1));
+    for (std::thread & t : threads) {
+        t.join();
+    }
+    return sha256(joined.data(), joined.size());
 }
 
 std::string to_hex(const Sha256 & h) {

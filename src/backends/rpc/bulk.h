@@ -1,0 +1,117 @@
+#pragma once
+
+// Note [RPC bulk connection]
+// gRPC carries control; tensor bytes and the calls of a computation go
+// through one plain TCP connection per session beside it, so that large
+// transfers move at the speed of the socket (no protobuf copies, no message
+// limits, no HTTP/2 windows) and small ones cost one trip or none.
+//
+// The server's ConnectEvent gives a port and a ticket: 32 random bytes bound
+// to that session. The client connects, sends k_bulk_magic, the protocol
+// version and the ticket; the server answers one Reply (code 0: bound). A
+// ticket works once and only while its session is open; a wrong one is
+// refused and the connection closed. A server speaking TLS speaks it on the
+// bulk connection too (same certificate; the client checks it against
+// LOOM_RPC_TLS_CA and the endpoint's host), before the ticket is sent.
+//
+// Then the client sends frames, the server runs them in order, one at a
+// time, and answers each with a Reply:
+//   set:     meta = TensorDesc, then `size` bytes for [offset, offset + size)
+//            of the tensor. The range is checked (as SetTensor checks it)
+//            before any byte is read; a refused frame ends the connection,
+//            since what follows its header cannot be trusted.
+//   get:     meta = TensorDesc; the reply is followed by `size` bytes.
+//   hash:    meta = SetTensorHashRequest; reply payload SetTensorHashReply.
+//   compute: meta = GraphComputeRequest; reply payload GraphComputeReply.
+// The client need not wait for a reply before sending the next frame (it
+// reads the replies of set frames later, in order), so an upload is a
+// stream and a small input costs no trip of its own. A frame whose bytes do
+// not all arrive within the server's transfer timeout, or a connection that
+// closes mid-frame, is refused; the session keeps its buffers until its
+// Connect stream ends, and ending the session closes its bulk connection.
+// Numbers are little-endian.
+
+#include <openssl/ssl.h>
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loom::rpc::bulk {
+
+static_assert(std::endian::native == std::endian::little, "the bulk framing is written for little-endian hosts");
+
+constexpr char     k_bulk_magic[8]  = {'L', 'O', 'O', 'M', 'B', 'L', 'K', '1'};
+constexpr size_t   k_ticket_bytes   = 32;
+constexpr size_t   k_staging_bytes  = size_t(4) << 20; // per connection, for buffers that are not host memory
+constexpr size_t   k_max_meta_bytes = size_t(64) << 20;
+constexpr uint32_t k_io_timeout_ms  = 30000; // server: longest wait for the next bytes of a frame
+
+enum class Op : uint32_t { set = 1, get = 2, hash = 3, compute = 4 };
+
+struct Hello {
+    char     magic[8];
+    uint32_t version;
+    uint32_t reserved;
+    uint8_t  ticket[k_ticket_bytes];
+};
+static_assert(sizeof(Hello) == 48);
+
+struct Frame {
+    uint32_t op;
+    uint32_t meta_bytes;
+    uint64_t offset;
+    uint64_t size;
+};
+static_assert(sizeof(Frame) == 24);
+
+struct Reply {
+    uint32_t code;          // a grpc::StatusCode; 0: done
+    uint32_t message_bytes; // the reason, when code is not 0
+    uint64_t size;          // payload bytes after the message
+};
+static_assert(sizeof(Reply) == 16);
+
+// A connected socket, in clear or through TLS; owns both. Whole reads and
+// writes on a blocking socket: a read or write gives up after the socket's
+// timeout without progress (tune_socket). False on end of stream, error or
+// timeout.
+class Stream {
+  public:
+    explicit Stream(int fd, SSL * ssl = nullptr) : fd_(fd), ssl_(ssl) {}
+    ~Stream();
+    Stream(const Stream &)             = delete;
+    Stream & operator=(const Stream &) = delete;
+
+    int  fd() const { return fd_; }
+    bool read_all(void * data, size_t n);
+    bool write_all(const void * data, size_t n);
+    // Waits until bytes can be read; timeout_ms < 0 waits for ever. False on
+    // timeout.
+    bool wait_readable(int timeout_ms);
+    // Wakes and fails every blocked and later read and write (any thread).
+    void shut();
+
+  private:
+    int   fd_;
+    SSL * ssl_;
+};
+
+// The host part of an endpoint "host:port" ("[v6]:port" gives v6).
+std::string endpoint_host(const std::string & endpoint);
+
+// No delay for small frames; the progress timeout of reads and writes.
+void tune_socket(int fd, uint32_t io_timeout_ms);
+
+// TLS contexts of the bulk connection; NULL (logged) when the files cannot
+// be read. The client's checks the server's certificate against ca_path.
+std::shared_ptr<SSL_CTX> server_tls(const char * cert_path, const char * key_path);
+std::shared_ptr<SSL_CTX> client_tls(const char * ca_path);
+// The TLS handshake on a connected fd (server: accept; client: connect,
+// checking the certificate names host); NULL on failure, fd untouched.
+SSL * tls_accept(SSL_CTX * ctx, int fd);
+SSL * tls_connect(SSL_CTX * ctx, int fd, const std::string & host);
+
+} // namespace loom::rpc::bulk

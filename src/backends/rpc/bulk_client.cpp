@@ -1,0 +1,261 @@
+// The client side of the bulk connection (bulk_client.h).
+
+#include "bulk_client.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/common.h"
+#include "protocol.h"
+
+namespace loom::rpc {
+
+namespace {
+
+// Frames up to this size are written with one call (header, description
+// and data copied together); larger data is sent from the caller's memory.
+constexpr size_t k_small_frame_bytes = size_t(64) << 10;
+// Replies left unread before a set waits for them (they fill the server's
+// socket buffer otherwise).
+constexpr size_t k_max_pending = 256;
+
+int connect_to(const std::string & host, uint32_t port) {
+    addrinfo hints{};
+    hints.ai_family   = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo * found  = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+        return -1;
+    }
+    int fd = -1;
+    for (addrinfo * a = found; a != nullptr && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(found);
+    return fd;
+}
+
+} // namespace
+
+std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, const std::string & host, uint32_t port,
+                                               const std::string & ticket, uint32_t io_timeout_ms,
+                                               const char * ca_path) {
+    if (ticket.size() != bulk::k_ticket_bytes) {
+        LOOM_LOG_WARN("RPC[%s]: the server's bulk ticket has %zu bytes; transfers go through gRPC\n",
+                      endpoint.c_str(), ticket.size());
+        return nullptr;
+    }
+    const int fd = connect_to(host, port);
+    if (fd < 0) {
+        LOOM_LOG_WARN("RPC[%s]: cannot connect to the bulk port %u; transfers go through gRPC\n", endpoint.c_str(),
+                      port);
+        return nullptr;
+    }
+    bulk::tune_socket(fd, io_timeout_ms);
+    SSL * ssl = nullptr;
+    if (ca_path != nullptr) {
+        std::shared_ptr<SSL_CTX> tls = bulk::client_tls(ca_path);
+        if (!tls || (ssl = bulk::tls_connect(tls.get(), fd, host)) == nullptr) {
+            close(fd);
+            LOOM_LOG_WARN("RPC[%s]: no TLS on the bulk port %u; transfers go through gRPC\n", endpoint.c_str(), port);
+            return nullptr;
+        }
+    }
+    std::unique_ptr<BulkChannel> c(new BulkChannel(std::make_unique<bulk::Stream>(fd, ssl), io_timeout_ms));
+    bulk::Hello                  hello{};
+    std::memcpy(hello.magic, bulk::k_bulk_magic, sizeof(hello.magic));
+    hello.version = k_protocol_version;
+    std::memcpy(hello.ticket, ticket.data(), sizeof(hello.ticket));
+    std::lock_guard<std::mutex> lock(c->mutex_);
+    bulk::Reply                 r{};
+    grpc::Status                st = c->io_->write_all(&hello, sizeof(hello))
+                                         ? c->read_reply_locked(io_timeout_ms, &r)
+                                         : grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost");
+    if (!st.ok()) {
+        LOOM_LOG_WARN("RPC[%s]: the bulk connection was refused (%s); transfers go through gRPC\n", endpoint.c_str(),
+                      st.error_message().c_str());
+        return nullptr;
+    }
+    return c;
+}
+
+bool BulkChannel::alive() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !dead_;
+}
+
+grpc::Status BulkChannel::broken_locked(const char * what) {
+    dead_ = true;
+    io_->shut();
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string("bulk connection lost during ") + what);
+}
+
+bool BulkChannel::send_frame_locked(bulk::Op op, const std::string & meta, uint64_t offset, uint64_t size,
+                                    const void * data) {
+    bulk::Frame f{};
+    f.op         = uint32_t(op);
+    f.meta_bytes = uint32_t(meta.size());
+    f.offset     = offset;
+    f.size       = size;
+    const size_t inline_data = data != nullptr && size <= k_small_frame_bytes ? size_t(size) : 0;
+    frame_.assign(reinterpret_cast<const char *>(&f), sizeof(f));
+    frame_ += meta;
+    if (inline_data > 0) {
+        frame_.append(static_cast<const char *>(data), inline_data);
+    }
+    if (!io_->write_all(frame_.data(), frame_.size())) {
+        return false;
+    }
+    return data == nullptr || inline_data == size || io_->write_all(data, size_t(size));
+}
+
+grpc::Status BulkChannel::read_reply_locked(uint32_t timeout_ms, bulk::Reply * r) {
+    if (!io_->wait_readable(int(timeout_ms))) {
+        // A late reply would be taken for the next one's: the connection ends.
+        dead_ = true;
+        io_->shut();
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no reply on the bulk connection in time");
+    }
+    if (!io_->read_all(r, sizeof(*r))) {
+        return broken_locked("a reply");
+    }
+    if (r->code == 0) {
+        return grpc::Status::OK;
+    }
+    std::string msg(std::min<size_t>(r->message_bytes, 1 << 16), '\0');
+    if (r->message_bytes > msg.size() || !io_->read_all(msg.data(), msg.size())) {
+        return broken_locked("a reply");
+    }
+    return grpc::Status(grpc::StatusCode(r->code), msg);
+}
+
+grpc::Status BulkChannel::drain_locked() {
+    grpc::Status first       = deferred_;
+    deferred_                = grpc::Status::OK;
+    const bool   had_pending = pending_ > 0;
+    while (pending_ > 0 && !dead_) {
+        --pending_;
+        bulk::Reply  r{};
+        grpc::Status st = read_reply_locked(io_timeout_ms_, &r);
+        std::string  skip(size_t(std::min<uint64_t>(st.ok() ? r.size : 0, bulk::k_max_meta_bytes)), '\0');
+        if (st.ok() && (r.size > skip.size() || !io_->read_all(skip.data(), skip.size()))) {
+            st = broken_locked("a reply");
+        }
+        if (first.ok() && !st.ok()) {
+            first = st;
+        }
+    }
+    if (dead_ && had_pending && first.ok()) {
+        // Frames whose outcome is unknown: reported once.
+        first = grpc::Status(grpc::StatusCode::UNAVAILABLE, "bulk connection lost");
+    }
+    pending_ = 0;
+    return first;
+}
+
+grpc::Status BulkChannel::lost_locked(const char * what) {
+    grpc::Status st = broken_locked(what);
+    if (!deferred_.ok()) {
+        st = deferred_;
+    }
+    // The caller's failure stands for the frames whose replies are lost.
+    deferred_ = grpc::Status::OK;
+    pending_  = 0;
+    return st;
+}
+
+void BulkChannel::defer_locked(const grpc::Status & st) {
+    if (deferred_.ok()) {
+        deferred_ = st;
+    }
+}
+
+grpc::Status BulkChannel::sync() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return drain_locked();
+}
+
+bool BulkChannel::set(const TensorDesc & d, uint64_t offset, const void * data, size_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dead_) {
+        return false;
+    }
+    if (pending_ >= k_max_pending) {
+        defer_locked(drain_locked());
+    }
+    if (!send_frame_locked(bulk::Op::set, d.SerializeAsString(), offset, n, data)) {
+        (void) broken_locked("an upload");
+        return false;
+    }
+    ++pending_;
+    return true;
+}
+
+grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data, size_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dead_) {
+        return broken_locked("a download");
+    }
+    // The frame first: the replies of earlier frames come before its own.
+    if (!send_frame_locked(bulk::Op::get, d.SerializeAsString(), offset, n, nullptr)) {
+        return lost_locked("a download");
+    }
+    const grpc::Status earlier = drain_locked();
+    if (dead_) {
+        return earlier;
+    }
+    bulk::Reply  r{};
+    grpc::Status st = read_reply_locked(io_timeout_ms_, &r);
+    if (!st.ok()) {
+        return earlier.ok() ? st : earlier;
+    }
+    if (r.size != n) {
+        return broken_locked("a download (the server sent another size)");
+    }
+    if (!io_->read_all(data, n)) {
+        return broken_locked("a download");
+    }
+    return earlier;
+}
+
+grpc::Status BulkChannel::call(bulk::Op op, const google::protobuf::Message & req, google::protobuf::Message * rep,
+                               uint32_t timeout_ms) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dead_) {
+        return broken_locked("a call");
+    }
+    if (rep == nullptr && pending_ >= k_max_pending) {
+        defer_locked(drain_locked());
+    }
+    if (!send_frame_locked(op, req.SerializeAsString(), 0, 0, nullptr)) {
+        return rep != nullptr ? lost_locked("a call") : broken_locked("a call");
+    }
+    if (rep == nullptr) {
+        ++pending_;
+        return grpc::Status::OK;
+    }
+    const grpc::Status earlier = drain_locked();
+    if (dead_) {
+        return earlier;
+    }
+    bulk::Reply  r{};
+    grpc::Status st = read_reply_locked(timeout_ms, &r);
+    if (!st.ok()) {
+        return earlier.ok() ? st : earlier;
+    }
+    std::string payload(size_t(std::min<uint64_t>(r.size, bulk::k_max_meta_bytes)), '\0');
+    if (r.size > payload.size() || !io_->read_all(payload.data(), payload.size()) ||
+        !rep->ParseFromString(payload)) {
+        return broken_locked("a call (malformed reply)");
+    }
+    return earlier.ok() ? st : earlier;
+}
+
+} // namespace loom::rpc

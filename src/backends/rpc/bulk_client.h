@@ -1,0 +1,70 @@
+#pragma once
+
+// The client side of the bulk connection (Note [RPC bulk connection] in
+// bulk.h). Thread-safe: frames of concurrent callers go one after another.
+
+#include <google/protobuf/message.h>
+#include <grpcpp/support/status.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bulk.h"
+#include "loom_rpc.pb.h"
+
+namespace loom::rpc {
+
+class BulkChannel {
+  public:
+    // Connects to host:port (through TLS, trusting the certificates of the
+    // file ca_path, when not NULL) and binds the connection to the session
+    // of ticket; NULL (logged, naming endpoint) when it cannot.
+    // io_timeout_ms bounds every wait for progress on the socket.
+    static std::unique_ptr<BulkChannel> open(const std::string & endpoint, const std::string & host, uint32_t port,
+                                             const std::string & ticket, uint32_t io_timeout_ms,
+                                             const char * ca_path);
+
+    // False once the connection failed; the caller then uses gRPC.
+    bool alive();
+
+    // Sends [offset, offset + n) of the tensor without waiting for the
+    // server; a failure shows in a later sync. False when the connection
+    // failed before the bytes were sent.
+    bool set(const TensorDesc & d, uint64_t offset, const void * data, size_t n);
+    // Reads [offset, offset + n) into data.
+    grpc::Status get(const TensorDesc & d, uint64_t offset, void * data, size_t n);
+    // A hash or compute frame: waits up to timeout_ms for the reply and
+    // parses it into rep; with rep NULL, does not wait (see sync).
+    grpc::Status call(bulk::Op op, const google::protobuf::Message & req, google::protobuf::Message * rep,
+                      uint32_t timeout_ms);
+    // Reads the replies of the frames sent without waiting; the first of
+    // their failures (OK when none).
+    grpc::Status sync();
+
+  private:
+    BulkChannel(std::unique_ptr<bulk::Stream> io, uint32_t io_timeout_ms)
+        : io_(std::move(io)), io_timeout_ms_(io_timeout_ms) {}
+
+    grpc::Status drain_locked();
+    bool         send_frame_locked(bulk::Op op, const std::string & meta, uint64_t offset, uint64_t size,
+                                   const void * data);
+    // Reads one reply header and its message; the payload stays unread.
+    grpc::Status read_reply_locked(uint32_t timeout_ms, bulk::Reply * r);
+    grpc::Status broken_locked(const char * what);
+    // The connection broke while a caller waits: its failure stands for the
+    // frames sent before whose replies are lost too.
+    grpc::Status lost_locked(const char * what);
+    // Keeps the first failure for the next sync, get or waited call.
+    void         defer_locked(const grpc::Status & st);
+
+    std::mutex  mutex_;
+    std::unique_ptr<bulk::Stream> io_;
+    uint32_t    io_timeout_ms_;
+    bool        dead_    = false;
+    size_t       pending_ = 0; // replies not read yet
+    grpc::Status deferred_;    // a failure read while no caller waited
+    std::string frame_;       // reused: the bytes of a small frame
+};
+
+} // namespace loom::rpc
