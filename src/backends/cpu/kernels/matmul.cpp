@@ -730,12 +730,19 @@ void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
 
 // out_prod: dst[m, n, i2, i3] = sum_k a[m, k, i2 / r2, i3 / r3] * b[n, k, i2, i3].
 // A thread owns whole dst rows (fixed n, i2, i3) and accumulates them over k
-// in increasing order; rows are taken OUT_PROD_ROWS at a time so that each row
-// of a, converted to f32 once, serves several dst rows.
+// in increasing order. F32 a: a dst row is the table's weighted sum of the K
+// rows of a (mad_rows_f32, the row in registers while a streams by), its
+// weights b[n, 0..K) gathered into scratch; like every mad_rows user, a
+// weight of 0 skips its row (0 times an infinite a gives 0, not NaN). Other
+// types of a: rows are taken OUT_PROD_ROWS at a time so that each row of a,
+// converted to f32 once, serves several dst rows.
 constexpr int64_t OUT_PROD_ROWS = 16;
 
 size_t out_prod_thread_scratch(const ggml_tensor * a) {
-    return a->type == GGML_TYPE_F32 ? 0 : align_up(size_t(a->ne[0]) * sizeof(float), SCRATCH_ALIGN);
+    if (a->type == GGML_TYPE_F32) {
+        return align_up(size_t(a->ne[1]) * sizeof(float), SCRATCH_ALIGN);
+    }
+    return align_up(size_t(a->ne[0]) * sizeof(float), SCRATCH_ALIGN);
 }
 
 void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
@@ -754,11 +761,8 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
     const int64_t   r3       = dst->ne[3] / a->ne[3];
     const size_t    slice    = out_prod_thread_scratch(a);
     ggml_to_float_t to_float = a->type == GGML_TYPE_F32 ? nullptr : type_info(a->type, __func__).to_float;
-    float *         a_row    = nullptr;
-    if (to_float != nullptr) {
-        LOOM_ASSERT(p.wsize >= slice * size_t(p.nth));
-        a_row = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + slice * size_t(p.ith));
-    }
+    LOOM_ASSERT(p.wsize >= slice * size_t(p.nth));
+    float * const scratch = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + slice * size_t(p.ith));
 
     auto dst_row = [&](int64_t n, int64_t i2, int64_t i3) {
         return reinterpret_cast<float *>(static_cast<char *>(dst->data) + n * dst->nb[1] + i2 * dst->nb[2] +
@@ -766,6 +770,25 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
     };
 
     const Range r = split_range(N * ne2 * dst->ne[3], p.ith, p.nth);
+    if (to_float == nullptr) {
+        const MadRowsFn mad = kernels(p.use_ref).mad_rows_f32;
+        for (int64_t ir = r.begin; ir < r.end; ++ir) {
+            const int64_t i3    = ir / (N * ne2);
+            const int64_t i2    = ir / N % ne2;
+            const int64_t n     = ir % N;
+            const char *  a_mat = static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+            const char *  b_row = static_cast<const char *>(b->data) + n * b->nb[0] + i2 * b->nb[2] + i3 * b->nb[3];
+            for (int64_t k = 0; k < K; ++k) {
+                std::memcpy(&scratch[k], b_row + k * b->nb[1], sizeof(float));
+            }
+            float * y = dst_row(n, i2, i3);
+            std::memset(y, 0, size_t(M) * sizeof(float));
+            mad(M, y, a_mat, a->nb[1], K, scratch);
+        }
+        return;
+    }
+
+    float * const a_row = scratch;
     for (int64_t ir = r.begin; ir < r.end;) {
         const int64_t i3 = ir / (N * ne2);
         const int64_t i2 = ir / N % ne2;
@@ -778,15 +801,11 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
         const char * a_mat = static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
         const char * b_mat = static_cast<const char *>(b->data) + i2 * b->nb[2] + i3 * b->nb[3];
         for (int64_t k = 0; k < K; ++k) {
-            const float * ak = reinterpret_cast<const float *>(a_mat + k * a->nb[1]);
-            if (to_float != nullptr) {
-                to_float(ak, a_row, M);
-                ak = a_row;
-            }
+            to_float(a_mat + k * a->nb[1], a_row, M);
             for (int64_t n = n0; n < n1; ++n) {
                 float bnk;
                 std::memcpy(&bnk, b_mat + n * b->nb[0] + k * b->nb[1], sizeof(bnk));
-                mad_f32(M, dst_row(n, i2, i3), ak, bnk);
+                mad_f32(M, dst_row(n, i2, i3), a_row, bnk);
             }
         }
         ir += n1 - n0;
