@@ -1,5 +1,7 @@
 #include "args.h"
 
+#include "devices.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -52,23 +54,6 @@ bool parse_cache_type(std::string_view text, ggml_type * out) {
         }
     }
     return false;
-}
-
-// "a,b,,c" -> {"a", "b", "c"}
-std::vector<std::string> split_list(std::string_view text) {
-    std::vector<std::string> parts;
-    size_t                   start = 0;
-    while (start <= text.size()) {
-        size_t end = text.find(',', start);
-        if (end == std::string_view::npos) {
-            end = text.size();
-        }
-        if (end > start) {
-            parts.emplace_back(text.substr(start, end - start));
-        }
-        start = end + 1;
-    }
-    return parts;
 }
 
 } // namespace

@@ -6,6 +6,22 @@
 
 namespace loom_run {
 
+std::vector<std::string> split_list(std::string_view text) {
+    std::vector<std::string> parts;
+    size_t                   start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find(',', start);
+        if (end == std::string_view::npos) {
+            end = text.size();
+        }
+        if (end > start) {
+            parts.emplace_back(text.substr(start, end - start));
+        }
+        start = end + 1;
+    }
+    return parts;
+}
+
 namespace {
 
 bool same_name(std::string_view a, std::string_view b) {

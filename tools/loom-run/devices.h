@@ -14,6 +14,9 @@
 
 namespace loom_run {
 
+// A comma-separated list of names, empty items dropped: "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_list(std::string_view text);
+
 class Backends {
   public:
     // Loads the backend plugins that ggml_backend_load_all finds and those at

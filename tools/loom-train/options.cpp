@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "devices.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -31,22 +33,6 @@ template <typename T> bool parse_number(std::string_view text, T * out) {
         auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
         return ec == std::errc() && ptr == text.data() + text.size();
     }
-}
-
-std::vector<std::string> split_list(std::string_view text) {
-    std::vector<std::string> parts;
-    size_t                   start = 0;
-    while (start <= text.size()) {
-        size_t end = text.find(',', start);
-        if (end == std::string_view::npos) {
-            end = text.size();
-        }
-        if (end > start) {
-            parts.emplace_back(text.substr(start, end - start));
-        }
-        start = end + 1;
-    }
-    return parts;
 }
 
 } // namespace
@@ -116,7 +102,7 @@ bool parse_args(int argc, const char * const * argv, Options * o, std::string * 
             }
         } else if (arg == "-dev" || arg == "--device") {
             if (!need()) return false;
-            o->devices = split_list(v);
+            o->devices = loom_run::split_list(v);
             if (o->devices.empty()) return bad("a list of device names");
         } else if (arg == "-o" || arg == "--output") {
             if (!need()) return false;
