@@ -601,6 +601,36 @@ TEST(Simd, ScaleSameBits) {
     }
 }
 
+// The AdamW step gives the portable table's bits for sizes with and without
+// a tail, unaligned rows, zero and huge gradients; values past n stay.
+TEST(Simd, AdamwSameBits) {
+    const AdamwStep s{0.9f, 0.999f, 1.0f - 0.9f, 1.0f - 0.999f, 1.0f / (1.0f - 0.9f), 1.0f / (1.0f - 0.999f),
+                      1e-8f, 1e-3f, 1.0f - 1e-3f * 0.01f};
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(15);
+        for (int64_t n : kSizes) {
+            SCOPED_TRACE(std::string(kt->name) + " n " + std::to_string(n));
+            const size_t sz = size_t(n) + 2;
+            auto         g  = random_floats(rng, sz);
+            auto         w0 = random_floats(rng, sz);
+            auto         m0 = random_floats(rng, sz);
+            auto         v0 = random_floats(rng, sz);
+            for (float & x : v0) x = std::fabs(x);
+            if (n > 3) {
+                g[1] = 0.0f;
+                g[2] = 3.0e18f;
+                g[3] = -1e-30f;
+            }
+            std::vector<float> w = w0, m = m0, v = v0, ww = w0, wm = m0, wv = v0;
+            portable_kernels().adamw_f32(n, ww.data() + 1, g.data() + 1, wm.data() + 1, wv.data() + 1, s);
+            kt->adamw_f32(n, w.data() + 1, g.data() + 1, m.data() + 1, v.data() + 1, s);
+            ASSERT_EQ(0, std::memcmp(w.data(), ww.data(), sz * sizeof(float)));
+            ASSERT_EQ(0, std::memcmp(m.data(), wm.data(), sz * sizeof(float)));
+            ASSERT_EQ(0, std::memcmp(v.data(), wv.data(), sz * sizeof(float)));
+        }
+    }
+}
+
 // Rotations give the portable table's bits in both modes, for pair counts
 // with and without a tail, into another row and in place; values past the
 // rotated ones stay as they are.

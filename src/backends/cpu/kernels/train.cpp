@@ -14,6 +14,7 @@
 #include "core/common.h"
 #include "element_at.h"
 #include "kernels.h"
+#include "backends/cpu/simd/kernel_table.h"
 
 namespace loom::cpu {
 
@@ -128,20 +129,6 @@ float param_at(const ggml_tensor * params, int i) {
     return v;
 }
 
-// One row of the AdamW step; the four rows are different tensors.
-void adamw_row(int64_t n, float * __restrict w, const float * __restrict g, float * __restrict m,
-               float * __restrict v, float beta1, float beta2, float beta1h, float beta2h, float eps, float alpha,
-               float keep) {
-    for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i];
-        const float mi = m[i] * beta1 + gi * (1.0f - beta1);
-        const float vi = v[i] * beta2 + gi * gi * (1.0f - beta2);
-        m[i]           = mi;
-        v[i]           = vi;
-        w[i]           = w[i] * keep - alpha * (mi * beta1h) / (std::sqrt(vi * beta2h) + eps);
-    }
-}
-
 // m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
 // w = w (1 - alpha wd) - alpha (m beta1h) / (sqrt(v beta2h) + eps)
 void compute_opt_step_adamw(const ComputeParams & p, ggml_tensor * dst) {
@@ -159,11 +146,12 @@ void compute_opt_step_adamw(const ComputeParams & p, ggml_tensor * dst) {
     const float         beta2h = param_at(params, 6);
     const float         keep   = 1.0f - alpha * wd;
 
-    const int64_t n = w->ne[0];
-    const Range   r = split_range(ggml_nrows(w), p.ith, p.nth);
+    const AdamwStep   step{beta1, beta2, 1.0f - beta1, 1.0f - beta2, beta1h, beta2h, eps, alpha, keep};
+    const AdamwRowFn  adamw = kernels(p.use_ref).adamw_f32;
+    const int64_t     n     = w->ne[0];
+    const Range       r     = split_range(ggml_nrows(w), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        adamw_row(n, row_of(w, ir), row_of(grad, ir), row_of(m, ir), row_of(v, ir), beta1, beta2, beta1h, beta2h,
-                  eps, alpha, keep);
+        adamw(n, row_of(w, ir), row_of(grad, ir), row_of(m, ir), row_of(v, ir), step);
         if (dst->data != w->data) {
             std::memcpy(row_of(dst, ir), row_of(w, ir), size_t(n) * sizeof(float));
         }

@@ -88,6 +88,16 @@ using BinaryFn = void (*)(int64_t n, const float * a, const float * b, float * d
 // may be anything, NaN included).
 using MadRowsFn = void (*)(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 
+// The AdamW step of values i < n of four different rows:
+//   m = m beta1 + g (1 - beta1);  v = v beta2 + (g g) (1 - beta2);
+//   w = w keep - (alpha (m beta1h)) / (sqrt(v beta2h) + eps)
+// each operation an IEEE single rounding, in this order (no fused
+// multiply-add), one_minus_beta1/2 being the rounded 1 - beta1/2.
+struct AdamwStep {
+    float beta1, beta2, one_minus_beta1, one_minus_beta2, beta1h, beta2h, eps, alpha, keep;
+};
+using AdamwRowFn = void (*)(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
+
 using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                              bool accumulate);
 
@@ -191,6 +201,10 @@ struct KernelTable {
     // y[i] = x[i] * s, one IEEE multiplication per element (every table
     // gives the same bits); y may be x.
     void (*scale_f32)(int64_t n, const float * x, float s, float * y) = nullptr;
+
+    // One row of the AdamW step (OPT_STEP_ADAMW), see AdamwStep; every
+    // table gives the same bits.
+    AdamwRowFn adamw_f32 = nullptr;
 
     // Rotary embedding of one row's first 2 * half values: pair i, (x[2i],
     // x[2i + 1]) in normal mode or (x[i], x[i + half]) in NeoX mode, turns

@@ -74,6 +74,16 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
     }
 }
 
+void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float mi = m[i] * s.beta1 + g[i] * s.one_minus_beta1;
+        const float vi = v[i] * s.beta2 + (g[i] * g[i]) * s.one_minus_beta2;
+        m[i]           = mi;
+        v[i]           = vi;
+        w[i]           = w[i] * s.keep - (s.alpha * (mi * s.beta1h)) / (std::sqrt(vi * s.beta2h) + s.eps);
+    }
+}
+
 void rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox) {
     const int64_t other = neox ? half : 1;
     const int64_t step  = neox ? 1 : 2;
@@ -195,6 +205,7 @@ const KernelTable k_portable = [] {
     t.mad_rows_f32 = mad_rows<float>;
     t.mad_rows_f16 = mad_rows<ggml_fp16_t>;
     t.scale_f32    = scale_f32;
+    t.adamw_f32    = adamw_f32;
     t.rope_f32     = rope_f32;
     return t;
 }();

@@ -42,6 +42,7 @@ float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);
 void   scale_f32(int64_t n, const float * x, float s, float * y);
+void   adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
 void   rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox);
 void   mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 void   mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);

@@ -58,6 +58,7 @@ const KernelTable k_avx2 = [] {
     t.mad_rows_f32 = avx2::mad_rows_f32;
     t.mad_rows_f16 = avx2::mad_rows_f16;
     t.scale_f32    = avx2::scale_f32;
+    t.adamw_f32    = avx2::adamw_f32;
     t.rope_f32     = avx2::rope_f32;
     t.gemv_quant[GGML_TYPE_Q2_K] = avx2::gemv_q2_K;
     t.gemv_quant[GGML_TYPE_Q3_K] = avx2::gemv_q3_K;

@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/simd/kernel_table.h"
+
 #include "target_begin.h"
 #include "avx512.h"
 
@@ -122,6 +124,27 @@ void silu_f32(int64_t n, const float * x, float * y) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) step(i, k_all);
     if (i < n) step(i, tail_mask(n - i));
+}
+
+// The portable loop's operations, 16 values at a time, the tail under a mask.
+void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s) {
+    const __m512 b1 = _mm512_set1_ps(s.beta1), b2 = _mm512_set1_ps(s.beta2);
+    const __m512 c1 = _mm512_set1_ps(s.one_minus_beta1), c2 = _mm512_set1_ps(s.one_minus_beta2);
+    const __m512 h1 = _mm512_set1_ps(s.beta1h), h2 = _mm512_set1_ps(s.beta2h);
+    const __m512 eps = _mm512_set1_ps(s.eps), alpha = _mm512_set1_ps(s.alpha), keep = _mm512_set1_ps(s.keep);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 t  = n - i >= 16 ? k_all : tail_mask(n - i);
+        const __m512    gi = _mm512_maskz_loadu_ps(t, g + i);
+        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(t, m + i), b1), _mm512_mul_ps(gi, c1));
+        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(t, v + i), b2),
+                                        _mm512_mul_ps(_mm512_mul_ps(gi, gi), c2));
+        _mm512_mask_storeu_ps(m + i, t, mi);
+        _mm512_mask_storeu_ps(v + i, t, vi);
+        const __m512 num = _mm512_mul_ps(alpha, _mm512_mul_ps(mi, h1));
+        const __m512 den = _mm512_add_ps(_mm512_maskz_sqrt_ps(t, _mm512_mul_ps(vi, h2)), eps);
+        const __m512 wi  = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(t, w + i), keep), _mm512_div_ps(num, den));
+        _mm512_mask_storeu_ps(w + i, t, wi);
+    }
 }
 
 void scale_f32(int64_t n, const float * x, float s, float * y) {

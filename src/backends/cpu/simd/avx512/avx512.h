@@ -11,6 +11,10 @@ namespace loom {
 struct block_q8_K;
 }
 
+namespace loom::cpu {
+struct AdamwStep;
+}
+
 namespace loom::cpu::avx512 {
 
 // F32 and F16 weights, every column count in one pass (gemv_float.cpp).
@@ -74,6 +78,7 @@ float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);
 void   scale_f32(int64_t n, const float * x, float s, float * y);
+void   adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
 void   rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox);
 
 // Element-wise f32 ops, Op 0-3: add, sub, mul, div (kernel_table.h BinaryFn; rows.cpp).

@@ -34,6 +34,7 @@ const KernelTable * avx512_kernels() {
         t.exp_sub_sum_f32   = avx512::exp_sub_sum_f32;
         t.silu_f32          = avx512::silu_f32;
         t.scale_f32         = avx512::scale_f32;
+        t.adamw_f32         = avx512::adamw_f32;
         t.rope_f32          = avx512::rope_f32;
         t.binary_f32[0]     = avx512::binary_f32<0>;
         t.binary_f32[1]     = avx512::binary_f32<1>;
