@@ -115,6 +115,34 @@ TEST(OpsMulMat, ManyColumnsOddK) {
     check_mul_mat_cases({GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}, {{77, 45, 19}, {301, 70, 40}, {1, 33, 13}}, 137);
 }
 
+TEST(OpsMulMat, HalfPrecisionColumns) {
+    // ggml takes F16 and BF16 columns (im2col of an F16 kernel gives F16 columns for an F16
+    // weight, as in whisper.cpp's convolutions); they are widened to F32 before the product.
+    std::mt19937 rng(137);
+    for (ggml_type btype : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (ggml_type type : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K}) {
+            for (const MulMatCase & c : {MulMatCase{256, 5, 1}, MulMatCase{256, 13, 7}, MulMatCase{512, 33, 40}}) {
+                SCOPED_TRACE(std::string(ggml_type_name(type)) + " x " + ggml_type_name(btype) + " K " +
+                             std::to_string(c.K) + " M " + std::to_string(c.M) + " N " + std::to_string(c.N));
+                Context       ctx;
+                ggml_tensor * a = ggml_new_tensor_3d(ctx, type, c.K, c.M, 1);
+                ggml_tensor * b = ggml_new_tensor_3d(ctx, btype, c.K, c.N, 2); // a broadcast over dim 2
+                const Array   A = fill_random(a, rng);
+                const Array   B = fill_random(b, rng);
+                check_modes(ctx, ggml_mul_mat(ctx, a, b), ref::mul_mat(A, B), mul_mat_threshold(type));
+            }
+        }
+        // Columns taken out of a larger F16 matrix (a view with a row stride of its own).
+        Context       ctx;
+        ggml_tensor * a    = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 64, 9);
+        ggml_tensor * full = ggml_new_tensor_2d(ctx, btype, 96, 11);
+        fill_random(full, rng);
+        ggml_tensor * b = ggml_view_2d(ctx, full, 64, 11, full->nb[1], 16 * ggml_type_size(btype));
+        const Array   A = fill_random(a, rng);
+        check_modes(ctx, ggml_mul_mat(ctx, a, b), ref::mul_mat(A, read_tensor(b)), mul_mat_threshold(GGML_TYPE_F16));
+    }
+}
+
 TEST(OpsMulMat, TransposedSrc1) {
     std::mt19937 rng(137);
     for (ggml_type type : kWeightTypes) {

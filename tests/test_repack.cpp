@@ -333,6 +333,37 @@ TEST(Repack, OnlyMatrixProductsReadRepackedWeights) {
     EXPECT_EQ(ggml_backend_graph_compute(backend.get(), g), GGML_STATUS_FAILED);
 }
 
+// Clients choose a weight's buffer type by asking supports_op before the tensor is initialized:
+// a dummy get_rows of a weight whose buffer is CPU_REPACK (a buffer of size 0, as whisper.cpp and
+// llama.cpp make them) is refused as it will be once the weight is repacked, and the product is
+// taken; a weight the buffer would leave in ggml's layout stays usable by any op.
+TEST(Repack, BufferChoiceBeforeTheTensorIsInitialized) {
+    REQUIRE_REPACK();
+    auto               ctx = make_ctx(16);
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    for (ggml_type type : k_types) {
+        SCOPED_TRACE(ggml_type_name(type));
+        ggml_tensor * w      = ggml_new_tensor_2d(ctx.get(), type, 256, 16);
+        ggml_tensor * odd    = ggml_new_tensor_2d(ctx.get(), type, 256, 13); // rows not in groups of 8
+        ggml_tensor * ids    = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I32, 8);
+        ggml_tensor * x      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 256, 2);
+        ggml_tensor * rows   = ggml_get_rows(ctx.get(), w, ids);
+        ggml_tensor * mm     = ggml_mul_mat(ctx.get(), w, x);
+        ggml_tensor * rows13 = ggml_get_rows(ctx.get(), odd, ids);
+        ggml_backend_buffer_t empty = ggml_backend_buft_alloc_buffer(buft, 0);
+        ASSERT_NE(empty, nullptr);
+        w->buffer   = empty;
+        odd->buffer = empty;
+        EXPECT_FALSE(ggml_backend_dev_supports_op(dev, rows));
+        EXPECT_TRUE(ggml_backend_dev_supports_op(dev, mm));
+        EXPECT_TRUE(ggml_backend_dev_supports_op(dev, rows13));
+        w->buffer   = nullptr;
+        odd->buffer = nullptr;
+        EXPECT_TRUE(ggml_backend_dev_supports_op(dev, rows)); // in a plain CPU buffer
+        ggml_backend_buffer_free(empty);
+    }
+}
+
 // The scheduler runs a graph whose weights are repacked: placement follows
 // the weights to the CPU, and the result is the plain layout's.
 TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {

@@ -98,16 +98,32 @@ struct Phase {
 
 } // namespace
 
+namespace {
+
+// A weight in the repacked layout, or one its CPU_REPACK buffer will repack
+// when it initializes the tensor: ggml's clients (llama.cpp, whisper.cpp)
+// choose a weight's buffer type by asking supports_op with the buffer set
+// and the tensor not yet initialized.
+bool repacked_or_pending(const ggml_tensor * t) {
+    if (repacked_base(t) != nullptr) {
+        return true;
+    }
+    const ggml_tensor * base = t != nullptr && t->view_src != nullptr ? t->view_src : t;
+    return base != nullptr && base->extra == nullptr && is_repack_buffer(base->buffer) && repackable(base);
+}
+
+} // namespace
+
 bool supports_op(const ggml_tensor * op) {
     // Repacked weights (Note [Repacked weights]) serve as the weights of a
     // matrix product and nothing else; no op writes them (views and leaves
     // compute nothing).
-    if (repacked_base(op) != nullptr) {
+    if (repacked_or_pending(op)) {
         return is_noop(op);
     }
     for (int j = 0; j < GGML_MAX_SRC; ++j) {
         const ggml_tensor * src = op->src[j];
-        if (repacked_base(src) != nullptr && !(op->op == GGML_OP_MUL_MAT && j == 0 && is_repacked(src))) {
+        if (repacked_or_pending(src) && !(op->op == GGML_OP_MUL_MAT && j == 0 && src->view_src == nullptr)) {
             return false;
         }
     }

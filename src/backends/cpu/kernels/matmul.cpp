@@ -812,9 +812,58 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
+// MUL_MAT with F16 or BF16 columns (ggml takes them where they are the
+// weights' vec_dot_type: im2col of an F16 kernel, for one): the threads first
+// widen b into F32 at the start of the scratch, then the F32 product runs on
+// a copy of the node whose src[1] is that F32 matrix, with the rest of the
+// scratch.
+bool widens_b(const ggml_tensor * op) {
+    return op->op == GGML_OP_MUL_MAT && op->src[1]->type != GGML_TYPE_F32;
+}
+
+ggml_tensor widened_shape(const ggml_tensor * b) {
+    ggml_tensor w = *b;
+    w.type        = GGML_TYPE_F32;
+    w.view_src    = nullptr;
+    w.nb[0]       = sizeof(float);
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) {
+        w.nb[i] = w.nb[i - 1] * size_t(w.ne[i - 1]);
+    }
+    return w;
+}
+
+size_t widened_bytes(const ggml_tensor * b) {
+    return align_up(size_t(ggml_nelements(b)) * sizeof(float), SCRATCH_ALIGN);
+}
+
 } // namespace
 
 void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
+    if (widens_b(dst)) {
+        const ggml_tensor * b        = dst->src[1];
+        ggml_tensor         wide     = widened_shape(b);
+        const size_t        bytes    = widened_bytes(b);
+        ggml_to_float_t     to_float = type_info(b->type, __func__).to_float;
+        LOOM_ASSERT(p.wsize >= bytes);
+        wide.data              = p.wdata;
+        const int64_t n_rows   = ggml_nrows(b);
+        const Range   r        = split_range(n_rows, p.ith, p.nth);
+        for (int64_t ir = r.begin; ir < r.end; ++ir) {
+            const int64_t i3 = ir / (b->ne[1] * b->ne[2]);
+            const int64_t i2 = ir / b->ne[1] % b->ne[2];
+            const int64_t i1 = ir % b->ne[1];
+            to_float(static_cast<const char *>(b->data) + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3],
+                     static_cast<float *>(wide.data) + ir * b->ne[0], b->ne[0]);
+        }
+        p.sync();
+        ggml_tensor node = *dst;
+        node.src[1]      = &wide;
+        ComputeParams q  = p;
+        q.wdata          = static_cast<char *>(p.wdata) + bytes;
+        q.wsize          = p.wsize - bytes;
+        compute_mul_mat(q, &node);
+        return;
+    }
     switch (dst->op) {
         case GGML_OP_MUL_MAT:
             compute_mul_mat(p, dst);
@@ -828,7 +877,7 @@ void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 bool matmul_joins_group(const ggml_tensor * op) {
-    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) &&
+    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) && !widens_b(op) &&
            (is_weight_type(op->src[0]->type) || takes_table_gemv(op->src[0])) &&
            !mul_mat_uses_gemm(op->src[0], op->src[1]);
 }
@@ -853,8 +902,10 @@ void compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int 
 bool supports_matmul(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    if (a == nullptr || b == nullptr || !(is_weight_type(a->type) || takes_dequant_path(a->type)) ||
-        b->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32) {
+    const bool b_type = b != nullptr && (b->type == GGML_TYPE_F32 || (op->op == GGML_OP_MUL_MAT &&
+                                                                       (b->type == GGML_TYPE_F16 || b->type == GGML_TYPE_BF16)));
+    if (a == nullptr || !b_type || !(is_weight_type(a->type) || takes_dequant_path(a->type)) ||
+        op->type != GGML_TYPE_F32) {
         return false;
     }
     // Rows of a and of dst are read and written as contiguous runs.
@@ -875,6 +926,12 @@ bool supports_matmul(const ggml_tensor * op) {
 }
 
 size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
+    if (widens_b(op)) {
+        ggml_tensor       wide = widened_shape(op->src[1]);
+        ggml_tensor       node = *op;
+        node.src[1]            = &wide;
+        return widened_bytes(op->src[1]) + work_size_matmul(&node, n_threads);
+    }
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
     switch (op->op) {
