@@ -20,6 +20,10 @@
 #   finetune    llama-finetune trains the model for two epochs; the loss falls
 #   ctest       (--all only) llama.cpp's own ctest suite, label main; building
 #               every target takes about an hour on two cores
+#   whisper     (with WHISPER_DIR=<whisper.cpp checkout>) whisper.cpp configured
+#               with -DWHISPER_USE_SYSTEM_GGML=ON, every target built, and its
+#               ctest run on the models its repository ships (test-vad-full
+#               is left out: it needs ggml-base.en.bin, which is downloaded)
 # The exit status is the number of failed checks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -152,6 +156,17 @@ assert ends[-1] < ends[0], "the loss did not fall"
 EOF
 }
 check finetune finetune_check
+
+whisper_check() {
+    cmake -S "$WHISPER_DIR" -B "$work/build-whisper-loom" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DWHISPER_USE_SYSTEM_GGML=ON -DCMAKE_PREFIX_PATH="$work/prefix" -DWHISPER_BUILD_TESTS=ON \
+          -DWHISPER_BUILD_EXAMPLES=ON "${launcher[@]}" &&
+        cmake --build "$work/build-whisper-loom" -j"$jobs" &&
+        ctest --test-dir "$work/build-whisper-loom" --output-on-failure -j1 --timeout 600 -E "^test-vad-full$"
+}
+if [ -n "${WHISPER_DIR:-}" ]; then
+    check whisper whisper_check
+fi
 
 if [ $all = 1 ]; then
     check ctest ctest --test-dir "$work/build-llama-loom" -L main --output-on-failure -j"$jobs" --timeout 900
