@@ -20,6 +20,7 @@
 //    and round to nearest even whatever the rounding mode;
 //  - no function allocates, locks or calls through another table.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -97,6 +98,15 @@ struct AdamwStep {
     float beta1, beta2, one_minus_beta1, one_minus_beta2, beta1h, beta2h, eps, alpha, keep;
 };
 using AdamwRowFn = void (*)(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
+
+// The step of value i alone: the portable loop, and the tails of the SIMD ones.
+inline void adamw_one(int64_t i, float * w, const float * g, float * m, float * v, const AdamwStep & s) {
+        const float mi = m[i] * s.beta1 + g[i] * s.one_minus_beta1;
+        const float vi = v[i] * s.beta2 + (g[i] * g[i]) * s.one_minus_beta2;
+        m[i]           = mi;
+        v[i]           = vi;
+        w[i]           = w[i] * s.keep - (s.alpha * (mi * s.beta1h)) / (std::sqrt(vi * s.beta2h) + s.eps);
+}
 
 using GemmMicroFn = void (*)(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                              bool accumulate);

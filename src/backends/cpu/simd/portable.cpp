@@ -76,11 +76,7 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
 
 void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s) {
     for (int64_t i = 0; i < n; ++i) {
-        const float mi = m[i] * s.beta1 + g[i] * s.one_minus_beta1;
-        const float vi = v[i] * s.beta2 + (g[i] * g[i]) * s.one_minus_beta2;
-        m[i]           = mi;
-        v[i]           = vi;
-        w[i]           = w[i] * s.keep - (s.alpha * (mi * s.beta1h)) / (std::sqrt(vi * s.beta2h) + s.eps);
+        adamw_one(i, w, g, m, v, s);
     }
 }
 

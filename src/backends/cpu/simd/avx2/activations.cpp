@@ -141,11 +141,7 @@ void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, cons
         _mm256_storeu_ps(w + i, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), keep), _mm256_div_ps(num, den)));
     }
     for (; i < n; ++i) {
-        const float mi = m[i] * s.beta1 + g[i] * s.one_minus_beta1;
-        const float vi = v[i] * s.beta2 + (g[i] * g[i]) * s.one_minus_beta2;
-        m[i]           = mi;
-        v[i]           = vi;
-        w[i]           = w[i] * s.keep - (s.alpha * (mi * s.beta1h)) / (std::sqrt(vi * s.beta2h) + s.eps);
+        adamw_one(i, w, g, m, v, s);
     }
 }
 
