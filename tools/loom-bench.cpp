@@ -5,10 +5,13 @@
 //   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type q4_0|q8_0|f16|f32] [--no-blas]
 //
 // Limits, measured first with the same thread count:
-//   - FMA peak: each thread runs independent chains of 8-lane (AVX2) fused
-//     multiply-adds, enough of them to cover the instruction's latency, best
-//     of 10 runs; the AVX-512 figure is printed beside it where the processor
-//     has AVX-512;
+//   - FMA peak: each thread (pinned to its own processor) runs independent
+//     chains of 8-lane (AVX2) fused multiply-adds, the best of kernels of 8,
+//     10, 12, 14 and 16 chains over 4 runs each; the kernel that reached it
+//     is printed, with the FLOP per cycle and the clock where the kernel
+//     lets the process count cycles. The AVX-512 figure is printed beside it
+//     where the processor has AVX-512, and the peak of the GEMM's
+//     instructions is measured again right before and after each GEMM case;
 //   - memory bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger
 //     than the caches, with streaming stores so that the bytes counted
 //     (3 x 4 per element) are the bytes moved; a read-only sum is printed too
@@ -31,6 +34,11 @@
 // best run, with the median run's rate in parentheses.
 
 #include <immintrin.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -86,7 +94,24 @@ struct Options {
     std::vector<std::pair<int64_t, int64_t>> gemv_shapes;
 };
 
-// Runs fn(ith) on n threads at once and returns the wall time of the slowest.
+// Pins a thread to processor ith (modulo the processors this process may
+// use), so that two limit threads never share a core while another idles.
+void pin(std::thread & t, int ith) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) == 0) return;
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[size_t(ith) % cpus.size()], &one);
+    pthread_setaffinity_np(t.native_handle(), sizeof(one), &one);
+}
+
+// Runs fn(ith) on n pinned threads at once and returns the wall time of the
+// slowest.
 double run_threads(int n, const std::function<void(int)> & fn) {
     std::atomic<int>         ready{0};
     std::atomic<bool>        go{false};
@@ -99,6 +124,7 @@ double run_threads(int n, const std::function<void(int)> & fn) {
             }
             fn(i);
         });
+        pin(threads.back(), i);
     }
     while (ready.load() < n) {
     }
@@ -112,27 +138,30 @@ double run_threads(int n, const std::function<void(int)> & fn) {
 
 // ---- machine limits ----
 
-// Twelve independent FMA chains per thread: with a latency of 4 cycles and
-// two FMA units, eight are the least that keep both busy. Each chain starts
-// from its own value, taken from an argument, so that no compiler can merge
-// chains it could prove equal.
-constexpr int kChains = 12;
+// The FMA peak is the best of kernels of 8 to 16 independent FMA chains
+// per thread: with a latency of 4 cycles and two FMA units, eight are the
+// least that keep both busy, and more leave the scheduler room when a
+// hypervisor or a sibling thread takes cycles. Each chain starts from its
+// own value, taken from an argument, so that no compiler can merge chains
+// it could prove equal.
+constexpr int kChainCounts[] = {8, 10, 12, 14, 16};
 
+template <int N>
 __attribute__((target("avx2,fma"), noinline)) float fma_chains_avx2(int64_t iters, float seed) {
-    __m256 c[kChains];
-    for (int i = 0; i < kChains; ++i) {
+    __m256 c[N];
+    for (int i = 0; i < N; ++i) {
         c[i] = _mm256_set1_ps(seed * float(i + 1));
     }
     const __m256 a = _mm256_set1_ps(0.999999f);
     const __m256 b = _mm256_set1_ps(seed * 1e-7f);
     for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-        for (int i = 0; i < kChains; ++i) {
+#pragma GCC unroll 16
+        for (int i = 0; i < N; ++i) {
             c[i] = _mm256_fmadd_ps(c[i], a, b);
         }
     }
     __m256 s = c[0];
-    for (int i = 1; i < kChains; ++i) {
+    for (int i = 1; i < N; ++i) {
         s = _mm256_add_ps(s, c[i]);
     }
     float out[8];
@@ -140,21 +169,22 @@ __attribute__((target("avx2,fma"), noinline)) float fma_chains_avx2(int64_t iter
     return out[0];
 }
 
+template <int N>
 __attribute__((target("avx512f"), noinline)) float fma_chains_avx512(int64_t iters, float seed) {
-    __m512 c[kChains];
-    for (int i = 0; i < kChains; ++i) {
+    __m512 c[N];
+    for (int i = 0; i < N; ++i) {
         c[i] = _mm512_set1_ps(seed * float(i + 1));
     }
     const __m512 a = _mm512_set1_ps(0.999999f);
     const __m512 b = _mm512_set1_ps(seed * 1e-7f);
     for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-        for (int i = 0; i < kChains; ++i) {
+#pragma GCC unroll 16
+        for (int i = 0; i < N; ++i) {
             c[i] = _mm512_fmadd_ps(c[i], a, b);
         }
     }
     __m512 s = c[0];
-    for (int i = 1; i < kChains; ++i) {
+    for (int i = 1; i < N; ++i) {
         s = _mm512_add_ps(s, c[i]);
     }
     float out[16];
@@ -162,18 +192,77 @@ __attribute__((target("avx512f"), noinline)) float fma_chains_avx512(int64_t ite
     return out[0];
 }
 
-// Best of a few runs, in GFLOP/s over all threads.
-double fma_peak(int n_threads, bool avx512) {
-    const int64_t      iters = 20'000'000;
-    const int          lanes = avx512 ? 16 : 8;
-    double             best  = 0.0;
+float fma_chains(bool avx512, int chains, int64_t iters, float seed) {
+    switch (chains) {
+        case 8: return avx512 ? fma_chains_avx512<8>(iters, seed) : fma_chains_avx2<8>(iters, seed);
+        case 10: return avx512 ? fma_chains_avx512<10>(iters, seed) : fma_chains_avx2<10>(iters, seed);
+        case 12: return avx512 ? fma_chains_avx512<12>(iters, seed) : fma_chains_avx2<12>(iters, seed);
+        case 14: return avx512 ? fma_chains_avx512<14>(iters, seed) : fma_chains_avx2<14>(iters, seed);
+        default: return avx512 ? fma_chains_avx512<16>(iters, seed) : fma_chains_avx2<16>(iters, seed);
+    }
+}
+
+// A thread's core cycles, where the kernel lets a process count them
+// (perf_event_open; many virtual machines do not pass the counter on).
+class CycleCounter {
+  public:
+    CycleCounter() {
+        perf_event_attr a{};
+        a.type           = PERF_TYPE_HARDWARE;
+        a.size           = sizeof(a);
+        a.config         = PERF_COUNT_HW_CPU_CYCLES;
+        a.exclude_kernel = 1;
+        a.exclude_hv     = 1;
+        fd_              = int(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+    }
+    ~CycleCounter() {
+        if (fd_ >= 0) close(fd_);
+    }
+    CycleCounter(const CycleCounter &)             = delete;
+    CycleCounter & operator=(const CycleCounter &) = delete;
+    // Cycles so far, or -1 when they cannot be read.
+    int64_t read_cycles() const {
+        int64_t v = -1;
+        if (fd_ < 0 || ::read(fd_, &v, sizeof(v)) != ssize_t(sizeof(v))) return -1;
+        return v;
+    }
+
+  private:
+    int fd_ = -1;
+};
+
+struct Peak {
+    double gflops = 0.0; // over all threads
+    int    chains = 0;   // the kernel that reached it
+    double flop_per_cycle = 0.0; // per thread, 0 when cycles cannot be read
+    double ghz            = 0.0; // the clock the cycle count implies, 0 likewise
+};
+
+// The best of every chain count, 4 runs each, in GFLOP/s over all threads
+// (pinned, one per processor).
+Peak fma_peak(int n_threads, bool avx512) {
+    const int64_t      flop_per_run = int64_t(2.4e9); // per thread, about 0.1 s
+    const int          lanes        = avx512 ? 16 : 8;
+    Peak               best;
     std::vector<float> sink(static_cast<size_t>(n_threads));
-    for (int rep = 0; rep < 10; ++rep) {
-        const double t = run_threads(n_threads, [&](int ith) {
-            const float seed  = 1.0f + float(rep + ith) * 1e-3f;
-            sink[size_t(ith)] = avx512 ? fma_chains_avx512(iters, seed) : fma_chains_avx2(iters, seed);
-        });
-        best = std::max(best, double(n_threads) * double(iters) * kChains * lanes * 2.0 / t / 1e9);
+    std::vector<double> cyc(static_cast<size_t>(n_threads));
+    for (int rep = 0; rep < 4; ++rep) {
+        for (int chains : kChainCounts) {
+            const int64_t iters = flop_per_run / (int64_t(chains) * lanes * 2);
+            const double  t     = run_threads(n_threads, [&](int ith) {
+                const float        seed = 1.0f + float(rep + ith) * 1e-3f;
+                const CycleCounter cc;
+                const int64_t      c0 = cc.read_cycles();
+                sink[size_t(ith)]     = fma_chains(avx512, chains, iters, seed);
+                const int64_t c1      = cc.read_cycles();
+                cyc[size_t(ith)]      = c0 >= 0 && c1 > c0 ? double(c1 - c0) : 0.0;
+            });
+            const double flop = double(iters) * chains * lanes * 2.0;
+            const double rate = double(n_threads) * flop / t / 1e9;
+            if (rate > best.gflops) {
+                best = {rate, chains, cyc[0] > 0.0 ? flop / cyc[0] : 0.0, cyc[0] > 0.0 ? cyc[0] / t / 1e9 : 0.0};
+            }
+        }
     }
     if (sink[0] == 12345.0f) {
         std::printf(" ");
@@ -241,8 +330,9 @@ __attribute__((target("avx512f"))) float read_part512(const float * b, size_t be
 }
 
 struct Bandwidth {
-    double triad; // GB/s
-    double read;  // GB/s
+    double triad;            // GB/s
+    double read;             // GB/s
+    int    read_streams = 0; // streams per thread of the best read
 };
 
 // Thread ith's part [first, second) of n elements: a multiple of 256 each,
@@ -283,7 +373,10 @@ Bandwidth memory_bandwidth(int n_threads) {
                 const auto [lo, hi] = part(ith);
                 sink[size_t(ith)]   = wide ? read_part512(b.p, lo, hi, streams) : read_part(b.p, lo, hi, streams);
             });
-            bw.read = std::max(bw.read, double(n) * sizeof(float) / r / 1e9);
+            if (double(n) * sizeof(float) / r / 1e9 > bw.read) {
+                bw.read         = double(n) * sizeof(float) / r / 1e9;
+                bw.read_streams = streams;
+            }
         }
     }
     if (sink[0] == 12345.0f) {
@@ -504,8 +597,10 @@ void print_row(const Row & r) {
         std::printf(" %5.1f%% of read", 100.0 * best / r.read_limit);
     }
     if (r.around[0] > 0.0) {
-        std::printf("  median %5.1f%% of the triads around it (%.1f, %.1f)", 100.0 * med / (0.5 * (r.around[0] + r.around[1])),
-                    r.around[0], r.around[1]);
+        const bool gemv = std::string(r.unit) == "GB/s";
+        std::printf("  median %5.1f%% of the %s around it (%.1f, %.1f)",
+                    100.0 * med / (0.5 * (r.around[0] + r.around[1])), gemv ? "triads" : "FMA peaks", r.around[0],
+                    r.around[1]);
     }
     if (r.ref.best > 0.0) {
         const double rb = r.amount / r.ref.best / 1e9, rm = r.amount / r.ref.median / 1e9;
@@ -605,9 +700,16 @@ int main(int argc, char ** argv) {
     // figure kept, so that a disturbance during one measurement does not
     // lower the limit the cases are compared with.
     const bool has512 = ggml_cpu_has_avx512();
-    double     peak   = fma_peak(o.n_threads, false);
-    double     peak5  = has512 ? fma_peak(o.n_threads, true) : 0.0;
+    // The GEMM is compared with the peak of the instructions it runs on:
+    // AVX-512 unless LOOM_CPU_KERNELS keeps a lesser table.
+    const bool gemm512 = has512 && (kernels_env == nullptr || (std::strcmp(kernels_env, "avx2") != 0 &&
+                                                               std::strcmp(kernels_env, "portable") != 0));
+    Peak       peak   = fma_peak(o.n_threads, false);
+    Peak       peak5  = has512 ? fma_peak(o.n_threads, true) : Peak{};
     Bandwidth  bw     = memory_bandwidth(o.n_threads);
+    const auto keep_best = [](Peak & into, const Peak & p) {
+        if (p.gflops > into.gflops) into = p;
+    };
     std::vector<Row> rows;
 
     ggml_backend_t backend = ggml_backend_cpu_init();
@@ -620,7 +722,13 @@ int main(int argc, char ** argv) {
         for (const G & g : {G{2048, 2048, 2048}, G{4096, 512, 4096}}) {
             MulMatBench  mb(GGML_TYPE_F32, g.K, g.M, g.N, 1);
             const double flop = 2.0 * double(g.M) * double(g.N) * double(g.K);
-            const Timing t    = time_runs(o.min_time, [&] { ggml_backend_graph_compute(backend, mb.graphs[0]); });
+            // The peak of the GEMM's instructions right before and after the
+            // case, as the triads beside the matrix-vector cases.
+            const Peak   before = fma_peak(o.n_threads, gemm512);
+            const Timing t      = time_runs(o.min_time, [&] { ggml_backend_graph_compute(backend, mb.graphs[0]); });
+            const Peak   after  = fma_peak(o.n_threads, gemm512);
+            keep_best(gemm512 ? peak5 : peak, before);
+            keep_best(gemm512 ? peak5 : peak, after);
             Timing       ref{0.0, 0.0};
 #if defined(LOOM_BENCH_BLAS)
             if (have_blas) {
@@ -638,7 +746,7 @@ int main(int argc, char ** argv) {
             char name[96];
             std::snprintf(name, sizeof(name), "gemm f32 M=%lld N=%lld K=%lld", (long long) g.M, (long long) g.N,
                           (long long) g.K);
-            rows.push_back({name, flop, t, "GFLOP/s", 0.0, "FMA", ref});
+            rows.push_back({name, flop, t, "GFLOP/s", 0.0, "FMA", ref, 0.0, {before.gflops, after.gflops}});
             std::fprintf(stderr, "%s done\n", name);
         }
     }
@@ -712,29 +820,41 @@ int main(int argc, char ** argv) {
 
     ggml_backend_free(backend);
 
-    peak             = std::max(peak, fma_peak(o.n_threads, false));
-    peak5            = has512 ? std::max(peak5, fma_peak(o.n_threads, true)) : 0.0;
+    keep_best(peak, fma_peak(o.n_threads, false));
+    if (has512) keep_best(peak5, fma_peak(o.n_threads, true));
     const Bandwidth b2 = memory_bandwidth(o.n_threads);
-    bw.triad         = std::max(bw.triad, b2.triad);
-    bw.read          = std::max(bw.read, b2.read);
-    std::printf("FMA peak (AVX2, 8 lanes):     %7.1f GFLOP/s\n", peak);
-    if (has512) {
-        std::printf("FMA peak (AVX-512, 16 lanes): %7.1f GFLOP/s (loom's AVX-512 kernels: the F32 GEMM, the Q4_0, Q8_0 and BF16 products)\n", peak5);
+    bw.triad           = std::max(bw.triad, b2.triad);
+    if (b2.read > bw.read) {
+        bw.read         = b2.read;
+        bw.read_streams = b2.read_streams;
     }
-    std::printf("memory bandwidth, triad:      %7.1f GB/s (read-only sum: %.1f GB/s)\n\n", bw.triad, bw.read);
+    const auto print_peak = [](const char * what, const Peak & p) {
+        std::printf("%s %7.1f GFLOP/s (best kernel: %d chains per thread; ", what, p.gflops, p.chains);
+        if (p.flop_per_cycle > 0.0) {
+            std::printf("%.1f FLOP per cycle per thread at %.2f GHz)", p.flop_per_cycle, p.ghz);
+        } else {
+            std::printf("cycles not readable here)");
+        }
+    };
+    print_peak("FMA peak (AVX2, 8 lanes):    ", peak);
+    std::printf("\n");
+    if (has512) {
+        print_peak("FMA peak (AVX-512, 16 lanes):", peak5);
+        std::printf("\n  loom's AVX-512 kernels: the F32 GEMM, the Q4_0, Q8_0 and BF16 products\n");
+    }
+    std::printf("threads pinned, one per processor; chain counts tried:");
+    for (int c : kChainCounts) std::printf(" %d", c);
+    std::printf("\nmemory bandwidth, triad:      %7.1f GB/s (read-only sum: %.1f GB/s, best with %d stream(s) per thread)\n\n",
+                bw.triad, bw.read, bw.read_streams);
     if (!rows.empty()) {
         std::printf("%-36s %7s (%7s)\n", "case", "best", "median");
     }
-    // The GEMM is compared with the peak of the instructions it runs on:
-    // AVX-512 unless LOOM_CPU_KERNELS keeps a lesser table.
-    const bool gemm512 = has512 && (kernels_env == nullptr || (std::strcmp(kernels_env, "avx2") != 0 &&
-                                                               std::strcmp(kernels_env, "portable") != 0));
     for (Row & r : rows) {
         const bool gemv = std::string(r.limit_name) != "FMA";
         if (!gemv && gemm512) {
             r.limit_name = "FMA512";
         }
-        r.limit         = gemv ? bw.triad : gemm512 ? peak5 : peak;
+        r.limit         = gemv ? bw.triad : gemm512 ? peak5.gflops : peak.gflops;
         r.read_limit    = gemv ? bw.read : 0.0; // a matrix-vector product only reads its weights
         print_row(r);
     }
