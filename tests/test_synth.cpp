@@ -6,11 +6,13 @@
 // on the Vulkan device.
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <ostream>
 #include <memory>
@@ -218,10 +220,10 @@ struct Loaded {
     std::unique_ptr<loom_run::Session>  session;
 };
 
-std::unique_ptr<Loaded> load(const std::string & path, const std::string & device) {
+std::unique_ptr<Loaded> load(const std::string & path, const std::string & device, int n_threads = 1) {
     auto        r = std::make_unique<Loaded>();
     std::string error;
-    r->backends = loom_run::Backends::create({device}, {}, 1, &error);
+    r->backends = loom_run::Backends::create({device}, {}, n_threads, &error);
     EXPECT_TRUE(r->backends) << error;
     if (!r->backends) return nullptr;
     loom_run::LoadOptions lo;
@@ -350,6 +352,84 @@ TEST(SynthVulkan, Q4KMGivesTheCpusGreedyTokens) {
     EXPECT_LT(gap, 0.07);
     EXPECT_LT(rms, 0.05);
     std::remove(path.c_str());
+}
+
+// ---- mixtures of experts against llama.cpp -------------------------------
+
+// Models with experts (loom-synth --experts) against llama.cpp on ggml
+// 0.25.1 (tests/data/moe-reference.json): for each expert type and prompt,
+// the prompt's token ids, the logits of its last position within 1e-4 of
+// the largest, and 16 greedy tokens, with 1 and 2 threads. The router's
+// softmax, the top-k choice, the renormalised weights and the experts'
+// products (mul_mat_id) all feed the logits.
+TEST(SynthExperts, GreedyTokensAndLogitsOfLlamaCpp) {
+    std::ifstream  in(std::string(LOOM_TEST_DATA) + "/moe-reference.json");
+    nlohmann::json ref = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_FALSE(ref.is_discarded()) << "cannot parse moe-reference.json";
+    std::string args;
+    for (const auto & a : ref.at("synth_args")) args += a.get<std::string>() + " ";
+    for (const auto & m : ref.at("models")) {
+        const std::string type = m.at("type").get<std::string>();
+        const std::string path = synth(type, args, "experts");
+        for (int threads : {1, 2}) {
+            SCOPED_TRACE(type + " experts, " + std::to_string(threads) + " thread(s)");
+            auto r = load(path, "cpu", threads);
+            ASSERT_TRUE(r);
+            ASSERT_EQ(r->model->hparams().n_expert, 8u);
+            for (const auto & p : m.at("prompts")) {
+                const std::string prompt = p.at("prompt").get<std::string>();
+                SCOPED_TRACE("prompt \"" + prompt + "\"");
+                const std::vector<int32_t> ids = r->tokenizer.tokenize(prompt, true);
+                ASSERT_EQ(ids, p.at("prompt_token_ids").get<std::vector<int32_t>>());
+                const auto         want = p.at("last_prompt_position_logits").get<std::vector<float>>();
+                std::vector<float> logits;
+                std::string        error;
+                r->session->clear();
+                ASSERT_TRUE(r->session->eval(ids, &logits, &error)) << error;
+                ASSERT_EQ(logits.size(), want.size());
+                float scale = 0;
+                for (float v : want) scale = std::max(scale, std::fabs(v));
+                for (size_t i = 0; i < want.size(); ++i) {
+                    ASSERT_NEAR(logits[i], want[i], 1e-4 * scale) << "logit " << i;
+                }
+                std::vector<int32_t> generated;
+                const auto           want_ids = p.at("generated_token_ids").get<std::vector<int32_t>>();
+                for (size_t t = 0; t < want_ids.size(); ++t) {
+                    const int32_t id = loom_run::Sampler::argmax(logits);
+                    generated.push_back(id);
+                    ASSERT_TRUE(r->session->eval(std::span<const int32_t>(&id, 1), &logits, &error)) << error;
+                }
+                EXPECT_EQ(generated, want_ids);
+            }
+        }
+        std::remove(path.c_str());
+    }
+}
+
+// A file whose expert counts disagree is refused with the reason.
+TEST(SynthExperts, BadExpertCountsAreRefused) {
+    const std::string path = synth("f32", "--embd 64 --ff 128 --layers 1 --heads 4 --heads-kv 2 --experts 4 --experts-used 2",
+                                   "experts-bad");
+    ggml_context *   data = nullptr;
+    gguf_init_params gp   = {false, &data};
+    gguf_context *   g    = gguf_init_from_file(path.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t != nullptr; t = ggml_get_next_tensor(data, t)) {
+        if (gguf_find_tensor(g, ggml_get_name(t)) >= 0) gguf_set_tensor_data(g, ggml_get_name(t), t->data);
+    }
+    gguf_set_val_u32(g, "llama.expert_used_count", 5); // more than the 4 experts
+    const std::string bad = path + ".bad.gguf";
+    ASSERT_TRUE(gguf_write_to_file(g, bad.c_str(), false));
+    gguf_free(g);
+    ggml_free(data);
+    std::string error;
+    auto        backends = loom_run::Backends::create({"cpu"}, {}, 1, &error);
+    ASSERT_TRUE(backends) << error;
+    loom_run::LoadOptions lo;
+    EXPECT_EQ(loom_run::Model::load(bad, *backends, lo, &error), nullptr);
+    EXPECT_NE(error.find("expert_used_count 5"), std::string::npos) << error;
+    std::remove(path.c_str());
+    std::remove(bad.c_str());
 }
 
 } // namespace

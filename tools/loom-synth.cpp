@@ -3,6 +3,7 @@
 //
 //   loom-synth -o OUT.gguf --vocab-from SRC.gguf [--type T] [--embd N] [--ff N]
 //              [--layers N] [--heads N] [--heads-kv N] [--ctx N] [--seed N]
+//              [--experts N --experts-used K]
 //
 // The tokenizer (every tokenizer.* key) comes from SRC, which may be a full
 // model or a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf; the
@@ -15,6 +16,15 @@
 //     included, of the type llama.cpp's quantizer gives it (synth_recipes.h).
 // Norms are F32. The defaults give TinyLlama 1.1B's shape: embd 2048,
 // ff 5632, 22 layers, 32 heads, 4 KV heads.
+//
+// With --experts N, every layer's feed-forward part is a mixture of N
+// experts of which K are used per token, laid out as llama.cpp's llama
+// architecture reads Mixtral-style models: ffn_gate_inp (embd x N, F32, as
+// llama.cpp's quantizer leaves it) and ffn_gate_exps, ffn_up_exps (embd x ff
+// x N), ffn_down_exps (ff x embd x N) of the --type tensor type, with
+// llama.expert_count and llama.expert_used_count set. The file types'
+// recipes are not modelled for experts (llama.cpp's quantizer has rules of
+// its own for them), so --experts takes a tensor type only.
 
 #include <cmath>
 #include <cstdio>
@@ -42,6 +52,8 @@ struct Shape {
     int64_t                    heads_kv = 4;
     int64_t                    ctx      = 2048;
     uint32_t                   seed     = 1234;
+    int64_t                    experts      = 0; // 0: dense feed-forward layers
+    int64_t                    experts_used = 0;
 };
 
 // Values of a layer initialised as networks are before training: normal with
@@ -100,6 +112,10 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
     gguf_set_val_u32(out.get(), "llama.rope.dimension_count", uint32_t(head_dim));
     gguf_set_val_f32(out.get(), "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     gguf_set_val_f32(out.get(), "llama.rope.freq_base", 10000.0f);
+    if (m.experts > 0) {
+        gguf_set_val_u32(out.get(), "llama.expert_count", uint32_t(m.experts));
+        gguf_set_val_u32(out.get(), "llama.expert_used_count", uint32_t(m.experts_used));
+    }
 
     // The matrices and their types: the recipe's, or --type for all but the
     // embeddings.
@@ -107,6 +123,7 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         std::string name;
         int64_t     ne0, ne1;
         ggml_type   type;
+        int64_t     ne2 = 1; // experts
     };
     const loom_synth::ModelShape shape{m.embd, m.ff, m.layers, m.heads, m.heads_kv};
     std::vector<Matrix>          matrices;
@@ -127,9 +144,16 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         matrix(p + "attn_k.weight", Role::attn_k, l, m.embd, head_dim * m.heads_kv);
         matrix(p + "attn_v.weight", Role::attn_v, l, m.embd, head_dim * m.heads_kv);
         matrix(p + "attn_output.weight", Role::attn_output, l, m.embd, m.embd);
-        matrix(p + "ffn_gate.weight", Role::ffn_gate, l, m.embd, m.ff);
-        matrix(p + "ffn_up.weight", Role::ffn_up, l, m.embd, m.ff);
-        matrix(p + "ffn_down.weight", Role::ffn_down, l, m.ff, m.embd);
+        if (m.experts == 0) {
+            matrix(p + "ffn_gate.weight", Role::ffn_gate, l, m.embd, m.ff);
+            matrix(p + "ffn_up.weight", Role::ffn_up, l, m.embd, m.ff);
+            matrix(p + "ffn_down.weight", Role::ffn_down, l, m.ff, m.embd);
+        } else {
+            matrices.push_back({p + "ffn_gate_inp.weight", m.embd, m.experts, GGML_TYPE_F32});
+            matrices.push_back({p + "ffn_gate_exps.weight", m.embd, m.ff, m.type, m.experts});
+            matrices.push_back({p + "ffn_up_exps.weight", m.embd, m.ff, m.type, m.experts});
+            matrices.push_back({p + "ffn_down_exps.weight", m.ff, m.embd, m.type, m.experts});
+        }
     }
     matrix("output.weight", Role::output, -1, m.embd, n_vocab);
 
@@ -151,7 +175,7 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
     size_t       bytes   = 4 * size_t(m.embd) * n_norms + ggml_tensor_overhead() * (matrices.size() + n_norms) +
                    (size_t(1) << 20);
     for (const Matrix & x : matrices) {
-        bytes += ggml_row_size(x.type, x.ne0) * size_t(x.ne1) + 64;
+        bytes += ggml_row_size(x.type, x.ne0) * size_t(x.ne1 * x.ne2) + 64;
     }
     ggml_init_params ip = {bytes, nullptr, false};
     ggml_context_ptr ctx(ggml_init(ip));
@@ -162,8 +186,10 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
     std::mt19937 rng(m.seed);
     // Each layer's tensors in the file in the order they are used; values
     // drawn in the order of the matrices above.
-    auto add = [&](const std::string & name, ggml_type type, int64_t ne0, int64_t ne1) {
-        ggml_tensor * t = ne1 == 0 ? ggml_new_tensor_1d(ctx.get(), type, ne0) : ggml_new_tensor_2d(ctx.get(), type, ne0, ne1);
+    auto add = [&](const std::string & name, ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
+        ggml_tensor * t = ne1 == 0   ? ggml_new_tensor_1d(ctx.get(), type, ne0)
+                          : ne2 == 1 ? ggml_new_tensor_2d(ctx.get(), type, ne0, ne1)
+                                     : ggml_new_tensor_3d(ctx.get(), type, ne0, ne1, ne2);
         ggml_set_name(t, name.c_str());
         if (ne1 == 0) {
             std::vector<float> ones(static_cast<size_t>(ne0), 1.0f); // norm weights
@@ -173,7 +199,7 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         }
         gguf_add_tensor(out.get(), t);
     };
-    auto add_matrix = [&](const Matrix & x) { add(x.name, x.type, x.ne0, x.ne1); };
+    auto add_matrix = [&](const Matrix & x) { add(x.name, x.type, x.ne0, x.ne1, x.ne2); };
     size_t next = 0;
     add_matrix(matrices[next++]); // token_embd
     for (int64_t l = 0; l < m.layers; ++l) {
@@ -181,7 +207,8 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         add(p + "attn_norm.weight", GGML_TYPE_F32, m.embd, 0);
         for (int i = 0; i < 4; ++i) add_matrix(matrices[next++]); // q, k, v, output
         add(p + "ffn_norm.weight", GGML_TYPE_F32, m.embd, 0);
-        for (int i = 0; i < 3; ++i) add_matrix(matrices[next++]); // gate, up, down
+        // gate, up, down; or the router and the experts' gate, up, down
+        for (int i = 0; i < (m.experts == 0 ? 3 : 4); ++i) add_matrix(matrices[next++]);
     }
     add("output_norm.weight", GGML_TYPE_F32, m.embd, 0);
     add_matrix(matrices[next++]); // output
@@ -191,10 +218,16 @@ int write_model(const char * out_path, const char * src_path, const Shape & m) {
         return 1;
     }
     const int64_t kv     = head_dim * m.heads_kv;
-    const double  params = double(m.layers) * double(2 * m.embd * m.embd + 2 * m.embd * kv + 3 * m.embd * m.ff) +
+    const int64_t ffn    = m.experts == 0 ? 3 * m.embd * m.ff : m.experts * (3 * m.embd * m.ff + m.embd);
+    const double  params = double(m.layers) * double(2 * m.embd * m.embd + 2 * m.embd * kv + ffn) +
                           2.0 * double(n_vocab * m.embd);
-    std::printf("wrote %s: %lld layers, embd %lld, ff %lld, %lld/%lld heads, vocab %lld, %s weights, %.2f B parameters\n",
-                out_path, (long long) m.layers, (long long) m.embd, (long long) m.ff, (long long) m.heads,
+    char experts[64] = "";
+    if (m.experts > 0) {
+        std::snprintf(experts, sizeof(experts), ", %lld experts (%lld used)", (long long) m.experts,
+                      (long long) m.experts_used);
+    }
+    std::printf("wrote %s: %lld layers, embd %lld, ff %lld%s, %lld/%lld heads, vocab %lld, %s weights, %.2f B parameters\n",
+                out_path, (long long) m.layers, (long long) m.embd, (long long) m.ff, experts, (long long) m.heads,
                 (long long) m.heads_kv, (long long) n_vocab,
                 m.recipe != nullptr ? m.type_name.c_str() : ggml_type_name(m.type), params * 1e-9);
     return 0;
@@ -204,6 +237,7 @@ int usage(const char * argv0) {
     std::fprintf(stderr,
                  "usage: %s -o OUT.gguf --vocab-from SRC.gguf [--type T] [--embd N] [--ff N]\n"
                  "       [--layers N] [--heads N] [--heads-kv N] [--ctx N] [--seed N]\n"
+                 "       [--experts N --experts-used K]\n"
                  "  T: a type for every matrix (f32, f16, bf16, q8_0, q4_0) or a llama.cpp file type:\n"
                  "    ",
                  argv0);
@@ -258,6 +292,10 @@ int main(int argc, char ** argv) {
             m.ctx = n;
         } else if (a == "--seed" && (ok = parse_int(v, 0, UINT32_MAX, &n))) {
             m.seed = uint32_t(n);
+        } else if (a == "--experts" && (ok = parse_int(v, 1, 512, &n))) {
+            m.experts = n;
+        } else if (a == "--experts-used" && (ok = parse_int(v, 1, 512, &n))) {
+            m.experts_used = n;
         } else if (ok) {
             return usage(argv[0]);
         }
@@ -267,6 +305,14 @@ int main(int argc, char ** argv) {
         }
     }
     if (out_path == nullptr || from_path == nullptr) return usage(argv[0]);
+    if ((m.experts > 0) != (m.experts_used > 0) || m.experts_used > m.experts) {
+        std::fprintf(stderr, "loom-synth: --experts N and --experts-used K go together, with K <= N\n");
+        return 2;
+    }
+    if (m.experts > 0 && m.recipe != nullptr) {
+        std::fprintf(stderr, "loom-synth: --experts takes a tensor type (f32, f16, bf16, q8_0, q4_0), not a file type\n");
+        return 2;
+    }
     // A recipe falls back to other types for rows that are not whole blocks.
     const int64_t blck = m.recipe != nullptr ? 1 : ggml_blck_size(m.type);
     if (m.embd % m.heads != 0 || m.heads % m.heads_kv != 0 || (m.embd / m.heads) % 2 != 0 || m.embd % blck != 0 ||

@@ -230,6 +230,19 @@ bool read_hparams(const gguf_context * g, HParams * hp, std::string * error) {
         scale = 1.0f / linear;
     }
 
+    // Mixtral-style experts: as many as llama.cpp takes (LLAMA_MAX_EXPERTS).
+    uint64_t n_expert = 0, n_expert_used = 0;
+    if (!k.get_uint("expert_count", &n_expert, false, error) ||
+        !k.get_uint("expert_used_count", &n_expert_used, false, error)) {
+        return false;
+    }
+    if (n_expert > 512 || (n_expert > 0 && (n_expert_used < 1 || n_expert_used > n_expert)) ||
+        (n_expert == 0 && n_expert_used != 0)) {
+        *error = "llama.expert_count " + std::to_string(n_expert) + " with expert_used_count " +
+                 std::to_string(n_expert_used) + ": want at most 512 experts and 1 to expert_count of them used";
+        return false;
+    }
+
     hp->n_ctx_train = uint32_t(n_ctx);
     hp->n_embd      = uint32_t(n_embd);
     hp->n_layer     = uint32_t(n_layer);
@@ -241,6 +254,8 @@ bool read_hparams(const gguf_context * g, HParams * hp, std::string * error) {
     hp->rms_eps     = eps;
     hp->rope_base   = base;
     hp->rope_scale  = scale;
+    hp->n_expert      = uint32_t(n_expert);
+    hp->n_expert_used = uint32_t(n_expert_used);
     return true;
 }
 
@@ -390,7 +405,7 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         // (not the token embeddings, which get_rows reads), go to CPU_REPACK.
         const bool repack = repack_buft != nullptr && !norm && device == cpu &&
                             (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16) &&
-                            name != "token_embd.weight";
+                            name != "token_embd.weight" && shape.size() == 2;
         planned.push_back({*found_id, name, device, nullptr, repack});
         return true;
     };
@@ -411,10 +426,17 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
             !want(p + "attn_k.weight", {n_embd, n_kv}, false, d, true, &id) ||
             !want(p + "attn_v.weight", {n_embd, n_kv}, false, d, true, &id) ||
             !want(p + "attn_output.weight", {n_q, n_embd}, false, d, true, &id) ||
-            !want(p + "ffn_norm.weight", {n_embd}, true, d, true, &id) ||
-            !want(p + "ffn_gate.weight", {n_embd, n_ff}, false, d, true, &id) ||
-            !want(p + "ffn_up.weight", {n_embd, n_ff}, false, d, true, &id) ||
-            !want(p + "ffn_down.weight", {n_ff, n_embd}, false, d, true, &id)) {
+            !want(p + "ffn_norm.weight", {n_embd}, true, d, true, &id)) {
+            return nullptr;
+        }
+        const int64_t ne = hp.n_expert;
+        if (ne == 0 ? (!want(p + "ffn_gate.weight", {n_embd, n_ff}, false, d, true, &id) ||
+                       !want(p + "ffn_up.weight", {n_embd, n_ff}, false, d, true, &id) ||
+                       !want(p + "ffn_down.weight", {n_ff, n_embd}, false, d, true, &id))
+                    : (!want(p + "ffn_gate_inp.weight", {n_embd, ne}, false, d, true, &id) ||
+                       !want(p + "ffn_gate_exps.weight", {n_embd, n_ff, ne}, false, d, true, &id) ||
+                       !want(p + "ffn_up_exps.weight", {n_embd, n_ff, ne}, false, d, true, &id) ||
+                       !want(p + "ffn_down_exps.weight", {n_ff, n_embd, ne}, false, d, true, &id))) {
             return nullptr;
         }
     }
@@ -624,9 +646,16 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         l.wv             = planned[f + 3].tensor;
         l.wo             = planned[f + 4].tensor;
         l.ffn_norm       = planned[f + 5].tensor;
-        l.ffn_gate       = planned[f + 6].tensor;
-        l.ffn_up         = planned[f + 7].tensor;
-        l.ffn_down       = planned[f + 8].tensor;
+        if (hp.n_expert == 0) {
+            l.ffn_gate = planned[f + 6].tensor;
+            l.ffn_up   = planned[f + 7].tensor;
+            l.ffn_down = planned[f + 8].tensor;
+        } else {
+            l.ffn_gate_inp  = planned[f + 6].tensor;
+            l.ffn_gate_exps = planned[f + 7].tensor;
+            l.ffn_up_exps   = planned[f + 8].tensor;
+            l.ffn_down_exps = planned[f + 9].tensor;
+        }
     }
     return m;
 }

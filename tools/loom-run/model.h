@@ -47,6 +47,8 @@ struct HParams {
     float    rms_eps     = 0; // attention.layer_norm_rms_epsilon
     float    rope_base   = 10000.0f;
     float    rope_scale  = 1.0f; // 1 / rope.scaling.factor for linear scaling
+    uint32_t n_expert    = 0; // expert_count (0: dense feed-forward layers)
+    uint32_t n_expert_used = 0; // expert_used_count
 
     uint32_t n_embd_q() const { return head_dim * n_head; }
     uint32_t n_embd_kv() const { return head_dim * n_head_kv; }
@@ -62,6 +64,12 @@ struct LayerWeights {
     ggml_tensor * ffn_gate  = nullptr;
     ggml_tensor * ffn_up    = nullptr;
     ggml_tensor * ffn_down  = nullptr;
+    // A mixture of experts instead of ffn_gate/up/down (HParams::n_expert
+    // > 0): the router and the experts' matrices, one per expert along ne2.
+    ggml_tensor * ffn_gate_inp  = nullptr;
+    ggml_tensor * ffn_gate_exps = nullptr;
+    ggml_tensor * ffn_up_exps   = nullptr;
+    ggml_tensor * ffn_down_exps = nullptr;
 };
 
 struct LoadOptions {

@@ -164,7 +164,7 @@ std::unique_ptr<Session> Session::create(const Model & model, Backends & backend
     }
 
     // Graphs: about 35 nodes per layer; the rest is slack.
-    s->graph_size_ = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 64 * size_t(hp.n_layer) + 256);
+    s->graph_size_ = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, (64 + 4 * size_t(hp.n_expert_used)) * size_t(hp.n_layer) + 256);
     s->graph_meta_.resize(ggml_tensor_overhead() * s->graph_size_ + ggml_graph_overhead_custom(s->graph_size_, false));
 
     s->sched_ = ggml_backend_sched_new(backends.data(), nullptr, int(n_dev), s->graph_size_, false, true);
@@ -191,6 +191,44 @@ uint32_t Session::kv_length(uint32_t n_end) const {
     const uint32_t padded = (n_end + KV_PAD - 1) / KV_PAD * KV_PAD;
     return std::min(padded, options_.n_ctx);
 }
+
+namespace {
+
+// The feed-forward part of a layer of experts (Mixtral-style, as llama.cpp's
+// llama architecture computes it): a softmax over the router's logits, the
+// n_expert_used most probable experts per token, their probabilities
+// renormalised to sum to one, each chosen expert's SwiGLU through
+// mul_mat_id, and the experts' outputs summed with those weights.
+ggml_tensor * experts_ffn(ggml_context * ctx, ggml_cgraph * gf, const HParams & hp, const LayerWeights & w,
+                          ggml_tensor * h, uint32_t il) {
+    const int64_t n_embd = h->ne[0], n = h->ne[1];
+    const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used;
+    ggml_tensor * probs    = ggml_soft_max(ctx, ggml_mul_mat(ctx, w.ffn_gate_inp, h)); // [n_exp, n]
+    ggml_tensor * selected = ggml_argsort_top_k(ctx, probs, int(n_used));              // [n_used, n]
+    ggml_format_name(selected, "ffn_moe_topk-%u", il);
+    ggml_tensor * weights = ggml_get_rows(ctx, ggml_reshape_3d(ctx, probs, 1, n_exp, n), selected); // [1, n_used, n]
+    weights               = ggml_reshape_2d(ctx, weights, n_used, n);
+    ggml_tensor * sum     = ggml_clamp(ctx, ggml_sum_rows(ctx, weights), 6.103515625e-5f, INFINITY);
+    weights               = ggml_reshape_3d(ctx, ggml_div(ctx, weights, sum), 1, n_used, n);
+    ggml_build_forward_expand(gf, weights);
+
+    ggml_tensor * x    = ggml_reshape_3d(ctx, h, n_embd, 1, n);
+    ggml_tensor * up   = ggml_mul_mat_id(ctx, w.ffn_up_exps, x, selected);   // [n_ff, n_used, n]
+    ggml_tensor * gate = ggml_mul_mat_id(ctx, w.ffn_gate_exps, x, selected); // [n_ff, n_used, n]
+    ggml_tensor * out  = ggml_mul_mat_id(ctx, w.ffn_down_exps, ggml_swiglu_split(ctx, gate, up), selected);
+    out                = ggml_mul(ctx, out, weights); // [n_embd, n_used, n]
+    ggml_build_forward_expand(gf, out);
+    ggml_tensor * sum_out = ggml_view_2d(ctx, out, n_embd, n, out->nb[2], 0);
+    for (int64_t i = 1; i < n_used; ++i) {
+        sum_out = ggml_add(ctx, sum_out, ggml_view_2d(ctx, out, n_embd, n, out->nb[2], size_t(i) * out->nb[1]));
+    }
+    if (n_used == 1) {
+        sum_out = ggml_cont(ctx, sum_out);
+    }
+    return ggml_format_name(sum_out, "ffn_moe_out-%u", il);
+}
+
+} // namespace
 
 ggml_cgraph * Session::build(uint32_t n_tokens, uint32_t n_kv, Inputs * in) {
     const HParams & hp = model_.hparams();
@@ -307,11 +345,15 @@ ggml_cgraph * Session::build(uint32_t n_tokens, uint32_t n_kv, Inputs * in) {
 
         h                  = ggml_format_name(ggml_rms_norm(ctx, x, hp.rms_eps), "ffn_rms-%u", il);
         h                  = ggml_format_name(ggml_mul(ctx, h, w.ffn_norm), "ffn_norm-%u", il);
-        ggml_tensor * gate = ggml_mul_mat(ctx, w.ffn_gate, h);
-        ggml_tensor * up   = ggml_mul_mat(ctx, w.ffn_up, h);
-        ggml_build_forward_expand(gf, gate);
-        ggml_build_forward_expand(gf, up);
-        x                  = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_swiglu_split(ctx, gate, up)));
+        if (hp.n_expert == 0) {
+            ggml_tensor * gate = ggml_mul_mat(ctx, w.ffn_gate, h);
+            ggml_tensor * up   = ggml_mul_mat(ctx, w.ffn_up, h);
+            ggml_build_forward_expand(gf, gate);
+            ggml_build_forward_expand(gf, up);
+            x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_swiglu_split(ctx, gate, up)));
+        } else {
+            x = ggml_add(ctx, experts_ffn(ctx, gf, hp, w, h, il), x);
+        }
         ggml_format_name(x, "l_out-%u", il);
     }
     x          = ggml_set_name(ggml_mul(ctx, ggml_rms_norm(ctx, x, hp.rms_eps), model_.output_norm()), "result_norm");
