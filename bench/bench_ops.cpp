@@ -1,5 +1,6 @@
 // The op cases of ggml's `test-backend-ops perf` that loom implements
-// (matrix products of a 7B-class FFN for every weight type loom has, the
+// (matrix products of a 7B-class FFN for the float, legacy, K-quant and
+// 4-bit non-linear weight types, the
 // softmax, broadcast add, copy and flash-attention cases), timed through the CPU backend the
 // way that mode times them: the op's node repeated in one graph until the
 // graph moves about 8 GiB (or computes 8 GFLOP), the graph computed for at
@@ -44,7 +45,9 @@ std::string shape(std::initializer_list<int64_t> ne) {
 std::vector<Case> cases() {
     std::vector<Case> out;
     for (int bs : {1, 2, 3, 4, 5, 8, 512}) {
-        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
+                            GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                            GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS}) {
             out.push_back({std::string("MUL_MAT(type_a=") + ggml_type_name(t) + ",type_b=f32,m=4096,n=" +
                                std::to_string(bs) + ",k=14336)",
                            [t, bs](ggml_context * c) {

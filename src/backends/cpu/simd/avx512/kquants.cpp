@@ -1,7 +1,8 @@
 // The AVX-512 table's K-quant matrix-vector products and Q8_K quantizer:
-// the 256-bit code of avx2/kquants_impl.h (Note [K-quant products])
-// compiled for AVX-512, where the decoded super-block stays in the 32
-// vector registers; 512-bit operations would add nothing to it.
+// the code of avx2/kquants_impl.h (Note [K-quant products]) compiled for
+// AVX-512, where the decoded super-block stays in the 32 vector registers,
+// with each column's block product on 512-bit registers (Note [K-quant
+// products on 512-bit registers]).
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -22,7 +23,9 @@
 
 namespace loom::cpu::avx512 {
 
+#define LOOM_KQ_512 1
 #include "../avx2/kquants_impl.h"
+#undef LOOM_KQ_512
 
 } // namespace loom::cpu::avx512
 
