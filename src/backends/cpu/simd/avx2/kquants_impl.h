@@ -70,6 +70,22 @@ inline void kq_group_scales(const int16_t (&s)[16], KDecoded & o) {
     }
 }
 
+// The same from the 16 scales in the int16 lanes of one register, with
+// byte shuffles instead of a broadcast from memory per group: sc[j] takes
+// lane 2j in its low half and lane 2j + 1 in its high half.
+inline void kq_group_scales16(__m256i s16, KDecoded & o) {
+    const __m256i lo = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
+    const __m256i hi = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
+    for (int j = 0; j < 8; ++j) {
+        const char    a = char(4 * (j % 4)), b = char(4 * (j % 4) + 2); // bytes of lanes 2j, 2j + 1 in a half
+        const __m256i pick = _mm256_setr_epi8(a, char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), a,
+                                              char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), b,
+                                              char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1), b,
+                                              char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1));
+        o.sc[j] = _mm256_shuffle_epi8(j < 4 ? lo : hi, pick);
+    }
+}
+
 // 2-bit fields of a 64-byte array, as Q2_K and Q3_K pack them: values
 // 32j .. 32j + 31 are bits 2 (j % 4) of bytes 32 (j / 4) ...
 inline void kq_two_bits(const uint8_t * qs, KDecoded & o) {
@@ -94,17 +110,30 @@ inline void kq_nibbles(const uint8_t * qs, KDecoded & o) {
     }
 }
 
-// Q4_K and Q5_K's six-bit scales and mins, one pair per group of 32.
+// Q4_K and Q5_K's six-bit scales and mins, one pair per group of 32, as
+// scale_min_k4 reads them, four groups per 32-bit word: groups 0-3 take the
+// low six bits of bytes 0-3 (scales) and 4-7 (mins); groups 4-7 the nibbles
+// of bytes 8-11 (scales low, mins high) below the top two bits of bytes 0-3
+// (scales) and 4-7 (mins).
 inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
-    int16_t m16[16];
+    uint32_t w[3];
+    std::memcpy(w, scales, sizeof(w));
+    constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+    const uint32_t     sc_lo = w[0] & six;
+    const uint32_t     sc_hi = (w[2] & four) | (((w[0] >> 6) & two) << 4);
+    const uint32_t     mn_lo = w[1] & six;
+    const uint32_t     mn_hi = ((w[2] >> 4) & four) | (((w[1] >> 6) & two) << 4);
+    // int16 lanes 0-7: the scales of groups 0-7; lanes 8-15: their mins.
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi)));
+    const __m256i lo  = _mm256_permute4x64_epi64(s16, 0x44);
     for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        scale_min_k4(j, scales, sc, m);
-        o.sc[j]           = _mm256_set1_epi16(int16_t(sc));
-        m16[2 * j]        = int16_t(m);
-        m16[2 * j + 1]    = int16_t(m);
+        o.sc[j] = _mm256_shuffle_epi8(lo, _mm256_set1_epi16(int16_t(0x0100 + 0x0202 * j)));
     }
-    o.bias = kq_load(m16);
+    // Each min twice, for the two groups of 16 of its group of 32.
+    const __m256i mins = _mm256_permute4x64_epi64(s16, 0xee);
+    o.bias             = _mm256_shuffle_epi8(mins, _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
+                                                                    8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15,
+                                                                    14, 15));
 }
 
 struct Q4KDecoder {
@@ -162,13 +191,9 @@ struct Q6KDecoder {
             o.u[4 * h + 2]   = _mm256_or_si256(n2, _mm256_and_si256(hb, m3));
             o.u[4 * h + 3]   = _mm256_or_si256(n3, _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
         }
-        int16_t s[16], b[16];
-        for (int g = 0; g < 16; ++g) {
-            s[g] = x.scales[g];
-            b[g] = int16_t(32 * s[g]);
-        }
-        kq_group_scales(s, o);
-        o.bias = kq_load(b);
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+        kq_group_scales16(s16, o);
+        o.bias = _mm256_slli_epi16(s16, 5); // 32 * scale
         o.d    = kq_half(x.d);
     }
 };
@@ -204,13 +229,10 @@ struct Q2KDecoder {
     using W = block_q2_K;
     static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
-        int16_t s[16], m[16];
-        for (int g = 0; g < 16; ++g) {
-            s[g] = int16_t(x.scales[g] & 0xf);
-            m[g] = int16_t(x.scales[g] >> 4);
-        }
-        kq_group_scales(s, o);
-        o.bias = kq_load(m);
+        const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+        const __m128i four = _mm_set1_epi8(0x0f);
+        kq_group_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), o);
+        o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
     }
