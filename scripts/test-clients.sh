@@ -68,6 +68,9 @@ cmake -S "$llama" -B "$work/build-llama-loom" -G Ninja -DCMAKE_BUILD_TYPE=Releas
       -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON "${launcher[@]}" > "$work/configure.log" 2>&1 \
     || { tail -n 30 "$work/configure.log"; exit 100; }
 
+# llama.cpp's RPC test links ggml-rpc by its library name, which the linker
+# finds in the prefix as for an installed ggml.
+export LIBRARY_PATH="$work/prefix/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
 targets=(llama-simple llama-completion llama-server llama-finetune test-llama-archs test-backend-ops)
 if [ $all = 1 ]; then
     cmake --build "$work/build-llama-loom" -j"$jobs" > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 100; }
