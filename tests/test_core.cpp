@@ -96,6 +96,11 @@ TEST(Core, ViewsShareDataAndChain) {
     EXPECT_EQ(vv->view_src, a);
     EXPECT_EQ(vv->view_offs, 2 * a->nb[1] + 20);
     EXPECT_DEATH(ggml_view_1d(ctx.get(), a, 33, 0), "exceeds");
+    EXPECT_DEATH(ggml_view_2d(ctx.get(), a, 8, 1, a->nb[1], ggml_nbytes(a)), "exceeds");
+    // a view of no elements may start anywhere, past the source's end too
+    ggml_tensor * empty = ggml_view_2d(ctx.get(), a, 8, 0, a->nb[1], ggml_nbytes(a) + 64);
+    EXPECT_EQ(ggml_nelements(empty), 0);
+    EXPECT_EQ(ggml_nbytes(empty), 0u);
 }
 
 TEST(Core, PermuteTransposeReshape) {

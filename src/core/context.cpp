@@ -50,7 +50,9 @@ ggml_tensor * loom::new_tensor_impl(ggml_context * ctx, ggml_type type, int n_di
     for (int i = 1; i < n_dims; ++i) {
         data_size *= size_t(ne[i]);
     }
-    if (view_src != nullptr) {
+    // A view of no elements reads nothing: any offset will do, as in ggml
+    // (llama.cpp views the empty state of a sequence past its source's end).
+    if (view_src != nullptr && data_size != 0) {
         LOOM_REQUIRE(view_offs + data_size <= ggml_nbytes(view_src),
                      "called from %s: a view of %zu bytes at offset %zu exceeds '%s' (%zu bytes)", caller, data_size,
                      view_offs, view_src->name, ggml_nbytes(view_src));
