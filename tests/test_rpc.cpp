@@ -113,6 +113,40 @@ TEST_F(Rpc, TensorTransfersRoundTrip) {
     EXPECT_EQ(got, std::vector<float>(v.size(), 0.0f));
 }
 
+// A graph computed on server B whose only node lives in server A's memory:
+// a node of no op computes nothing and succeeds, as on ggml's RPC (llama.cpp's
+// test-rpc-multi-server); one with an op is refused with the reason and
+// sends nothing.
+TEST_F(Rpc, ANodeInAnotherServersMemory) {
+    TestServer       a_server, b_server;
+    ggml_backend_ptr a(ggml_backend_rpc_init(a_server.endpoint().c_str(), 0));
+    ggml_backend_ptr b(ggml_backend_rpc_init(b_server.endpoint().c_str(), 0));
+    ASSERT_TRUE(a && b);
+    auto                    ctx = context();
+    ggml_tensor *           t   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), a.get()));
+    ASSERT_NE(buf, nullptr);
+    ggml_cgraph * g = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, t);
+    EXPECT_EQ(ggml_backend_graph_compute(b.get(), g), GGML_STATUS_SUCCESS);
+
+    ggml_tensor *           s = ggml_scale(ctx.get(), t, 2.0f);
+    ggml_backend_buffer_ptr sbuf(ggml_backend_alloc_ctx_tensors(ctx.get(), b.get()));
+    ASSERT_NE(sbuf, nullptr);
+    ggml_graph_clear(g);
+    ggml_cgraph * g2 = g;
+    ggml_build_forward_expand(g2, s);
+    loomtest::LogCapture log;
+    EXPECT_EQ(ggml_backend_graph_compute(b.get(), g2), GGML_STATUS_FAILED);
+    EXPECT_TRUE(log.contains("is not in a buffer of this server")) << log.text();
+    // B still serves.
+    const std::vector<float> v = {1, 2, 3, 4};
+    ggml_backend_tensor_set(s, v.data(), 0, sizeof(float) * 4);
+    std::vector<float> got(4);
+    ggml_backend_tensor_get(s, got.data(), 0, sizeof(float) * 4);
+    EXPECT_EQ(got, v);
+}
+
 TEST_F(Rpc, LargeUploadIsCachedByContent) {
     const auto dir = std::filesystem::temp_directory_path() / ("loom-rpc-cache-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);

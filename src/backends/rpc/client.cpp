@@ -377,9 +377,24 @@ bool serialize_graph(ggml_cgraph * graph, Connection & conn, uint32_t device, Gr
         return id;
     };
     for (int i = 0; i < n_nodes && ok; ++i) {
-        msg->add_nodes(add(ggml_graph_node(graph, i), add));
+        // A node of no op computes nothing (ggml's backends skip it), so its
+        // memory need not be this server's; a node that reads it still
+        // brings it along as a source.
+        if (ggml_graph_node(graph, i)->op != GGML_OP_NONE) {
+            msg->add_nodes(add(ggml_graph_node(graph, i), add));
+        }
     }
     return ok;
+}
+
+// Whether graph has a node with an op, which the server must run.
+bool computes_anything(ggml_cgraph * graph) {
+    for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
+        if (ggml_graph_node(graph, i)->op != GGML_OP_NONE) {
+            return true;
+        }
+    }
+    return false;
 }
 
 ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
@@ -387,7 +402,7 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
         LOOM_LOG_ERROR("RPC[%s]: an earlier transfer failed; the computation is not run\n", conn_->endpoint().c_str());
         return GGML_STATUS_FAILED;
     }
-    if (ggml_graph_n_nodes(graph) == 0) {
+    if (!computes_anything(graph)) {
         return GGML_STATUS_SUCCESS;
     }
     GraphComputeRequest req;
