@@ -172,7 +172,13 @@ if [ -n "${WHISPER_DIR:-}" ]; then
 fi
 
 if [ $all = 1 ]; then
-    check ctest ctest --test-dir "$work/build-llama-loom" -L main --output-on-failure -j"$jobs" --timeout 900
+    # loom's RPC servers want a shared token (llama.cpp's test-rpc-multi-server
+    # starts two of its rpc-server programs and a client). Left out: the tests
+    # that download from the network (test-download-model, test-arg-parser's
+    # remote cases) and test-thread-safety, which runs on the downloaded model.
+    LOOM_RPC_TOKEN=${LOOM_RPC_TOKEN:-test-clients-$$} \
+        check ctest ctest --test-dir "$work/build-llama-loom" -L main --output-on-failure -j"$jobs" --timeout 900 \
+        -E '^(test-download-model|test-arg-parser|test-thread-safety)$'
 fi
 
 echo "$failed check(s) failed"
