@@ -5,8 +5,8 @@
 // namespace loom::cpu::avx2 under the AVX2 target, avx512/iquants.cpp
 // inside loom::cpu::avx512 under the AVX-512 target. Include only between a
 // target_begin.h and its target_end.h, after <immintrin.h>, <cstring>,
-// core/types/i_quants.h, core/types/iq_tables.h, core/types/other.h and
-// kernel_table.h, inside the ISA's namespace.
+// core/types/i_quants.h, core/types/iq_tables.h, core/types/legacy_k.h,
+// core/types/other.h and kernel_table.h, inside the ISA's namespace.
 //
 // Note [I-quant products]
 // Each of these types is, per super-block, a float scale times a signed
