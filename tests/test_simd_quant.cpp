@@ -1,19 +1,22 @@
 // The quantized kernels of the SIMD tables beyond Q8_0 and Q4_0
 // (KernelTable::gemv_quant: Q2_K..Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4,
-// IQ4_XS; and
-// quantize_row_q8_K) against their portable twins, the dot products of
+// IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ2_0,
+// TQ1_0; and quantize_row_q8_K) against their portable twins, the dot products of
 // kernels/quant_dot.h, and mul_mat with those weights through the graph.
 //
 // Weights are random bytes (every level, scale and min pattern, Q6_K's
-// scale -128 included) with finite random block scales; activations are
+// scale -128 included, every grid index and sign pattern of the i-quants)
+// with finite random block scales; activations are
 // random floats quantized to the operand type (Q8_K, Q8_1, Q8_0) by the
 // core's reference quantizers.
 //
 // Bounds: with a_k the dequantized weights, y_k the dequantized Q8_K
 // activations and z_k the weights' constant part (the row dequantized with
 // every level field zeroed: -dmin * min, or the level offset times the
-// scale), M = sum |a_k y_k| + sum |z_k y_k| is the size of the terms before
-// cancellation:
+// scale; none, z = 0, for the grid i-quants and the ternary types, whose
+// levels are signed and meet the column as exact integer sums with no
+// offset to cancel), M = sum |a_k y_k| + sum |z_k y_k| is the size of the
+// terms before cancellation:
 //  - the portable dot product against sum a_k y_k in double: <= 1e-5 M
 //    (integer sums exact, a few f32 roundings per super-block);
 //  - every SIMD gemv against the portable dot product: <= 1e-5 M (the
@@ -53,7 +56,25 @@ namespace {
 // Every weight type with SIMD kernels here.
 constexpr ggml_type kTypes[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,   GGML_TYPE_Q5_K,
                                 GGML_TYPE_Q6_K, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,   GGML_TYPE_Q5_1,
-                                GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_IQ4_XS};
+                                GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ2_XXS,
+                                GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
+                                GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_TQ2_0, GGML_TYPE_TQ1_0};
+
+// The types of kernels/iquant_dot.cpp: signed levels, no constant part.
+bool signed_levels(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_IQ2_XXS:
+        case GGML_TYPE_IQ2_XS:
+        case GGML_TYPE_IQ2_S:
+        case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ3_S:
+        case GGML_TYPE_IQ1_S:
+        case GGML_TYPE_IQ1_M:
+        case GGML_TYPE_TQ2_0:
+        case GGML_TYPE_TQ1_0: return true;
+        default: return false;
+    }
+}
 
 using DotFn = float (*)(int64_t n, const void * x, const void * y);
 
@@ -70,6 +91,15 @@ DotFn portable_dot(ggml_type t) {
         case GGML_TYPE_IQ4_NL: return dot_iq4_nl_q8_0;
         case GGML_TYPE_MXFP4: return dot_mxfp4_q8_0;
         case GGML_TYPE_IQ4_XS: return dot_iq4_xs_q8_K;
+        case GGML_TYPE_IQ2_XXS: return dot_iq2_xxs_q8_K;
+        case GGML_TYPE_IQ2_XS: return dot_iq2_xs_q8_K;
+        case GGML_TYPE_IQ2_S: return dot_iq2_s_q8_K;
+        case GGML_TYPE_IQ3_XXS: return dot_iq3_xxs_q8_K;
+        case GGML_TYPE_IQ3_S: return dot_iq3_s_q8_K;
+        case GGML_TYPE_IQ1_S: return dot_iq1_s_q8_K;
+        case GGML_TYPE_IQ1_M: return dot_iq1_m_q8_K;
+        case GGML_TYPE_TQ2_0: return dot_tq2_0_q8_K;
+        case GGML_TYPE_TQ1_0: return dot_tq1_0_q8_K;
         default: return nullptr;
     }
 }
@@ -124,6 +154,25 @@ void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * 
             case GGML_TYPE_MXFP4: // scales 2^-12 .. 2^-4 (E8M0 115 .. 123)
                 reinterpret_cast<block_mxfp4 *>(b)->e = uint8_t(115 + byte(rng) % 9);
                 break;
+            case GGML_TYPE_IQ2_XXS: reinterpret_cast<block_iq2_xxs *>(b)->d = d; break;
+            case GGML_TYPE_IQ2_XS: reinterpret_cast<block_iq2_xs *>(b)->d = d; break;
+            case GGML_TYPE_IQ2_S: reinterpret_cast<block_iq2_s *>(b)->d = d; break;
+            case GGML_TYPE_IQ3_XXS: reinterpret_cast<block_iq3_xxs *>(b)->d = d; break;
+            case GGML_TYPE_IQ3_S: reinterpret_cast<block_iq3_s *>(b)->d = d; break;
+            case GGML_TYPE_IQ1_S: reinterpret_cast<block_iq1_s *>(b)->d = d; break;
+            case GGML_TYPE_IQ1_M: {
+                // The scale's nibble i is the top nibble of scale word i.
+                auto *   x = reinterpret_cast<block_iq1_m *>(b);
+                uint16_t sc[4];
+                std::memcpy(sc, x->scales, sizeof(sc));
+                for (int w = 0; w < 4; ++w) {
+                    sc[w] = uint16_t((sc[w] & 0x0fff) | (((d >> (4 * w)) & 0xf) << 12));
+                }
+                std::memcpy(x->scales, sc, sizeof(sc));
+                break;
+            }
+            case GGML_TYPE_TQ2_0: reinterpret_cast<block_tq2_0 *>(b)->d = d; break;
+            case GGML_TYPE_TQ1_0: reinterpret_cast<block_tq1_0 *>(b)->d = d; break;
             default: FAIL() << "not a type of these kernels";
         }
     }
@@ -131,6 +180,9 @@ void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * 
 
 // The row's constant part: the row with its level fields zeroed.
 std::vector<float> constant_part(ggml_type t, const unsigned char * row, int64_t K) {
+    if (signed_levels(t)) {
+        return std::vector<float>(size_t(K), 0.0f);
+    }
     const size_t               bs = ggml_type_size(t);
     const int64_t              nb = K / ggml_blck_size(t);
     std::vector<unsigned char> z(row, row + size_t(nb) * bs);

@@ -49,8 +49,8 @@ float dot_q8_0_any(int64_t n, const void * x, const void * y) {
 
 // The dot product of a row of X with a row of Y by decoding both, a chunk
 // of whole blocks of each at a time, and summing in double: the portable
-// vec_dot of the types without a dot product of their own (the i-quants,
-// the ternary and FP4 types, Q1_0, Q2_0), against ggml's vec_dot_type.
+// vec_dot of the types without a dot product of their own (NVFP4, Q1_0,
+// Q2_0), against ggml's vec_dot_type.
 template <ggml_type X, ggml_type Y>
 float dot_decoded(int64_t n, const void * x, const void * y) {
     constexpr int64_t k_chunk = 256;
@@ -103,17 +103,17 @@ struct CpuTraitsTable {
         set(GGML_TYPE_Q4_K, vec_dot<dot_q4_K_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_Q5_K, vec_dot<dot_q5_K_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_Q6_K, vec_dot<dot_q6_K_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ2_XXS, vec_dot<dot_decoded<GGML_TYPE_IQ2_XXS, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ2_XS, vec_dot<dot_decoded<GGML_TYPE_IQ2_XS, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ2_S, vec_dot<dot_decoded<GGML_TYPE_IQ2_S, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ3_XXS, vec_dot<dot_decoded<GGML_TYPE_IQ3_XXS, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ3_S, vec_dot<dot_decoded<GGML_TYPE_IQ3_S, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ1_S, vec_dot<dot_decoded<GGML_TYPE_IQ1_S, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ1_M, vec_dot<dot_decoded<GGML_TYPE_IQ1_M, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ2_XXS, vec_dot<dot_iq2_xxs_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ2_XS, vec_dot<dot_iq2_xs_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ2_S, vec_dot<dot_iq2_s_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ3_XXS, vec_dot<dot_iq3_xxs_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ3_S, vec_dot<dot_iq3_s_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ1_S, vec_dot<dot_iq1_s_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_IQ1_M, vec_dot<dot_iq1_m_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_IQ4_NL, vec_dot<dot_iq4_nl_q8_0>, GGML_TYPE_Q8_0);
         set(GGML_TYPE_IQ4_XS, vec_dot<dot_iq4_xs_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_TQ1_0, vec_dot<dot_decoded<GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_TQ2_0, vec_dot<dot_decoded<GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K>>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_TQ1_0, vec_dot<dot_tq1_0_q8_K>, GGML_TYPE_Q8_K);
+        set(GGML_TYPE_TQ2_0, vec_dot<dot_tq2_0_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_MXFP4, vec_dot<dot_mxfp4_q8_0>, GGML_TYPE_Q8_0);
         set(GGML_TYPE_NVFP4, vec_dot<dot_decoded<GGML_TYPE_NVFP4, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
         set(GGML_TYPE_Q1_0, vec_dot<dot_decoded<GGML_TYPE_Q1_0, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);

@@ -60,7 +60,8 @@ bool takes_dequant_path(ggml_type t) {
 
 // Weights of those types for which the selected table has a matrix-vector
 // product of its own (KernelTable::gemv_quant: the K-quants, Q4_1, Q5_0,
-// Q5_1, IQ4_NL, IQ4_XS and MXFP4 on AVX2 and AVX-512) take the
+// Q5_1, IQ4_NL, IQ4_XS, MXFP4, the grid i-quants and the ternary types on
+// AVX2 and AVX-512) take the
 // matrix-vector path instead, b quantized to their quant_operand_type,
 // except on the reference path, which keeps the general one.
 bool takes_table_gemv(const ggml_tensor * a) {

@@ -13,7 +13,8 @@
 //     the columns pass. Each dst element is one dot product, computed by one
 //     thread, so the result does not depend on the thread count. Weights
 //     with a gemv_quant entry in the selected table (the K-quants, Q4_1,
-//     Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4 on AVX2 and AVX-512) take it, one column against the
+//     Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4, the grid i-quants and the ternary
+//     types on AVX2 and AVX-512) take it, one column against the
 //     item's rows per call, except on the reference path, which takes the
 //     portable dot products of quant_dot.h.
 // An id outside [0, n_expert) is a data error: its column of dst is zero.
@@ -62,6 +63,15 @@ VecDotInfo id_dot_info(ggml_type t) {
         case GGML_TYPE_IQ4_NL: dot = dot_iq4_nl_q8_0; break;
         case GGML_TYPE_MXFP4: dot = dot_mxfp4_q8_0; break;
         case GGML_TYPE_IQ4_XS: dot = dot_iq4_xs_q8_K; break;
+        case GGML_TYPE_IQ2_XXS: dot = dot_iq2_xxs_q8_K; break;
+        case GGML_TYPE_IQ2_XS: dot = dot_iq2_xs_q8_K; break;
+        case GGML_TYPE_IQ2_S: dot = dot_iq2_s_q8_K; break;
+        case GGML_TYPE_IQ3_XXS: dot = dot_iq3_xxs_q8_K; break;
+        case GGML_TYPE_IQ3_S: dot = dot_iq3_s_q8_K; break;
+        case GGML_TYPE_IQ1_S: dot = dot_iq1_s_q8_K; break;
+        case GGML_TYPE_IQ1_M: dot = dot_iq1_m_q8_K; break;
+        case GGML_TYPE_TQ1_0: dot = dot_tq1_0_q8_K; break;
+        case GGML_TYPE_TQ2_0: dot = dot_tq2_0_q8_K; break;
         default: return info;
     }
     return {quant_operand_type(t), dot};

@@ -56,7 +56,16 @@ ggml_type quant_operand_type(ggml_type weight_type) {
         case GGML_TYPE_Q4_K:
         case GGML_TYPE_Q5_K:
         case GGML_TYPE_Q6_K:
-        case GGML_TYPE_IQ4_XS: return GGML_TYPE_Q8_K;
+        case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_IQ2_XXS:
+        case GGML_TYPE_IQ2_XS:
+        case GGML_TYPE_IQ2_S:
+        case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ3_S:
+        case GGML_TYPE_IQ1_S:
+        case GGML_TYPE_IQ1_M:
+        case GGML_TYPE_TQ1_0:
+        case GGML_TYPE_TQ2_0: return GGML_TYPE_Q8_K;
         case GGML_TYPE_Q4_1:
         case GGML_TYPE_Q5_1: return GGML_TYPE_Q8_1;
         case GGML_TYPE_Q5_0:

@@ -226,8 +226,9 @@ struct KernelTable {
 
     // Matrix-vector products of the other quantized weight types (K-quants
     // and the rest), indexed by the weight type, against columns in the
-    // type's activation type (quant_operand_type: Q8_K for the K-quants and
-    // IQ4_XS, Q8_1 for Q4_1 and Q5_1, Q8_0 for Q5_0, IQ4_NL and MXFP4).
+    // type's activation type (quant_operand_type: Q8_K for the K-quants,
+    // the i-quants but IQ4_NL, and the ternary types; Q8_1 for Q4_1 and
+    // Q5_1; Q8_0 for Q5_0, IQ4_NL and MXFP4).
     // Same contract as the gemv entries above; rows need no alignment of
     // their count and K is a multiple of the weight block. Null where the
     // table has none: mul_mat then dequantizes those weights

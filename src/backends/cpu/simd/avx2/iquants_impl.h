@@ -1,0 +1,403 @@
+// The matrix-vector products of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and the ternary types (TQ2_0, TQ1_0)
+// against Q8_K on 256-bit integer instructions, written once for two
+// tables as kquants_impl.h is: avx2/iquants.cpp includes this file inside
+// namespace loom::cpu::avx2 under the AVX2 target, avx512/iquants.cpp
+// inside loom::cpu::avx512 under the AVX-512 target. Include only between a
+// target_begin.h and its target_end.h, after <immintrin.h>, <cstring>,
+// core/types/i_quants.h, core/types/iq_tables.h, core/types/legacy_k.h,
+// core/types/other.h and kernel_table.h, inside the ISA's namespace.
+//
+// Note [I-quant products]
+// Each of these types is, per super-block, a float scale times a signed
+// integer level times an odd integer scale per group of 16 (the forms of
+// kernels/iquant_dot.cpp, whose integer sums these are): grid bytes with
+// their signs (|level| <= 62), 8 g + delta for IQ1_S and IQ1_M (|level| <=
+// 9), q - 1 for the ternary types. A super-block is decoded into eight
+// registers of 32 signed levels, in the order of the column's values, and
+// the scales of the two groups of 16 each register holds (int16 lanes 0-7
+// and 8-15); the levels meet the column's bytes through the sign trick
+// (maddubs of |level| with the column's bytes carrying the level's sign:
+// |pair| <= 2 * 62 * 127, no saturation; y is never -128), madd with the
+// scales gives exact int32 sums, and the block adds d * y.d * isum, d
+// carrying the type's constant factor (1/8, 1/4, a power of two). The grids
+// are read with gathers of the entries the indices name (indices masked to
+// the grid's size, so any bytes decode), the sign patterns expanded to
+// bytes by a shuffle and a bit test. A super-block is decoded once per row
+// and meets every column of the call (up to GEMV_MAX_COLS); only the order
+// of the f32 additions differs from the portable dot products.
+
+namespace {
+
+inline __m256i iq_load(const void * p) {
+    return _mm256_loadu_si256(static_cast<const __m256i *>(p));
+}
+
+inline uint32_t iq_u32(const void * p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// Eight bytes into the low half of a register.
+inline __m128i iq_bytes8(const void * p) {
+    return _mm_loadl_epi64(static_cast<const __m128i *>(p));
+}
+
+inline float iq_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s        = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s        = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// One super-block of weights, decoded (Note [I-quant products]).
+struct IDecoded {
+    __m256i q[8];  // signed levels of values 32j .. 32j + 31
+    __m256i sc[8]; // int16 scales of groups 2j (lanes 0-7) and 2j + 1 (8-15)
+    float   d;     // the block's scale times the type's constant factor
+};
+
+// The scales of a register's two groups of 16.
+inline __m256i iq_scales(int first, int second) {
+    return _mm256_set_m128i(_mm_set1_epi16(int16_t(second)), _mm_set1_epi16(int16_t(first)));
+}
+
+// The odd scale 2s + 1 of a scale field.
+inline int iq_odd(unsigned s) {
+    return int(2 * s + 1);
+}
+
+// The 32 levels of four 8-value grid entries of the 64-bit grid, the
+// indices in the four int32 of idx.
+inline __m256i iq_grid64(const uint64_t * grid, __m128i idx) {
+    return _mm256_i32gather_epi64(reinterpret_cast<const long long *>(grid), idx, 8);
+}
+
+// The same for eight 4-value entries of a 32-bit grid.
+inline __m256i iq_grid32(const uint32_t * grid, __m256i idx) {
+    return _mm256_i32gather_epi32(reinterpret_cast<const int *>(grid), idx, 4);
+}
+
+// levels with the signs of four sign bytes (byte l of s for values 8l ..
+// 8l + 7, bit j for value 8l + j: set is negative).
+inline __m256i iq_apply_signs(__m256i levels, uint32_t s) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bits   = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    const __m256i bytes  = _mm256_shuffle_epi8(_mm256_set1_epi32(int(s)), spread);
+    const __m256i neg    = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);
+    return _mm256_sign_epi8(levels, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
+}
+
+// Four 7-bit sign patterns of ksigns_iq2xs, bits 7l.. of m, as sign bytes.
+inline uint32_t iq_ksigns(uint32_t m) {
+    uint32_t s = 0;
+    for (int l = 0; l < 4; ++l) {
+        s |= uint32_t(iq::ksigns_iq2xs[(m >> (7 * l)) & 127]) << (8 * l);
+    }
+    return s;
+}
+
+struct IQ2XXSDecoder {
+    using W                       = block_iq2_xxs;
+    static constexpr float factor = 0.125f;
+    static void decode(const W & x, IDecoded & o) {
+        for (int g = 0; g < 8; ++g) {
+            const uint32_t idx  = iq_u32(x.qs + 4 * g);     // four grid indices
+            const uint32_t meta = iq_u32(x.qs + 4 * g + 2); // four sign patterns, the scale
+            const __m256i  grid = iq_grid64(iq::iq2xxs_grid, _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(idx))));
+            o.q[g]              = iq_apply_signs(grid, iq_ksigns(meta));
+            o.sc[g]             = _mm256_set1_epi16(int16_t(iq_odd(meta >> 28)));
+        }
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+struct IQ2XSDecoder {
+    using W                       = block_iq2_xs;
+    static constexpr float factor = 0.125f;
+    static void decode(const W & x, IDecoded & o) {
+        const __m128i m9 = _mm_set1_epi32(511);
+        for (int g = 0; g < 8; ++g) {
+            // Four uint16: a 9-bit grid index, a 7-bit sign pattern.
+            const __m128i q   = _mm_cvtepu16_epi32(iq_bytes8(x.qs + 4 * g));
+            const __m256i grid = iq_grid64(iq::iq2xs_grid, _mm_and_si128(q, m9));
+            uint32_t      s    = 0;
+            for (int l = 0; l < 4; ++l) {
+                s |= uint32_t(iq::ksigns_iq2xs[x.qs[4 * g + l] >> 9]) << (8 * l);
+            }
+            o.q[g]  = iq_apply_signs(grid, s);
+            o.sc[g] = iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4));
+        }
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+struct IQ2SDecoder {
+    using W                       = block_iq2_s;
+    static constexpr float factor = 0.125f;
+    static void decode(const W & x, IDecoded & o) {
+        const __m128i shifts = _mm_setr_epi32(0, 2, 4, 6);
+        const __m128i m3     = _mm_set1_epi32(3);
+        for (int g = 0; g < 8; ++g) {
+            // Index l: byte l of qs, bits 2l, 2l + 1 of qh above it.
+            const __m128i lo  = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
+            const __m128i hi  = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(x.qh[g]), shifts), m3);
+            const __m256i grid = iq_grid64(iq::iq2s_grid, _mm_or_si128(lo, _mm_slli_epi32(hi, 8)));
+            o.q[g]             = iq_apply_signs(grid, iq_u32(x.qs + QK_K / 8 + 4 * g));
+            o.sc[g]            = iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4));
+        }
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+struct IQ3XXSDecoder {
+    using W                       = block_iq3_xxs;
+    static constexpr float factor = 0.25f;
+    static void decode(const W & x, IDecoded & o) {
+        for (int g = 0; g < 8; ++g) {
+            const uint32_t meta = iq_u32(x.qs + QK_K / 4 + 4 * g);
+            const __m256i  idx  = _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * g));
+            o.q[g]              = iq_apply_signs(iq_grid32(iq::iq3xxs_grid, idx), iq_ksigns(meta));
+            o.sc[g]             = _mm256_set1_epi16(int16_t(iq_odd(meta >> 28)));
+        }
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+struct IQ3SDecoder {
+    using W                       = block_iq3_s;
+    static constexpr float factor = 1.0f;
+    static void decode(const W & x, IDecoded & o) {
+        const __m256i shifts = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i one    = _mm256_set1_epi32(1);
+        for (int g = 0; g < 8; ++g) {
+            // Index k: byte k of qs, bit k of qh above it.
+            const __m256i lo  = _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * g));
+            const __m256i hi  = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x.qh[g]), shifts), one);
+            const __m256i idx = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
+            o.q[g]            = iq_apply_signs(iq_grid32(iq::iq3s_grid, idx), iq_u32(x.signs + 4 * g));
+            const uint8_t sc  = x.scales[g / 2];
+            const int     ls  = iq_odd(g % 2 ? sc >> 4 : sc & 0xf);
+            o.sc[g]           = _mm256_set1_epi16(int16_t(ls));
+        }
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+// IQ1 levels: the grid's signed bytes g (-1, 0, 1) as 8 g + delta, delta the
+// bytes of deltas (+-1).
+inline __m256i iq1_levels(__m256i grid, __m256i deltas) {
+    const __m256i g2 = _mm256_add_epi8(grid, grid);
+    const __m256i g4 = _mm256_add_epi8(g2, g2);
+    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), deltas);
+}
+
+struct IQ1SDecoder {
+    using W                       = block_iq1_s;
+    static constexpr float factor = 0.125f;
+    static void decode(const W & x, IDecoded & o) {
+        const __m128i shifts = _mm_setr_epi32(0, 3, 6, 9);
+        const __m128i m7     = _mm_set1_epi32(7);
+        for (int g = 0; g < 8; ++g) {
+            // Index l: byte l of qs, bits 3l .. 3l + 2 of qh above it; qh's
+            // bits 12-14 the scale, bit 15 the delta's sign.
+            const uint16_t qh  = x.qh[g];
+            const __m128i  lo  = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
+            const __m128i  hi  = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh), shifts), m7);
+            const __m256i  grid = iq_grid64(iq::iq1s_grid, _mm_or_si128(lo, _mm_slli_epi32(hi, 8)));
+            o.q[g]              = iq1_levels(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+            o.sc[g]             = _mm256_set1_epi16(int16_t(iq_odd((qh >> 12) & 7)));
+        }
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+// Eight delta bytes: -1 where neg, else 1.
+inline int64_t iq1_deltas8(bool neg) {
+    return neg ? int64_t(-1) : int64_t(0x0101010101010101);
+}
+
+struct IQ1MDecoder {
+    using W                       = block_iq1_m;
+    static constexpr float factor = 0.125f;
+    static void decode(const W & x, IDecoded & o) {
+        uint16_t sc[4];
+        std::memcpy(sc, x.scales, sizeof sc);
+        const __m128i shifts = _mm_setr_epi32(8, 4, 8, 4);
+        const __m128i m7     = _mm_set1_epi32(0x700);
+        for (int g = 0; g < 8; ++g) {
+            // Index l: byte l of qs, above it the low (l even) or high nibble
+            // of qh[l / 2]'s three low bits; the nibble's fourth bit is the
+            // delta's sign.
+            const uint8_t h0 = x.qh[2 * g], h1 = x.qh[2 * g + 1];
+            const __m128i h  = _mm_setr_epi32(h0, h0, h1, h1);
+            const __m128i lo = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
+            const __m128i hi = _mm_and_si128(_mm_sllv_epi32(h, shifts), m7);
+            const __m256i grid = iq_grid64(iq::iq1s_grid, _mm_or_si128(lo, hi));
+            o.q[g] = iq1_levels(grid, _mm256_set_epi64x(iq1_deltas8(h1 & 0x80), iq1_deltas8(h1 & 0x08),
+                                                        iq1_deltas8(h0 & 0x80), iq1_deltas8(h0 & 0x08)));
+            const int sh        = 6 * (g % 2);
+            o.sc[g]             = iq_scales(iq_odd((sc[g / 2] >> sh) & 7), iq_odd((sc[g / 2] >> (sh + 3)) & 7));
+        }
+        // The fp16 scale: the top nibble of each of the four scale words.
+        const uint16_t d =
+            uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        o.d = factor * _cvtsh_ss(d);
+    }
+};
+
+struct TQ2Decoder {
+    using W                       = block_tq2_0;
+    static constexpr float factor = 1.0f;
+    static void decode(const W & x, IDecoded & o) {
+        // Values 128h + 32l + m: bits 2l of byte 32h + m, less 1.
+        const __m256i m3  = _mm256_set1_epi8(3);
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = iq_load(x.qs + 32 * h);
+            for (int l = 0; l < 4; ++l) {
+                o.q[4 * h + l] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3), one);
+            }
+        }
+        for (__m256i & s : o.sc) s = _mm256_set1_epi16(1);
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+// The digits (3 (b m mod 256)) >> 8 of bytes b held in 16-bit lanes.
+inline __m256i tq1_digits16(__m256i b, __m256i m) {
+    const __m256i low = _mm256_set1_epi16(0x00ff);
+    const __m256i q   = _mm256_and_si256(_mm256_mullo_epi16(b, m), low);
+    return _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
+}
+// TQ1_0 levels: for each byte b of bytes and its multiplier m (3^n) in the
+// same byte of mult, the base-3 digit n of b less 1 (b m modulo 256 moves
+// the digit to the top, 3 q >> 8 reads it); the even bytes and the odd ones
+// apart, in 16-bit lanes.
+inline __m256i tq1_levels(__m256i bytes, __m256i mult) {
+    const __m256i low  = _mm256_set1_epi16(0x00ff);
+    const __m256i even = tq1_digits16(_mm256_and_si256(bytes, low), _mm256_and_si256(mult, low));
+    const __m256i odd  = tq1_digits16(_mm256_srli_epi16(bytes, 8), _mm256_srli_epi16(mult, 8));
+    return _mm256_sub_epi8(_mm256_or_si256(even, _mm256_slli_epi16(odd, 8)), _mm256_set1_epi8(1));
+}
+
+struct TQ1Decoder {
+    using W                       = block_tq1_0;
+    static constexpr float factor = 1.0f;
+    static void decode(const W & x, IDecoded & o) {
+        // Values 32n + m: digit n of qs[m] (n < 5); 160 + 16n + m: digit n
+        // of qs[32 + m]; 240 + 4n + m: digit n of qh[m] (n < 4).
+        static constexpr int8_t pow3[5] = {1, 3, 9, 27, 81};
+        const __m256i           head    = iq_load(x.qs);
+        for (int n = 0; n < 5; ++n) {
+            o.q[n] = tq1_levels(head, _mm256_set1_epi8(pow3[n]));
+        }
+        const __m128i mid  = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 32));
+        const __m256i mid2 = _mm256_set_m128i(mid, mid);
+        o.q[5]             = tq1_levels(mid2, _mm256_set_m128i(_mm_set1_epi8(3), _mm_set1_epi8(1)));
+        o.q[6]             = tq1_levels(mid2, _mm256_set_m128i(_mm_set1_epi8(27), _mm_set1_epi8(9)));
+        const __m256i tail = _mm256_set_m128i(_mm_set1_epi32(int(iq_u32(x.qh))), mid);
+        const __m128i qh_mult = _mm_set_epi32(0x1b1b1b1b, 0x09090909, 0x03030303, 0x01010101); // 3^n, byte 4n + m
+        o.q[7]                = tq1_levels(tail, _mm256_set_m128i(qh_mult, _mm_set1_epi8(81)));
+        for (__m256i & s : o.sc) s = _mm256_set1_epi16(1);
+        o.d = factor * _cvtsh_ss(x.d);
+    }
+};
+
+// acc + the product of a decoded super-block with a column's block.
+inline __m256 iq_block(const IDecoded & w, const block_q8_K & y, __m256 acc) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+        const __m256i q = iq_load(y.qs + 32 * j);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w.q[j]), _mm256_sign_epi8(q, w.q[j]));
+        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+    }
+    return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
+}
+
+template <class D, int C>
+void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
+                  size_t ldd) {
+    using W = typename D::W;
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        __m256       acc[C];
+        for (int c = 0; c < C; ++c) {
+            acc[c] = _mm256_setzero_ps();
+        }
+        for (int64_t i = 0; i < nb; ++i) {
+            // The same place in the next row, which follows in memory.
+            _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
+            IDecoded w;
+            D::decode(x[i], w);
+            for (int c = 0; c < C; ++c) {
+                acc[c] = iq_block(w, bc[c][i], acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            dst[size_t(c) * ldd + size_t(r)] = iq_hsum(acc[c]);
+        }
+    }
+}
+
+template <class D>
+void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+             float * dst, size_t ldd) {
+    const int64_t nb = K / QK_K;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    switch (ncols) {
+        case 1: iq_gemv_cols<D, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 2: iq_gemv_cols<D, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 3: iq_gemv_cols<D, 3>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 4: iq_gemv_cols<D, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 5: iq_gemv_cols<D, 5>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 6: iq_gemv_cols<D, 6>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        case 7: iq_gemv_cols<D, 7>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+        default: iq_gemv_cols<D, 8>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
+    }
+}
+
+} // namespace
+
+void gemv_iq2_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd) {
+    iq_gemv<IQ2XXSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq2_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    iq_gemv<IQ2XSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq2_s(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    iq_gemv<IQ2SDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq3_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd) {
+    iq_gemv<IQ3XXSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq3_s(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    iq_gemv<IQ3SDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq1_s(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    iq_gemv<IQ1SDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_iq1_m(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    iq_gemv<IQ1MDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_tq2_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    iq_gemv<TQ2Decoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+void gemv_tq1_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    iq_gemv<TQ1Decoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
