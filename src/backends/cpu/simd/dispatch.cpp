@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/features.h"
+#include "ggml-cpu.h"
 #include "kernel_table.h"
 
 namespace loom::cpu {
@@ -50,29 +51,24 @@ std::vector<const KernelTable *> runnable_kernels() {
 }
 
 ggml_type quant_operand_type(ggml_type weight_type) {
+    // The weight type's vec_dot_type (type_traits_cpu.cpp, as ggml's), for
+    // the block types whose products are gemv_quant entries: not Q4_0 and
+    // Q8_0 (entries of their own), the activation types, or the types with
+    // no SIMD product (NVFP4, Q1_0, Q2_0).
     switch (weight_type) {
-        case GGML_TYPE_Q2_K:
-        case GGML_TYPE_Q3_K:
-        case GGML_TYPE_Q4_K:
-        case GGML_TYPE_Q5_K:
-        case GGML_TYPE_Q6_K:
-        case GGML_TYPE_IQ4_XS:
-        case GGML_TYPE_IQ2_XXS:
-        case GGML_TYPE_IQ2_XS:
-        case GGML_TYPE_IQ2_S:
-        case GGML_TYPE_IQ3_XXS:
-        case GGML_TYPE_IQ3_S:
-        case GGML_TYPE_IQ1_S:
-        case GGML_TYPE_IQ1_M:
-        case GGML_TYPE_TQ1_0:
-        case GGML_TYPE_TQ2_0: return GGML_TYPE_Q8_K;
-        case GGML_TYPE_Q4_1:
-        case GGML_TYPE_Q5_1: return GGML_TYPE_Q8_1;
-        case GGML_TYPE_Q5_0:
-        case GGML_TYPE_IQ4_NL:
-        case GGML_TYPE_MXFP4: return GGML_TYPE_Q8_0;
-        default: return GGML_TYPE_COUNT;
+        case GGML_TYPE_Q4_0:
+        case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q8_1:
+        case GGML_TYPE_Q8_K:
+        case GGML_TYPE_NVFP4:
+        case GGML_TYPE_Q1_0:
+        case GGML_TYPE_Q2_0: return GGML_TYPE_COUNT;
+        default: break;
     }
+    if (weight_type < 0 || weight_type >= GGML_TYPE_COUNT || !ggml_is_quantized(weight_type)) {
+        return GGML_TYPE_COUNT;
+    }
+    return ggml_get_type_traits_cpu(weight_type)->vec_dot_type;
 }
 
 const KernelTable & best_kernels() {
