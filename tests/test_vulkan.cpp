@@ -200,6 +200,16 @@ TEST(VulkanRegistry, SupportsOpDeclinesWhatItCannotCompute) {
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_cpy(c, x, ggml_new_tensor_2d(c, GGML_TYPE_Q8_0, 64, 8))));
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_sin(c, x)));
     EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_argsort(c, x, GGML_SORT_ORDER_ASC)));
+    // A tensor larger than one buffer the device can bind (its buffer
+    // type's maximum), as a source or as the result.
+    const size_t  max = ggml_backend_buft_get_max_size(ggml_backend_dev_buffer_type(dev));
+    ggml_tensor * big = ggml_new_tensor_2d(c, GGML_TYPE_F32, 1024, int64_t(max / 4096 + 1));
+    EXPECT_GT(ggml_nbytes(big), max);
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_silu(c, big)));
+    ggml_tensor * fits = ggml_view_2d(c, big, 1024, int64_t(max / 4096), big->nb[1], 0);
+    EXPECT_TRUE(ggml_backend_dev_supports_op(dev, ggml_silu(c, fits)));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_get_rows(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 1024, 4),
+                                                                 ggml_new_tensor_1d(c, GGML_TYPE_I32, int64_t(max / 4096 + 1)))));
 
     // Large products are worth moving; small ones and other ops are not.
     ggml_tensor * w = ggml_new_tensor_2d(c, GGML_TYPE_Q4_0, 64, 64);

@@ -203,6 +203,17 @@ ggml_backend * Device::init_backend(const char * params) {
 }
 
 bool Device::supports_op(const ggml_tensor * op) const {
+    // A shader binds each tensor as one storage buffer: a tensor larger than
+    // the device's binding limit (128 MiB on lavapipe) cannot be computed
+    // here, so the scheduler places its op elsewhere.
+    if (ggml_nbytes(op) > max_buffer_size_) {
+        return false;
+    }
+    for (const ggml_tensor * s : op->src) {
+        if (s != nullptr && ggml_nbytes(s) > max_buffer_size_) {
+            return false;
+        }
+    }
     return supports(op);
 }
 
