@@ -191,6 +191,8 @@ void ServerCore::close_session(const std::string & id) {
     s->closed = true;
     s->graphs.clear();
     s->buffers.clear();
+    buffer_bytes_ -= s->bytes;
+    s->bytes = 0;
     s->backends.clear();
 }
 
@@ -308,6 +310,7 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
     out->set_buffer(handle);
     out->set_size(ggml_backend_buffer_get_size(buf.get()));
     s.bytes += ggml_backend_buffer_get_size(buf.get()); // what free_buffer gives back
+    buffer_bytes_ += ggml_backend_buffer_get_size(buf.get());
     s.buffers[handle] = std::move(buf);
     return grpc::Status::OK;
 }
@@ -340,6 +343,7 @@ grpc::Status ServerCore::free_buffer(Session & s, const BufferRequest & req, Emp
         g = {};
     }
     s.bytes -= ggml_backend_buffer_get_size(it->second.get());
+    buffer_bytes_ -= ggml_backend_buffer_get_size(it->second.get());
     s.buffers.erase(it);
     return grpc::Status::OK;
 }
