@@ -475,6 +475,12 @@ grpc::Status ServerCore::copy_tensor(Session & s, const CopyTensorRequest & req,
         return invalid("CopyTensor", "the source (" + std::to_string(n) + " bytes) is larger than the destination (" +
                                          std::to_string(ggml_nbytes(&dst)) + " bytes)");
     }
+    // The copy is a memcpy of n bytes, which ranges that overlap must not be.
+    const auto * from = static_cast<const uint8_t *>(src.data);
+    const auto * to   = static_cast<const uint8_t *>(dst.data);
+    if (n > 0 && src.buffer == dst.buffer && from < to + n && to < from + n) {
+        return invalid("CopyTensor", "the source and the destination overlap");
+    }
     if (n > 0 && !dst.buffer->cpy_tensor(&src, &dst)) {
         std::vector<uint8_t> staging(n);
         src.buffer->get_tensor(&src, staging.data(), 0, n);
