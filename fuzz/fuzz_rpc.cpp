@@ -116,6 +116,174 @@ void write_seed(const std::string & dir, const char * name, Handler h, const goo
     std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
 }
 
+// Requests replaying attacks known against ggml's RPC server (each refused
+// by loom's; tests/test_rpc_attacks.cpp sends them over the network).
+void write_attack_seeds(const std::string & dir) {
+    auto seed = [&](const char * name, Handler h, const google::protobuf::Message & m) {
+        write_seed(dir, (std::string("attack_") + name).c_str(), h, m);
+    };
+    {   // CVE-2024-42478 / -42479: ranges outside the buffer or the tensor
+        GetTensorRequest g;
+        f32(g.mutable_tensor(), 1, 4080, 16);
+        g.set_size(16);
+        seed("get_past_buffer", h_get, g);
+        g.mutable_tensor()->set_offset(0);
+        g.set_offset(UINT64_MAX - 3);
+        g.set_size(8);
+        seed("get_range_wraps", h_get, g);
+        SetTensorRequest st;
+        f32(st.mutable_tensor(), 2, 240, 16);
+        st.set_data(std::string(64, 'x'));
+        seed("set_past_buffer", h_set, st);
+        MemsetTensorRequest ms;
+        f32(ms.mutable_tensor(), 2, 0, 16);
+        ms.set_offset(4);
+        ms.set_size(UINT64_MAX - 1);
+        seed("memset_size_wraps", h_memset, ms);
+    }
+    {   // ggml#1103: copies larger than, without room in, or overlapping their destination
+        CopyTensorRequest cp;
+        f32(cp.mutable_src(), 1, 0, 256);
+        f32(cp.mutable_dst(), 2, 0, 16);
+        seed("copy_larger", h_copy, cp);
+        cp.mutable_dst()->Clear();
+        f32(cp.mutable_dst(), 2, 0, 0);
+        seed("copy_zero_elements", h_copy, cp);
+        cp.mutable_dst()->Clear();
+        f32(cp.mutable_dst(), 1, 512, 256);
+        seed("copy_overlap", h_copy, cp);
+    }
+    {   // invalid and removed types (block size 0)
+        SetTensorRequest st;
+        f32(st.mutable_tensor(), 1, 0, 16);
+        st.mutable_tensor()->set_type(4);
+        st.set_data(std::string(16, 'x'));
+        seed("type_removed", h_set, st);
+        st.mutable_tensor()->set_type(UINT32_MAX);
+        seed("type_negative", h_set, st);
+    }
+    {   // GHSA-2phh-px2f-2qmx: a recompute by signature of a graph not held
+        GraphComputeRequest r;
+        r.set_signature("seed");
+        seed("recompute", h_compute, r);
+    }
+    auto graph = [](GraphComputeRequest & r) {
+        r.set_signature("attack");
+        return r.mutable_graph();
+    };
+    {   // llama.cpp #25289: a function pointer in a custom op
+        GraphComputeRequest r;
+        GraphMessage *      g = graph(r);
+        f32(g->add_tensors(), 1, 0, 16);
+        TensorDesc * n = g->add_tensors();
+        f32(n, 1, 1024, 16);
+        n->set_op(GGML_OP_MAP_CUSTOM1);
+        const uint64_t params[3] = {0x401000, 1, 0};
+        n->set_op_params(params, sizeof(params));
+        n->add_src(1);
+        g->add_nodes(2);
+        seed("custom_op", h_compute, r);
+    }
+    {   // llama.cpp #25764: an ACC view past its result, and one that wraps in 64 bits
+        GraphComputeRequest r;
+        GraphMessage *      g = graph(r);
+        f32(g->add_tensors(), 1, 0, 16);
+        f32(g->add_tensors(), 1, 256, 4);
+        TensorDesc * n = g->add_tensors();
+        f32(n, 1, 512, 16);
+        n->set_op(GGML_OP_ACC);
+        int32_t params[5] = {64, 64, 64, 52, 0};
+        n->set_op_params(params, sizeof(params));
+        n->add_src(1);
+        n->add_src(2);
+        g->add_nodes(3);
+        seed("acc_outside", h_compute, r);
+        params[0] = params[3] = INT32_MIN;
+        n->set_op_params(params, sizeof(params));
+        seed("acc_wraps", h_compute, r);
+    }
+    {   // llama.cpp #26825 / #26912: row indices outside the rows (buffer 1 holds 0x3c3c3c3c)
+        GraphComputeRequest r;
+        GraphMessage *      g = graph(r);
+        f32(g->add_tensors(), 2, 0, 8, 4);
+        TensorDesc * idx = g->add_tensors();
+        f32(idx, 1, 0, 3);
+        idx->set_type(GGML_TYPE_I32);
+        TensorDesc * n = g->add_tensors();
+        f32(n, 1, 2048, 8, 3);
+        n->set_op(GGML_OP_GET_ROWS);
+        n->add_src(1);
+        n->add_src(2);
+        g->add_nodes(3);
+        seed("get_rows_index", h_compute, r);
+    }
+    {
+        GraphComputeRequest r;
+        GraphMessage *      g = graph(r);
+        f32(g->add_tensors(), 2, 0, 8, 3);
+        TensorDesc * idx = g->add_tensors();
+        f32(idx, 1, 0, 3);
+        idx->set_type(GGML_TYPE_I64);
+        for (int i = 1; i < 4; ++i) {
+            idx->set_nb(i, 24);
+        }
+        idx->set_nb(0, 8);
+        f32(g->add_tensors(), 1, 2048, 8, 4);
+        TensorDesc * n = g->add_tensors();
+        f32(n, 1, 2048, 8, 4);
+        n->set_op(GGML_OP_SET_ROWS);
+        n->add_src(1);
+        n->add_src(2);
+        n->add_src(3);
+        n->set_view_src(3);
+        g->add_nodes(4);
+        seed("set_rows_index", h_compute, r);
+    }
+    {   // graphs that lie: a node its own source, a cycle, more nodes than tensors
+        GraphComputeRequest r;
+        GraphMessage *      g = graph(r);
+        f32(g->add_tensors(), 1, 0, 8);
+        TensorDesc * n = g->add_tensors();
+        f32(n, 1, 256, 8);
+        n->set_op(GGML_OP_SCALE);
+        const float params[2] = {2.0f, 0.0f};
+        n->set_op_params(params, sizeof(params));
+        n->add_src(2);
+        g->add_nodes(2);
+        seed("graph_self_source", h_compute, r);
+        g->mutable_tensors(0)->set_op(GGML_OP_SCALE);
+        g->mutable_tensors(0)->set_op_params(params, sizeof(params));
+        g->mutable_tensors(0)->add_src(2);
+        n->set_src(0, 1);
+        g->clear_nodes();
+        g->add_nodes(1);
+        g->add_nodes(2);
+        seed("graph_cycle", h_compute, r);
+        g->add_nodes(2);
+        seed("graph_more_nodes", h_compute, r);
+    }
+    {   // a view outside its view source
+        GraphComputeRequest r;
+        GraphMessage *      g = graph(r);
+        f32(g->add_tensors(), 1, 64, 16);
+        TensorDesc * v = g->add_tensors();
+        f32(v, 1, 128, 16);
+        v->set_op(GGML_OP_VIEW);
+        v->add_src(1);
+        v->set_view_src(1);
+        v->set_view_offs(64);
+        g->add_nodes(2);
+        seed("view_outside_source", h_compute, r);
+    }
+    {   // a hash of the wrong length
+        SetTensorHashRequest sh;
+        f32(sh.mutable_tensor(), 1, 0, 16);
+        sh.set_size(64);
+        sh.set_sha256(std::string(16, '\1'));
+        seed("hash_short", h_set_hash, sh);
+    }
+}
+
 void write_seeds(const std::string & dir) {
     DeviceRequest dr;
     write_seed(dir, "memory", h_memory, dr);
@@ -214,6 +382,7 @@ void write_seeds(const std::string & dir) {
         g->add_nodes(4);
         write_seed(dir, "graph_get_rows_view", h_compute, r);
     }
+    write_attack_seeds(dir);
 }
 
 } // namespace

@@ -106,6 +106,9 @@ GGML_BACKEND_API loom_rpc_server_t loom_rpc_server_start(const struct loom_rpc_s
 GGML_BACKEND_API int    loom_rpc_server_port(loom_rpc_server_t server);
 // Number of open client sessions.
 GGML_BACKEND_API size_t loom_rpc_server_session_count(loom_rpc_server_t server);
+// Bytes held in the buffers of the open sessions; a session's buffers are
+// given back when it frees them or when its connection ends.
+GGML_BACKEND_API size_t loom_rpc_server_buffer_bytes(loom_rpc_server_t server);
 // Ends every session (freeing its buffers), stops and frees the server.
 // Calls in progress are cancelled.
 GGML_BACKEND_API void   loom_rpc_server_stop(loom_rpc_server_t server);

@@ -94,6 +94,7 @@ class RawClient {
         return c;
     }
     loom::rpc::Rpc::Stub & stub() { return *stub_; }
+    std::shared_ptr<grpc::Channel> channel() const { return channel_; }
     // The bulk connection the server offered the session (port 0: none).
     uint32_t            bulk_port() const { return bulk_port_; }
     const std::string & bulk_ticket() const { return bulk_ticket_; }

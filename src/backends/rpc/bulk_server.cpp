@@ -196,6 +196,8 @@ void BulkServer::serve(int fd) {
         }
         meta.resize(f.meta_bytes);
         if (!io->read_all(meta.data(), meta.size())) {
+            send_reply(*io, refused("bulk frame: the connection ended or stalled before its " +
+                                    std::to_string(f.meta_bytes) + " bytes of description arrived"));
             break;
         }
         bool         io_ok      = true;  // false: the connection can no longer be used

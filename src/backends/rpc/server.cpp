@@ -232,6 +232,11 @@ size_t loom_rpc_server_session_count(loom_rpc_server_t server) {
     return server->core->session_count();
 }
 
+size_t loom_rpc_server_buffer_bytes(loom_rpc_server_t server) {
+    LOOM_REQUIRE(server != nullptr, "NULL server");
+    return server->core->buffer_bytes();
+}
+
 void loom_rpc_server_stop(loom_rpc_server_t server) {
     if (server == nullptr) {
         return;

@@ -191,6 +191,8 @@ void ServerCore::close_session(const std::string & id) {
     s->closed = true;
     s->graphs.clear();
     s->buffers.clear();
+    buffer_bytes_ -= s->bytes;
+    s->bytes = 0;
     s->backends.clear();
 }
 
@@ -308,6 +310,7 @@ grpc::Status ServerCore::alloc_buffer(Session & s, const AllocBufferRequest & re
     out->set_buffer(handle);
     out->set_size(ggml_backend_buffer_get_size(buf.get()));
     s.bytes += ggml_backend_buffer_get_size(buf.get()); // what free_buffer gives back
+    buffer_bytes_ += ggml_backend_buffer_get_size(buf.get());
     s.buffers[handle] = std::move(buf);
     return grpc::Status::OK;
 }
@@ -340,6 +343,7 @@ grpc::Status ServerCore::free_buffer(Session & s, const BufferRequest & req, Emp
         g = {};
     }
     s.bytes -= ggml_backend_buffer_get_size(it->second.get());
+    buffer_bytes_ -= ggml_backend_buffer_get_size(it->second.get());
     s.buffers.erase(it);
     return grpc::Status::OK;
 }
@@ -470,6 +474,12 @@ grpc::Status ServerCore::copy_tensor(Session & s, const CopyTensorRequest & req,
     if (n > ggml_nbytes(&dst)) {
         return invalid("CopyTensor", "the source (" + std::to_string(n) + " bytes) is larger than the destination (" +
                                          std::to_string(ggml_nbytes(&dst)) + " bytes)");
+    }
+    // The copy is a memcpy of n bytes, which ranges that overlap must not be.
+    const auto * from = static_cast<const uint8_t *>(src.data);
+    const auto * to   = static_cast<const uint8_t *>(dst.data);
+    if (n > 0 && src.buffer == dst.buffer && from < to + n && to < from + n) {
+        return invalid("CopyTensor", "the source and the destination overlap");
     }
     if (n > 0 && !dst.buffer->cpy_tensor(&src, &dst)) {
         std::vector<uint8_t> staging(n);

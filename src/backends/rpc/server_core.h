@@ -11,6 +11,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <atomic>
 #include <functional>
 #include <list>
 #include <map>
@@ -103,6 +104,9 @@ class ServerCore {
     void                     close_session(const std::string & id);
     std::shared_ptr<Session> find_session(const std::string & id);
     size_t                   session_count();
+    // Bytes in the buffers of all open sessions (what AllocBuffer gave and
+    // neither FreeBuffer nor the end of a session gave back).
+    size_t                   buffer_bytes() const { return buffer_bytes_.load(); }
 
     void describe(ConnectEvent * ev) const;
 
@@ -136,6 +140,7 @@ class ServerCore {
     ServerOptions                                             options_;
     size_t                                                    session_quota_ = 0;
     ContentCache                                              cache_;
+    std::atomic<size_t>                                       buffer_bytes_{0};
     std::mutex                                                mutex_;
     std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
 };

@@ -489,6 +489,15 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
                        "place in the same buffer";
                 return nullptr;
             }
+            // As ggml_view requires, the view's bytes lie inside its source's.
+            const uint64_t bytes = ggml_nbytes(tensors[i]);
+            const uint64_t whole = ggml_nbytes(tensors[v - 1]);
+            if (bytes > 0 && (d.view_offs() > whole || bytes > whole - d.view_offs())) {
+                *why = "tensor " + std::to_string(i + 1) + ": a view of " + std::to_string(bytes) + " bytes at offset " +
+                       std::to_string(d.view_offs()) + " lies outside its view source of " + std::to_string(whole) +
+                       " bytes";
+                return nullptr;
+            }
             tensors[i]->view_src  = tensors[v - 1];
             tensors[i]->view_offs = size_t(d.view_offs());
         }
@@ -501,13 +510,35 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
     auto index_of = [&](const ggml_tensor * t) {
         return size_t(std::find(tensors.begin(), tensors.end(), t) - tensors.begin());
     };
+    // Nodes run in the order listed, which must be ggml's: a source that is
+    // a node comes before the nodes it feeds, so no node reads one not yet
+    // computed and the sources form no cycle. The one node that names
+    // itself is ggml_cast's copy, as its destination (src[1]).
+    enum : uint8_t { k_leaf, k_pending, k_done };
+    std::vector<uint8_t> state(n, k_leaf);
+    for (int k = 0; k < msg.nodes_size(); ++k) {
+        if (msg.nodes(k) != 0 && msg.nodes(k) <= n) {
+            state[msg.nodes(k) - 1] = k_pending;
+        }
+    }
     for (int k = 0; k < msg.nodes_size(); ++k) {
         const uint32_t ref = msg.nodes(k);
         if (ref == 0 || ref > n) {
             *why = "node " + std::to_string(k) + " refers to " + std::to_string(ref) + ", not a tensor of the message";
             return nullptr;
         }
-        ggml_tensor * node = tensors[ref - 1];
+        ggml_tensor *      node = tensors[ref - 1];
+        const TensorDesc & nd   = msg.tensors(int(ref - 1));
+        for (int s = 0; s < nd.src_size(); ++s) {
+            const uint32_t src = nd.src(s);
+            const bool     own = src == ref;
+            if (src != 0 && (own ? !(node->op == GGML_OP_CPY && s == 1) : state[src - 1] == k_pending)) {
+                *why = "node " + std::to_string(k) + ": its source " + std::to_string(s) +
+                       " is not computed before it (" + (own ? "the node itself" : "a later node") + ")";
+                return nullptr;
+            }
+        }
+        state[ref - 1] = k_done;
         if (node->op == GGML_OP_NONE && (node->flags & GGML_TENSOR_FLAG_PARAM) != 0) {
             continue; // a parameter is a node of its graph (ggml_set_param) that computes nothing
         }

@@ -8,7 +8,10 @@
 // it names (the buffer must belong to the session), with a conservative
 // extent that covers both strided and contiguous access (tensor_extent),
 // and at an offset and strides aligned for its element type.
-// A graph's nodes are then checked against the shape rules of their op
+// A graph's nodes must come in ggml's order (a source that is a node is
+// listed before the nodes it feeds: no cycles), and a tensor with a view
+// source lies inside that source's bytes, as ggml_view requires.
+// The nodes are then checked against the shape rules of their op
 // (check_node), so that a kernel iterating over a node's shape stays inside
 // its sources (for some ops the rule is the op's constructor, called again
 // on the node's sources: validate_replay.cpp); ops without rules are refused. Index tensors of

@@ -18,15 +18,18 @@ bool same_shape_and_type(const ggml_tensor * n, const ggml_tensor * a) {
     return n->type == a->type && ggml_are_same_shape(n, a);
 }
 
+// The view's strides and offset are 32-bit and src1's dimensions up to
+// 2^40: the last byte is summed in 128 bits, where it cannot wrap around.
 bool write_view_inside(const ggml_tensor * n, const ggml_tensor * b) {
+    using u128 = unsigned __int128;
     if (ggml_nelements(b) == 0) {
         return true;
     }
-    const uint64_t es   = ggml_type_size(n->type);
-    uint64_t       last = uint32_t(n->op_params[3]);
-    const uint64_t nb[4] = {es, uint32_t(n->op_params[0]), uint32_t(n->op_params[1]), uint32_t(n->op_params[2])};
+    const u128 es    = ggml_type_size(n->type);
+    u128       last  = uint32_t(n->op_params[3]);
+    const u128 nb[4] = {es, uint32_t(n->op_params[0]), uint32_t(n->op_params[1]), uint32_t(n->op_params[2])};
     for (int d = 0; d < 4; ++d) {
-        last += uint64_t(b->ne[d] - 1) * nb[d];
+        last += u128(b->ne[d] - 1) * nb[d];
     }
     return last + es <= ggml_nbytes(n);
 }

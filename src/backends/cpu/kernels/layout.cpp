@@ -48,16 +48,18 @@ WriteView write_view(const ggml_tensor * op) {
     return v;
 }
 
-// Whether the view's elements fit in dst's bytes, and whether its rows are
-// certainly disjoint (each dimension above the previous one's extent).
+// Whether the view's elements fit in dst's bytes (summed in 128 bits: 32-bit
+// strides times dimensions above 2^32 wrap around in 64), and whether its
+// rows are certainly disjoint (each dimension above the previous one's extent).
 bool view_inside(const ggml_tensor * op, const WriteView & v) {
+    using u128 = unsigned __int128;
     const ggml_tensor * b = op->src[1];
     if (ggml_nelements(b) == 0) {
         return true;
     }
-    size_t last = v.offset;
+    u128 last = v.offset;
     for (int d = 0; d < 4; ++d) {
-        last += size_t(b->ne[d] - 1) * v.nb[d];
+        last += u128(b->ne[d] - 1) * v.nb[d];
     }
     return last + v.es <= ggml_nbytes(op);
 }
