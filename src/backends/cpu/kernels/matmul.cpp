@@ -662,7 +662,10 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
 
-    const auto [M, N, ne2, nbatch, r2, r3] = product_shape(a, b, dst);
+    // Named copies, not a structured binding: the lambda below captures
+    // them, which clang before 16 does not allow for bindings.
+    const ProductShape shape = product_shape(a, b, dst);
+    const int64_t M = shape.M, N = shape.N, ne2 = shape.ne2, nbatch = shape.nbatch, r2 = shape.r2, r3 = shape.r3;
     const size_t  bb     = gemm_b_block_bytes(kt, a->type, N);
     const size_t  pv     = gemm_private_bytes(kt, a->type);
     char *        w      = static_cast<char *>(p.wdata);
