@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/types.h"
@@ -36,6 +37,23 @@ namespace loom::cpu {
 constexpr int GEMV_ROW_ALIGN = 16;
 // Largest number of columns one gemv call takes.
 constexpr int GEMV_MAX_COLS = 8;
+
+// Calls f(std::integral_constant<int, C>{}) with C = ncols, for kernels that
+// take their column count as a template argument (1 <= ncols; more than
+// GEMV_MAX_COLS is taken as GEMV_MAX_COLS).
+template <class F> inline void with_gemv_cols(int ncols, F && f) {
+    static_assert(GEMV_MAX_COLS == 8);
+    switch (ncols) {
+        case 1: f(std::integral_constant<int, 1>{}); break;
+        case 2: f(std::integral_constant<int, 2>{}); break;
+        case 3: f(std::integral_constant<int, 3>{}); break;
+        case 4: f(std::integral_constant<int, 4>{}); break;
+        case 5: f(std::integral_constant<int, 5>{}); break;
+        case 6: f(std::integral_constant<int, 6>{}); break;
+        case 7: f(std::integral_constant<int, 7>{}); break;
+        default: f(std::integral_constant<int, 8>{}); break;
+    }
+}
 
 // dst[c * ldd + r] = dot(row r of a, column c of b) for r < nrows, c < ncols
 // (1 <= ncols <= GEMV_MAX_COLS). Rows of a are lda bytes apart and columns

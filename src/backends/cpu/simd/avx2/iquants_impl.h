@@ -351,16 +351,7 @@ void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
     const int64_t nb = K / QK_K;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
-    switch (ncols) {
-        case 1: iq_gemv_cols<D, 1>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 2: iq_gemv_cols<D, 2>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 3: iq_gemv_cols<D, 3>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 4: iq_gemv_cols<D, 4>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 5: iq_gemv_cols<D, 5>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 6: iq_gemv_cols<D, 6>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        case 7: iq_gemv_cols<D, 7>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-        default: iq_gemv_cols<D, 8>(nb, ac, lda, nrows, bc, ldb, dst, ldd); break;
-    }
+    with_gemv_cols(ncols, [&](auto cols) { iq_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
 
 } // namespace
