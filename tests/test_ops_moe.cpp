@@ -10,6 +10,7 @@
 //   BF16 experts           5e-5   b may be rounded to bf16
 //   Q8_0 / Q4_0 experts    2e-4   b is quantized to Q8_0
 
+#include <cstring>
 #include <vector>
 
 #include "test_util.h"
@@ -108,6 +109,35 @@ TEST(OpsMulMatId, ManyTokensPerExpert) {
     const Array   B   = fill_random(b, rng);
     const auto    I   = fill_ids(ids, rng, 0, 2);
     check_modes(ctx, ggml_mul_mat_id(ctx, as, b, ids), mul_mat_id_ref(A, B, I, 2), threshold(GGML_TYPE_Q8_0));
+}
+
+TEST(OpsMulMatId, ExpertWithMoreColumnsThanOneProduct) {
+    // Expert 0 is chosen by every token's first slot: 300 columns, more than
+    // one grouped product takes (GROUP_COLS in matmul_id.cpp), so its
+    // columns go through two products, one of them partial; the other
+    // experts get a few dozen columns each (matrix-vector path with
+    // prepared columns, or the GEMM for float experts).
+    std::mt19937 rng(19);
+    for (ggml_type type : kExpertTypes) {
+        SCOPED_TRACE(ggml_type_name(type));
+        Context       ctx;
+        const int64_t K = 64, M = 37, n_as = 4, n_used = 2, n_tok = 300;
+        ggml_tensor * as  = ggml_new_tensor_3d(ctx, type, K, M, n_as);
+        ggml_tensor * b   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, n_tok);
+        ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, n_tok);
+        const Array   A   = fill_random(as, rng);
+        const Array   B   = fill_random(b, rng);
+        std::vector<int32_t> I;
+        for (int64_t t = 0; t < n_tok; ++t) {
+            const int32_t second = int32_t(rand_int(rng, 1, n_as - 1));
+            for (int32_t id : {int32_t(0), second}) {
+                std::memcpy(static_cast<char *>(ids->data) + int64_t(I.size() % n_used) * ids->nb[0] + t * ids->nb[1],
+                            &id, sizeof(id));
+                I.push_back(id);
+            }
+        }
+        check_modes(ctx, ggml_mul_mat_id(ctx, as, b, ids), mul_mat_id_ref(A, B, I, n_used), threshold(type));
+    }
 }
 
 TEST(OpsMulMatId, NonContiguousBAndIds) {
