@@ -548,6 +548,62 @@ TEST(SimdQuant, MulMatThroughTheGraph) {
     }
 }
 
+TEST(SimdQuant, PreparedColumnsGiveTheGemvBits) {
+    // qgemm_quant's products on prepared columns against the table's
+    // gemv_quant for the same type: the same bits, over all of K and with K
+    // cut into parts (the partial sums carried between calls).
+    int checked = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(27);
+        for (ggml_type t : kTypes) {
+            const QGemmKernels & q = kt->qgemm_quant[t];
+            if (q.gemm == nullptr) {
+                continue;
+            }
+            ++checked;
+            const ggml_type op = quant_operand_type(t);
+            for (int64_t K : {32, 96, 320, 4096}) {
+                const int64_t nb = K / ggml_blck_size(t);
+                for (int64_t nrows : {1, 3, 4, 5, 8, 16, 19}) {
+                    const size_t lda = ggml_row_size(t, K) + 2;
+                    const size_t ldb = ggml_row_size(op, K) + 4;
+                    OffBuffer    a(lda * size_t(nrows), 2);
+                    OffBuffer    b(ldb * QGEMM_COLS, 2);
+                    for (int64_t r = 0; r < nrows; ++r) {
+                        random_blocks(rng, t, nb, a.ptr + size_t(r) * lda);
+                    }
+                    for (int c = 0; c < QGEMM_COLS; ++c) {
+                        const std::vector<float> x = random_floats(rng, size_t(K));
+                        quantize_column(op, x.data(), b.ptr + size_t(c) * ldb, K);
+                    }
+                    for (int ncols = 1; ncols <= QGEMM_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
+                        const size_t       ldd = size_t(nrows) + 3;
+                        std::vector<float> want(ldd * size_t(ncols), -1.0f), got(want), parts(want);
+                        std::vector<char>  prep(q.cols_bytes(K) + 8, 'x');
+                        q.prepare(K, b.ptr, ldb, ncols, prep.data() + 4);
+                        ASSERT_EQ(prep[3], 'x');
+                        ASSERT_EQ(prep[4 + q.cols_bytes(K)], 'x');
+                        kt->gemv_quant[t](K, a.ptr, lda, nrows, b.ptr, ldb, ncols, want.data(), ldd);
+                        q.gemm(K, 0, nb, a.ptr, lda, nrows, prep.data() + 4, b.ptr, ldb, ncols, nullptr, got.data(), ldd);
+                        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+                        std::vector<float> acc(qgemm_acc_floats(nrows), 0.0f);
+                        for (int64_t i0 = 0; i0 < nb; i0 += QGEMM_K_ALIGN) {
+                            q.gemm(K, i0, std::min(nb, i0 + QGEMM_K_ALIGN), a.ptr, lda, nrows, prep.data() + 4, b.ptr,
+                                   ldb, ncols, acc.data(), parts.data(), ldd);
+                        }
+                        ASSERT_EQ(0, std::memcmp(parts.data(), want.data(), got.size() * sizeof(float)));
+                    }
+                }
+            }
+        }
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here has prepared-column products for these types";
+    }
+}
+
 TEST(SimdQuant, ColumnCountsGiveSameBits) {
     // A column's results do not depend on how many other columns the
     // product has (the gemv groups of columns meet each column alone).

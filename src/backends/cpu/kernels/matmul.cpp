@@ -305,7 +305,7 @@ QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml
     switch (a->type) {
         case GGML_TYPE_Q4_0: ops = kt.qgemm_q4_0; break;
         case GGML_TYPE_Q8_0: ops = kt.qgemm_q8_0; break;
-        default: break;
+        default: ops = kt.qgemm_quant[a->type]; break;
     }
     if (ops.cols_bytes == nullptr || ops.prepare == nullptr || ops.gemm == nullptr || b->ne[1] < ops.min_cols) {
         return {};

@@ -253,6 +253,9 @@ struct KernelTable {
     // (kernels/matmul_dequant.cpp). The portable dot products of
     // kernels/quant_dot.h are their reference.
     GemvFn gemv_quant[GGML_TYPE_COUNT] = {};
+    // Products of those types on prepared columns, as qgemm_q4_0 (the same
+    // bits as their gemv_quant entry); null where the table has none.
+    QGemmKernels qgemm_quant[GGML_TYPE_COUNT] = {};
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;

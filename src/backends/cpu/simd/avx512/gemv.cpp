@@ -13,6 +13,10 @@
 // with the same instruction and subtracted: every lane is an exact integer.
 // Lanes are converted and scaled by their row's block scale times the
 // column's, as the AVX2 kernel does with its 8 lanes.
+// Two more types of 32 weights and one fp16 scale per block take the same
+// tiles: Q5_0 (the nibbles plus 16 where the block's qh bit is set, 0..31,
+// offset 16) and IQ4_NL (the nibbles looked up in the type's table plus
+// 128, offset 128).
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -24,6 +28,9 @@
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
+#include "core/types/legacy_k.h"
 
 #include "target_begin.h"
 #include "../avx2/avx2.h"
@@ -44,7 +51,8 @@ constexpr __mmask16 k_all = 0xffff;
 }
 
 // Weights of block i of four rows as two registers of unsigned bytes: lo
-// holds weights 0..15 of each row, hi weights 16..31.
+// holds weights 0..15 of each row, hi weights 16..31. decode takes the
+// rows' blocks; Q4 also the bare weight bytes (RepackedQ4Rows).
 struct Q4 {
     using W                     = block_q4_0;
     static constexpr int offset = 8;
@@ -56,6 +64,42 @@ struct Q4 {
         const __m512i mask = _mm512_set1_epi8(0x0f);
         lo                 = _mm512_and_si512(q, mask);
         hi                 = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+    }
+    template <class B> [[gnu::always_inline]] static void decode(const B * const * x, __m512i & lo, __m512i & hi) {
+        const uint8_t * qs[4] = {x[0]->qs, x[1]->qs, x[2]->qs, x[3]->qs};
+        decode(qs, lo, hi);
+    }
+};
+
+// Q5_0: bit j of a block's qh is the fifth bit of weight j.
+struct Q5 {
+    using W                     = block_q5_0;
+    static constexpr int offset = 16;
+    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+        Q4::decode(x, lo, hi);
+        uint64_t ml = 0, mh = 0; // byte 16 r + j of lo (hi): weight j (16 + j) of row r
+        for (int r = 0; r < 4; ++r) {
+            uint32_t h;
+            std::memcpy(&h, x[r]->qh, sizeof h);
+            ml |= uint64_t(h & 0xffff) << (16 * r);
+            mh |= uint64_t(h >> 16) << (16 * r);
+        }
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        lo                    = _mm512_mask_add_epi8(lo, ml, lo, sixteen);
+        hi                    = _mm512_mask_add_epi8(hi, mh, hi, sixteen);
+    }
+};
+
+// IQ4_NL: a nibble is an index into the type's table of 16 levels.
+struct IQ4NL {
+    using W                     = block_iq4_nl;
+    static constexpr int offset = 128;
+    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+        Q4::decode(x, lo, hi);
+        const __m512i table = _mm512_maskz_broadcast_i32x4(
+            k_all, _mm_xor_si128(load128(iq::kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
+        lo = _mm512_shuffle_epi8(table, lo);
+        hi = _mm512_shuffle_epi8(table, hi);
     }
 };
 
@@ -75,6 +119,11 @@ struct Q8 {
         lo                 = _mm512_xor_si512(a, flip);
         hi                 = _mm512_xor_si512(b, flip);
     }
+    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+        const uint8_t * qs[4] = {reinterpret_cast<const uint8_t *>(x[0]->qs), reinterpret_cast<const uint8_t *>(x[1]->qs),
+                                 reinterpret_cast<const uint8_t *>(x[2]->qs), reinterpret_cast<const uint8_t *>(x[3]->qs)};
+        decode(qs, lo, hi);
+    }
 };
 
 // Where a tile's rows are: ggml's layout, rows lda bytes apart (PlainRows),
@@ -93,9 +142,9 @@ template <class Q, int R> struct PlainRows {
         for (int r = 0; r < R; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
     }
     [[gnu::always_inline]] void decode(int g, int64_t i, __m512i & lo, __m512i & hi) const {
-        const uint8_t * qs[4];
-        for (int k = 0; k < 4; ++k) qs[k] = reinterpret_cast<const uint8_t *>(ar[4 * g + k][i].qs);
-        Q::decode(qs, lo, hi);
+        const W * x[4];
+        for (int k = 0; k < 4; ++k) x[k] = &ar[4 * g + k][i];
+        Q::decode(x, lo, hi);
     }
     [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
         __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
@@ -441,6 +490,16 @@ void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
     gemv<Q8>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv_q8_0);
 }
 
+void gemv4_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    gemv<Q5>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_q5_0);
+}
+
+void gemv4_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd) {
+    gemv<IQ4NL>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_iq4_nl);
+}
+
 size_t qcols_bytes(int64_t K) {
     return size_t(K / QK8_0) * PREP_BLOCK;
 }
@@ -451,6 +510,24 @@ void qcols_prepare_q4_0(int64_t K, const void * b, size_t ldb, int ncols, void *
 
 void qcols_prepare_q8_0(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
     prepare_cols<Q8::offset>(K, b, ldb, ncols, out);
+}
+
+void qcols_prepare_q5_0(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    prepare_cols<Q5::offset>(K, b, ldb, ncols, out);
+}
+
+void qcols_prepare_iq4_nl(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    prepare_cols<IQ4NL::offset>(K, b, ldb, ncols, out);
+}
+
+void qgemm_q5_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    qgemm<Q5>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, gemv_q5_0);
+}
+
+void qgemm_iq4_nl(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                  const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    qgemm<IQ4NL>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, gemv_iq4_nl);
 }
 
 void qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
