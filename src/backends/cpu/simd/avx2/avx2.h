@@ -38,6 +38,20 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 
 #include "../quant_gemv.inc"
 
+// Q4_0 and Q8_0 with two rows per register (rows2.cpp, Note [Two rows per
+// register]): every column count, and on prepared columns (the same bits).
+void   gemv2_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
+void   gemv2_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
+size_t qcols2_bytes(int64_t K);
+void   qcols2_prepare_q4_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
+void   qcols2_prepare_q8_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
+void   qgemm2_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+void   qgemm2_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+
 float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);

@@ -32,8 +32,8 @@ const KernelTable k_avx2_base = {
     avx2::gemv_f32,
     avx2::gemv_f16,
     avx2::gemv_bf16,
-    avx2::gemv_q8_0,
-    avx2::gemv_q4_0,
+    avx2::gemv2_q8_0,
+    avx2::gemv2_q4_0,
     avx2::max_f32,
     avx2::exp_sub_sum_f32,
     avx2::silu_f32,
@@ -60,6 +60,10 @@ const KernelTable k_avx2 = [] {
     t.scale_f32    = avx2::scale_f32;
     t.adamw_f32    = avx2::adamw_f32;
     t.rope_f32     = avx2::rope_f32;
+    // Two rows per register (rows2.cpp), the columns prepared once per
+    // product from four columns on.
+    t.qgemm_q4_0 = {avx2::qcols2_bytes, avx2::qcols2_prepare_q4_0, avx2::qgemm2_q4_0, 4};
+    t.qgemm_q8_0 = {avx2::qcols2_bytes, avx2::qcols2_prepare_q8_0, avx2::qgemm2_q8_0, 4};
     t.gemv_quant[GGML_TYPE_Q2_K] = avx2::gemv_q2_K;
     t.gemv_quant[GGML_TYPE_Q3_K] = avx2::gemv_q3_K;
     t.gemv_quant[GGML_TYPE_Q4_K] = avx2::gemv_q4_K;
