@@ -366,18 +366,23 @@ inline void iq4_xs_decode512(const block_iq4_xs & x, IQ4Decoded512 & o) {
         const __m512i lh = kq_join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
         o.u[j]           = _mm512_shuffle_epi8(table, _mm512_maskz_shuffle_i64x2(0xff, lh, lh, _MM_SHUFFLE(3, 1, 2, 0)));
     }
-    alignas(32) int32_t ls[8];
-    alignas(32) int16_t bias[16];
-    for (int g = 0; g < 8; ++g) {
-        ls[g]           = (((x.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | (((x.scales_h >> (2 * g)) & 3) << 4)) - 32;
-        bias[2 * g]     = int16_t(128 * ls[g]);
-        bias[2 * g + 1] = int16_t(128 * ls[g]);
-    }
-    const __m512i s = kq_join(_mm256_load_si256(reinterpret_cast<const __m256i *>(ls)), _mm256_setzero_si256());
+    // The eight six-bit scales as int32 lanes (ls - 32), built in registers:
+    // lane g takes nibble g of scales_l and bit pair g of scales_h.
+    uint32_t sl;
+    std::memcpy(&sl, x.scales_l, sizeof sl);
+    const __m256i lo4 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(sl)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                         _mm256_set1_epi32(0xf));
+    const __m256i hi2 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                         _mm256_set1_epi32(3));
+    const __m256i ls  = _mm256_sub_epi32(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), _mm256_set1_epi32(32));
+    const __m512i s   = kq_join(ls, _mm256_setzero_si256());
     for (int j = 0; j < 4; ++j) {
         o.sc[j] = _mm512_maskz_permutexvar_epi32(0xffff, kq_join(_mm256_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1)), s);
     }
-    o.bias = _mm256_load_si256(reinterpret_cast<const __m256i *>(bias));
+    // 128 * scale (|.| <= 4096) in the int16 lanes of its two groups of 16:
+    // the low half of int32 lane k / 2.
+    o.bias = _mm256_maskz_permutexvar_epi16(0xffff, _mm256_setr_epi16(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14),
+                                            _mm256_slli_epi32(ls, 7));
     o.d    = kq_half(x.d);
 }
 
