@@ -16,8 +16,9 @@
 //    sums could overflow), with no offset.
 // Every int32 lane is exact; lanes are scaled by their row's block scale
 // times the column's and added in f32, and the four lanes of a row are
-// summed at the end. A tile is four rows (two registers) or two; a matrix's
-// last row, where the count is odd, takes the one-row kernel of dot.cpp.
+// summed at the end. A tile is four rows (two registers, Q4_0) or two; a
+// matrix's last row, where the count is odd, takes the one-row kernel of
+// dot.cpp.
 // Columns are either prepared per tile (gemv) or once per product (qgemm,
 // Note [Prepared columns] in the AVX-512 table: the same contract); both
 // give the tile the same values, so every column count gives the same bits.
@@ -68,6 +69,7 @@ template <int Offset> [[gnu::always_inline]] inline __m128i start_lanes(__m128i 
 struct Q4 {
     using W                     = block_q4_0;
     static constexpr int offset = 8;
+    static constexpr int pairs  = 2; // pairs of rows per tile
     static constexpr int cols   = 3; // columns a tile meets per pass
     struct Dec {
         __m256i lo, hi;
@@ -87,6 +89,7 @@ struct Q4 {
 struct Q8 {
     using W                     = block_q8_0;
     static constexpr int offset = 0;
+    static constexpr int pairs  = 2;
     static constexpr int cols   = 2;
     struct Dec {
         __m256i lo, hi;   // the weights, signed (their signs go to the column)
@@ -181,7 +184,7 @@ void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols,
     __m256        acc[G][C];
     for (int g = 0; g < G; ++g) {
         for (int c = 0; c < C; ++c) {
-            acc[g][c] = carry.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry.acc + 8 * (g * C + c));
+            acc[g][c] = carry.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry.acc + 8 * (g * QGEMM_COLS + c));
         }
     }
     for (int64_t i = i0; i < i1; ++i) {
@@ -209,7 +212,7 @@ void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols,
     for (int g = 0; g < G; ++g) {
         for (int c = 0; c < C; ++c) {
             if (!carry.last) {
-                _mm256_storeu_ps(carry.acc + 8 * (g * C + c), acc[g][c]);
+                _mm256_storeu_ps(carry.acc + 8 * (g * QGEMM_COLS + c), acc[g][c]);
                 continue;
             }
             alignas(32) float v[8];
@@ -221,24 +224,24 @@ void tile(int64_t i0, int64_t i1, const char * a, size_t lda, const Cols & cols,
     }
 }
 
-// A tile of four rows meets Q::cols columns a pass: the accumulators, the
-// decoded weights and a column fill the 16 registers.
+// A tile of Q::pairs pairs of rows meets Q::cols columns a pass: the
+// accumulators, the decoded weights and a column fill the 16 registers.
 
-// Rows in tiles of four, then two, then the one-row kernel for the last row
-// of a matrix. With a carry, the tile at row r keeps its registers at
-// acc + 16 * QGEMM_COLS * r / 4 (every group of columns of the tile).
+// Rows in tiles of 2 Q::pairs, then two, then the one-row kernel for the
+// last row of a matrix. With a carry, the register of rows 2p, 2p + 1 and
+// column c of the group is at acc + 8 * (p * QGEMM_COLS + c).
 template <class Q, int C, class Cols>
 void rows(int64_t i0, int64_t i1, const char * a, size_t lda, int64_t nrows, const Cols & cols, float * dst, size_t ldd,
           Carry carry, int c_base) {
-    static_assert(GEMV_ROW_ALIGN % 4 == 0);
+    static_assert(GEMV_ROW_ALIGN % (2 * Q::pairs) == 0);
     float * const acc0 = carry.acc;
     auto          at   = [&](int64_t r) {
-        return acc0 != nullptr ? acc0 + size_t(r / 4) * 16 * QGEMM_COLS + 16 * size_t(c_base) : nullptr;
+        return acc0 != nullptr ? acc0 + 8 * (size_t(r / 2) * QGEMM_COLS + size_t(c_base)) : nullptr;
     };
     int64_t r = 0;
-    for (; r + 4 <= nrows; r += 4) {
+    for (; r + 2 * Q::pairs <= nrows; r += 2 * Q::pairs) {
         carry.acc = at(r);
-        tile<Q, 2, C>(i0, i1, a + size_t(r) * lda, lda, cols, dst + r, ldd, carry);
+        tile<Q, Q::pairs, C>(i0, i1, a + size_t(r) * lda, lda, cols, dst + r, ldd, carry);
     }
     for (; r + 2 <= nrows; r += 2) {
         carry.acc = at(r);
@@ -250,16 +253,19 @@ void rows(int64_t i0, int64_t i1, const char * a, size_t lda, int64_t nrows, con
 template <class Q, class ColsAt>
 void all_cols(int64_t i0, int64_t i1, const char * a, size_t lda, int64_t nrows, int ncols, const ColsAt & cols_at,
               float * dst, size_t ldd, const Carry & carry) {
-    static_assert(Q::cols == 2 || Q::cols == 3);
+    static_assert(Q::cols >= 2 && Q::cols <= 4);
     int c0 = 0;
     for (; c0 + Q::cols <= ncols; c0 += Q::cols) {
         rows<Q, Q::cols>(i0, i1, a, lda, nrows, cols_at(c0), dst + size_t(c0) * ldd, ldd, carry, c0);
     }
-    switch (ncols - c0) {
-        case 1: rows<Q, 1>(i0, i1, a, lda, nrows, cols_at(c0), dst + size_t(c0) * ldd, ldd, carry, c0); break;
-        case 2: rows<Q, 2>(i0, i1, a, lda, nrows, cols_at(c0), dst + size_t(c0) * ldd, ldd, carry, c0); break;
-        default: break;
+    const int left = ncols - c0; // fewer than Q::cols
+    if constexpr (Q::cols > 3) {
+        if (left == 3) rows<Q, 3>(i0, i1, a, lda, nrows, cols_at(c0), dst + size_t(c0) * ldd, ldd, carry, c0);
     }
+    if constexpr (Q::cols > 2) {
+        if (left == 2) rows<Q, 2>(i0, i1, a, lda, nrows, cols_at(c0), dst + size_t(c0) * ldd, ldd, carry, c0);
+    }
+    if (left == 1) rows<Q, 1>(i0, i1, a, lda, nrows, cols_at(c0), dst + size_t(c0) * ldd, ldd, carry, c0);
 }
 
 // The last row of a matrix with an odd row count, over all of K.
