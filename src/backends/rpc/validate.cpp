@@ -213,17 +213,33 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             return true;
         case GGML_OP_ROPE:
         case GGML_OP_ROPE_BACK: {
-            const int32_t n_dims = n->op_params[1];
-            const ggml_tensor * ff = n->src[2]; // frequency factors, one per rotated pair
-            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] || n_dims < 0 ||
-                n_dims % 2 != 0 || n_dims > a->ne[0] ||
-                (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < n_dims / 2 || !ggml_is_contiguous(ff)))) {
-                return bad("rope shapes, positions, frequency factors or n_dims");
+            // Every mode loom's CPU computes: plain (normal, NeoX) with one
+            // position per row of dim 2, or multi-section (MROPE, IMROPE,
+            // VISION) with four and the sections in op_params[11..14]; an
+            // offset (op_params[15], ggml_rope_set_offset) moves the rotated
+            // values along the row. All in 64 bits, from untrusted params.
+            const int64_t       n_dims = n->op_params[1];
+            const int32_t       mode   = n->op_params[2];
+            const int64_t       n_offs = n->op_params[15];
+            const ggml_tensor * ff     = n->src[2]; // frequency factors, one per rotated pair
+            const bool          multi  = mode == GGML_ROPE_TYPE_MROPE || mode == GGML_ROPE_TYPE_IMROPE ||
+                                  mode == GGML_ROPE_TYPE_VISION;
+            if (!multi && mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) {
+                return bad("rope mode");
             }
-            // Plain rotations from the start of each row only: no multi-section modes, no offset.
-            if ((n->op_params[2] != GGML_ROPE_TYPE_NORMAL && n->op_params[2] != GGML_ROPE_TYPE_NEOX) ||
-                n->op_params[15] != 0) {
-                return bad("rope mode or offset");
+            const int64_t pairs = mode == GGML_ROPE_TYPE_VISION ? n_dims : n_dims / 2;
+            if (!same_shape(n, a) || b->type != GGML_TYPE_I32 || b->ne[0] != (multi ? 4 : 1) * a->ne[2] ||
+                n_dims < 0 || n_dims % 2 != 0 || n_offs < 0 || n_offs % 2 != 0 || n_offs + 2 * pairs > a->ne[0] ||
+                (mode == GGML_ROPE_TYPE_VISION && n_offs != 0) ||
+                (ff != nullptr && (ff->type != GGML_TYPE_F32 || ff->ne[0] < pairs || !ggml_is_contiguous(ff)))) {
+                return bad("rope shapes, positions, frequency factors, n_dims or offset");
+            }
+            if (multi) {
+                const int64_t s0 = n->op_params[11], s1 = n->op_params[12], s2 = n->op_params[13],
+                              s3 = n->op_params[14];
+                if (s0 < 0 || s1 < 0 || s2 < 0 || s3 < 0 || s0 + s1 + s2 <= 0 || s0 + s1 + s2 + s3 > a->ne[0]) {
+                    return bad("rope sections");
+                }
             }
             return true;
         }
