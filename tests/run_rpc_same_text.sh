@@ -2,7 +2,8 @@
 # loom-run --rpc against a loom-rpc-server started here on loopback gives
 # the greedy text of the CPU run on the bundled model: every layer runs on
 # the remote device (the default placement), weights and inputs cross the
-# bulk connection.
+# bulk connection. Then the same with the server named in LOOM_RPC_SERVERS
+# instead of --rpc, as a program that knows nothing of RPC would get it.
 # Usage: run_rpc_same_text.sh LOOM_RPC_SERVER LOOM_RUN MODEL OUT_DIR
 set -eu
 server=$1 run=$2 model=$3 dir=$4
@@ -28,4 +29,11 @@ if [ "$cpu" != "$rpc" ]; then
     printf 'cpu: %s\nrpc: %s\n' "$cpu" "$rpc"
     exit 1
 fi
-echo "same text on the remote device"
+env=$(LOOM_RPC_SERVERS="127.0.0.1:$port" "$run" -m "$model" -p "$prompt" -n 32 --temp 0 -t 1 \
+      --device "RPC[127.0.0.1:$port]CPU" 2>"$dir/rpc-same-text.env.log") || {
+    echo "loom-run with LOOM_RPC_SERVERS failed:"; cat "$dir/rpc-same-text.env.log"; exit 1; }
+if [ "$cpu" != "$env" ]; then
+    printf 'cpu: %s\nLOOM_RPC_SERVERS: %s\n' "$cpu" "$env"
+    exit 1
+fi
+echo "same text on the remote device, added by --rpc and by LOOM_RPC_SERVERS"

@@ -3,6 +3,7 @@
 #include "registry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <strings.h>
 #include <utility>
 
@@ -12,6 +13,12 @@ namespace loom {
 
 Registry & Registry::get() {
     static Registry r;
+    // After r exists: what the environment adds registers through get()
+    // again, which then returns r at once.
+    static std::atomic<bool> environment_read{false};
+    if (!environment_read.exchange(true)) {
+        builtin_from_environment();
+    }
     return r;
 }
 

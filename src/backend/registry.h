@@ -42,6 +42,11 @@ class SharedLibrary {
 // by the backends (src/backends/builtin.cpp), which the backend layer does
 // not include (docs/DESIGN-layers.md).
 std::vector<ggml_backend_reg *> builtin_regs();
+// Registers what the environment asks for beyond the built-in families
+// (remote servers named in LOOM_RPC_SERVERS); called once, after the
+// registry exists, and may register families itself. Defined beside
+// builtin_regs.
+void builtin_from_environment();
 
 class Registry {
   public:

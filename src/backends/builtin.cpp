@@ -2,7 +2,12 @@
 // The one place that names every concrete backend: the backend layer's
 // registry calls this and includes none of them (docs/DESIGN-layers.md).
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "backend/registry.h"
+#include "core/common.h"
 #include "ggml-cpu.h"
 #ifdef LOOM_HAS_BLAS
 #    include "ggml-blas.h"
@@ -33,4 +38,27 @@ std::vector<ggml_backend_reg *> loom::builtin_regs() {
     regs.push_back(ggml_backend_rpc_reg());
 #endif
     return regs;
+}
+
+void loom::builtin_from_environment() {
+#ifdef LOOM_HAS_RPC
+    // LOOM_RPC_SERVERS=host:port[,host:port...]: each server's devices join
+    // the registry as ggml_backend_rpc_add_server would add them, so that
+    // programs that know nothing of RPC (test-backend-ops, llama-bench, a
+    // ggml example) can run on remote devices. A server that cannot be
+    // reached is logged and left out.
+    const char * list = std::getenv("LOOM_RPC_SERVERS");
+    if (list == nullptr) {
+        return;
+    }
+    std::string all(list);
+    for (size_t start = 0; start <= all.size();) {
+        const size_t end = std::min(all.find(',', start), all.size());
+        const std::string endpoint = all.substr(start, end - start);
+        if (!endpoint.empty() && ggml_backend_rpc_add_server(endpoint.c_str()) == nullptr) {
+            LOOM_LOG_WARN("LOOM_RPC_SERVERS: cannot reach %s; its devices are left out\n", endpoint.c_str());
+        }
+        start = end + 1;
+    }
+#endif
 }

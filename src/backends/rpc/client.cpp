@@ -654,6 +654,10 @@ ggml_backend_reg_t ggml_backend_rpc_reg(void) {
 
 ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint) {
     LOOM_REQUIRE(endpoint != nullptr, "NULL endpoint");
+    // The registry first: made for the first time, it adds the servers of
+    // LOOM_RPC_SERVERS through this function, which must not find the lock
+    // below taken.
+    (void) ggml_backend_reg_count();
     Servers &                   s = servers();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (auto it = s.regs.find(endpoint); it != s.regs.end()) {
