@@ -48,8 +48,28 @@ void report(const grpc::Status & st) {
 }
 
 enum Handler : uint8_t {
-    h_memory, h_supports, h_alloc, h_free, h_clear, h_set, h_set_hash, h_get, h_memset, h_copy, h_compute, h_count
+    h_memory, h_supports, h_alloc, h_free, h_clear, h_set, h_set_hash, h_get, h_memset, h_copy, h_compute, h_init,
+    h_blocks, h_count
 };
+
+// The checks of a 2D transfer (bulk frames set_2d / get_2d), the frame
+// announcing the blocks' total: the first and the last block, which bound
+// all others, are read once they pass.
+grpc::Status blocks(Session & s, const Transfer2d & req) {
+    uint64_t total = 0;
+    if (__builtin_mul_overflow(req.count(), req.block(), &total)) {
+        total = 0;
+    }
+    return core().with_blocks(s, "Blocks", req, total, [&](ggml_tensor & t) {
+        if (total > 0) {
+            std::string bytes(size_t(req.block()), '\0');
+            ggml_backend_tensor_get(&t, bytes.data(), size_t(req.offset()), bytes.size());
+            ggml_backend_tensor_get(&t, bytes.data(), size_t(req.offset() + (req.count() - 1) * req.stride()),
+                                    bytes.size());
+        }
+        return grpc::Status::OK;
+    });
+}
 
 void run(uint8_t which, const uint8_t * data, size_t size) {
     std::string id;
@@ -91,6 +111,14 @@ void run(uint8_t which, const uint8_t * data, size_t size) {
         case h_memset: LOOM_FUZZ_CALL(MemsetTensorRequest, Empty, memset_tensor)
         case h_copy: LOOM_FUZZ_CALL(CopyTensorRequest, CopyTensorReply, copy_tensor)
         case h_compute: LOOM_FUZZ_CALL(GraphComputeRequest, GraphComputeReply, graph_compute)
+        case h_init: LOOM_FUZZ_CALL(InitTensorRequest, Empty, init_tensor)
+        case h_blocks: {
+            Transfer2d req;
+            if (req.ParseFromArray(data, int(size))) {
+                report(blocks(*s, req));
+            }
+            break;
+        }
     }
 #undef LOOM_FUZZ_CALL
     core().close_session(id);
@@ -275,6 +303,26 @@ void write_attack_seeds(const std::string & dir) {
         g->add_nodes(2);
         seed("view_outside_source", h_compute, r);
     }
+    {   // 2D transfers: a last block past the tensor, strides that wrap around 2^64
+        Transfer2d t;
+        f32(t.mutable_tensor(), 2, 0, 64);
+        t.set_block(16);
+        t.set_count(2);
+        t.set_stride(248);
+        seed("blocks_past_tensor", h_blocks, t);
+        t.set_offset(32);
+        t.set_stride(UINT64_MAX - 15);
+        seed("blocks_stride_wraps", h_blocks, t);
+        t.set_offset(0);
+        t.set_count(3);
+        t.set_stride(uint64_t(1) << 63);
+        seed("blocks_stride_overflows", h_blocks, t);
+    }
+    {   // init_tensor on a tensor reaching past its buffer
+        InitTensorRequest it;
+        f32(it.mutable_tensor(), 2, 240, 8);
+        seed("init_past_buffer", h_init, it);
+    }
     {   // a hash of the wrong length
         SetTensorHashRequest sh;
         f32(sh.mutable_tensor(), 1, 0, 16);
@@ -321,6 +369,16 @@ void write_seeds(const std::string & dir) {
     f32(cp.mutable_src(), 2, 0, 16);
     f32(cp.mutable_dst(), 1, 256, 16);
     write_seed(dir, "copy", h_copy, cp);
+    Transfer2d t2;
+    f32(t2.mutable_tensor(), 1, 0, 64, 4);
+    t2.set_offset(8);
+    t2.set_block(32);
+    t2.set_count(4);
+    t2.set_stride(256);
+    write_seed(dir, "blocks", h_blocks, t2);
+    InitTensorRequest it;
+    f32(it.mutable_tensor(), 1, 512, 16);
+    write_seed(dir, "init", h_init, it);
 
     // Graphs: add with broadcast, matrix product, softmax, get_rows, a view.
     auto graph = [](GraphComputeRequest & r) {

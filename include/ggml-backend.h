@@ -271,7 +271,7 @@ GGML_API ggml_backend_t ggml_backend_init_best(void);
 // ':'-separated list: a directory is searched by ggml_backend_load_all
 // before the default places, a file is loaded by it directly.
 
-#define LOOM_BACKEND_API_VERSION 2
+#define LOOM_BACKEND_API_VERSION 3
 
 typedef int (*loom_backend_api_version_t)(void);
 typedef ggml_backend_reg_t (*ggml_backend_init_t)(void);

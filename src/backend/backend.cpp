@@ -19,6 +19,18 @@ void ggml_backend::set_tensor_async(ggml_tensor * t, const void * data, size_t o
 void ggml_backend::get_tensor_async(const ggml_tensor * t, void * data, size_t offset, size_t n) {
     ggml_backend_tensor_get(t, data, offset, n);
 }
+void ggml_backend::set_tensor_2d_async(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                                       size_t stride_tensor, size_t stride_data) {
+    for (size_t i = 0; i < n_copies; ++i) {
+        set_tensor_async(t, static_cast<const char *>(data) + i * stride_data, offset + i * stride_tensor, n);
+    }
+}
+void ggml_backend::get_tensor_2d_async(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                                       size_t stride_tensor, size_t stride_data) {
+    for (size_t i = 0; i < n_copies; ++i) {
+        get_tensor_async(t, static_cast<char *>(data) + i * stride_data, offset + i * stride_tensor, n);
+    }
+}
 ggml_backend_graph_plan_t ggml_backend::graph_plan_create(ggml_cgraph * graph) {
     return new DefaultPlan{graph};
 }
@@ -83,34 +95,17 @@ void ggml_backend_tensor_get_async(ggml_backend_t backend, const ggml_tensor * t
     backend->get_tensor_async(tensor, data, offset, size);
 }
 
-namespace {
-
-// The rows a 2D transfer touches lie inside the tensor: the last one ends at
-// offset + (n_copies - 1) * stride_tensor + size, computed without overflow.
-void check_2d(const ggml_tensor * tensor, size_t offset, size_t size, size_t n_copies, size_t stride_tensor,
-              const char * func) {
-    LOOM_REQUIRE(tensor != nullptr && tensor->data != nullptr, "called from %s: tensor %s is not allocated", func,
-                 describe(tensor).text);
-    size_t span = 0, last = 0;
-    const bool ok = !__builtin_mul_overflow(n_copies - 1, stride_tensor, &span) &&
-                    !__builtin_add_overflow(offset, span, &last) && last <= ggml_nbytes(tensor) &&
-                    size <= ggml_nbytes(tensor) - last;
-    LOOM_REQUIRE(ok, "called from %s: %zu rows of %zu bytes from offset %zu, stride %zu, are out of bounds of tensor %s "
-                 "(%zu bytes)", func, n_copies, size, offset, stride_tensor, describe(tensor).text, ggml_nbytes(tensor));
-}
-
-} // namespace
-
 void ggml_backend_tensor_set_2d_async(ggml_backend_t backend, ggml_tensor * tensor, const void * data, size_t offset,
                                       size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data) {
     if (n_copies == 0 || size == 0) {
         return;
     }
     check_2d(tensor, offset, size, n_copies, stride_tensor, __func__);
-    for (size_t i = 0; i < n_copies; ++i) {
-        backend->set_tensor_async(tensor, static_cast<const char *>(data) + i * stride_data, offset + i * stride_tensor,
-                                  size);
+    if (n_copies == 1) {
+        backend->set_tensor_async(tensor, data, offset, size);
+        return;
     }
+    backend->set_tensor_2d_async(tensor, data, offset, size, n_copies, stride_tensor, stride_data);
 }
 
 void ggml_backend_tensor_get_2d_async(ggml_backend_t backend, const ggml_tensor * tensor, void * data, size_t offset,
@@ -119,9 +114,11 @@ void ggml_backend_tensor_get_2d_async(ggml_backend_t backend, const ggml_tensor 
         return;
     }
     check_2d(tensor, offset, size, n_copies, stride_tensor, __func__);
-    for (size_t i = 0; i < n_copies; ++i) {
-        backend->get_tensor_async(tensor, static_cast<char *>(data) + i * stride_data, offset + i * stride_tensor, size);
+    if (n_copies == 1) {
+        backend->get_tensor_async(tensor, data, offset, size);
+        return;
     }
+    backend->get_tensor_2d_async(tensor, data, offset, size, n_copies, stride_tensor, stride_data);
 }
 
 void ggml_backend_synchronize(ggml_backend_t backend) {

@@ -23,7 +23,7 @@
 // belongs to one operator table (core/op_table.h). A change to the table
 // stops the build here until LOOM_BACKEND_API_VERSION is bumped and the
 // fingerprint updated.
-static_assert(LOOM_BACKEND_API_VERSION == 2 && loom::op_table_fingerprint() == 0xba27ff98240e64cbull,
+static_assert(LOOM_BACKEND_API_VERSION == 3 && loom::op_table_fingerprint() == 0xba27ff98240e64cbull,
               "the operator table changed: bump LOOM_BACKEND_API_VERSION and update this fingerprint");
 
 // Keeps the classes' type information and virtual tables visible to plugins
@@ -41,6 +41,10 @@ struct LOOM_BACKEND_CLASS ggml_backend_buffer_type {
     virtual size_t max_size() const { return SIZE_MAX; }
     virtual size_t alloc_size(const ggml_tensor * t) const { return ggml_nbytes(t); }
     virtual bool   is_host() const { return false; }
+    // True when buffers of this type do work in init_tensor (they pad the
+    // tensor or keep state for it): an RPC server then tells its clients,
+    // which forward init_tensor to it.
+    virtual bool   needs_init_tensor() const { return false; }
 
     ggml_backend_device * const device;
 };
@@ -58,6 +62,13 @@ struct LOOM_BACKEND_CLASS ggml_backend_buffer {
     virtual void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n)       = 0;
     virtual void get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n)       = 0;
     virtual void memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n)        = 0;
+    // n_copies blocks of n bytes: block i at offset + i * stride_tensor of
+    // t's data and at i * stride_data of data. The caller checked every
+    // block against t (check_2d). The defaults copy one block at a time.
+    virtual void set_tensor_2d(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                               size_t stride_tensor, size_t stride_data);
+    virtual void get_tensor_2d(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                               size_t stride_tensor, size_t stride_data);
     // Copies between buffers without staging when this buffer knows how; false otherwise.
     virtual bool cpy_tensor(const ggml_tensor * src, ggml_tensor * dst) {
         (void) src;
@@ -91,6 +102,12 @@ struct LOOM_BACKEND_CLASS ggml_backend {
     // Asynchronous transfers; the defaults are synchronous.
     virtual void set_tensor_async(ggml_tensor * t, const void * data, size_t offset, size_t n);
     virtual void get_tensor_async(const ggml_tensor * t, void * data, size_t offset, size_t n);
+    // 2D transfers as ggml_backend_buffer::set_tensor_2d; the defaults make
+    // one asynchronous transfer per block.
+    virtual void set_tensor_2d_async(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                                     size_t stride_tensor, size_t stride_data);
+    virtual void get_tensor_2d_async(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                                     size_t stride_tensor, size_t stride_data);
     // Copies src (of backend_src) to dst (of this backend) on this stream; false when not possible.
     virtual bool cpy_tensor_async(ggml_backend * backend_src, const ggml_tensor * src, ggml_tensor * dst) {
         (void) backend_src;
@@ -173,6 +190,12 @@ struct LOOM_BACKEND_CLASS ggml_backend_reg {
 };
 
 namespace loom {
+
+// Aborts naming func unless the n_copies blocks of size bytes of a 2D
+// transfer, at offset + i * stride_tensor, lie inside tensor (computed
+// without overflow). n_copies and size are not 0.
+void check_2d(const ggml_tensor * tensor, size_t offset, size_t size, size_t n_copies, size_t stride_tensor,
+              const char * func);
 
 // A buffer of host memory: tensor data is reached with plain loads/stores.
 // Subclasses decide who owns the memory.

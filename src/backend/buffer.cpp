@@ -10,6 +10,22 @@ using namespace loom;
 
 namespace loom {
 
+void check_2d(const ggml_tensor * tensor, size_t offset, size_t size, size_t n_copies, size_t stride_tensor,
+              const char * func) {
+    LOOM_REQUIRE(tensor != nullptr && tensor->data != nullptr, "called from %s: tensor %s is not allocated", func,
+                 describe(tensor).text);
+    // The last block ends at offset + (n_copies - 1) * stride_tensor + size;
+    // the blocks before it start lower.
+    size_t     span = 0, last = 0;
+    const bool ok   = !__builtin_mul_overflow(n_copies - 1, stride_tensor, &span) &&
+                    !__builtin_add_overflow(offset, span, &last) && last <= ggml_nbytes(tensor) &&
+                    size <= ggml_nbytes(tensor) - last;
+    LOOM_REQUIRE(ok,
+                 "called from %s: %zu rows of %zu bytes from offset %zu, stride %zu, are out of bounds of tensor %s "
+                 "(%zu bytes)",
+                 func, n_copies, size, offset, stride_tensor, describe(tensor).text, ggml_nbytes(tensor));
+}
+
 void HostBuffer::set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) {
     std::memcpy(static_cast<char *>(t->data) + offset, data, n);
 }
@@ -33,6 +49,20 @@ void HostBuffer::clear(uint8_t value) {
 }
 
 } // namespace loom
+
+void ggml_backend_buffer::set_tensor_2d(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                                        size_t stride_tensor, size_t stride_data) {
+    for (size_t i = 0; i < n_copies; ++i) {
+        set_tensor(t, static_cast<const char *>(data) + i * stride_data, offset + i * stride_tensor, n);
+    }
+}
+
+void ggml_backend_buffer::get_tensor_2d(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                                        size_t stride_tensor, size_t stride_data) {
+    for (size_t i = 0; i < n_copies; ++i) {
+        get_tensor(t, static_cast<char *>(data) + i * stride_data, offset + i * stride_tensor, n);
+    }
+}
 
 namespace {
 
@@ -171,10 +201,12 @@ void ggml_backend_tensor_set_2d(ggml_tensor * tensor, const void * data, size_t 
     if (n_copies == 0 || size == 0) {
         return;
     }
-    check_range(tensor, offset + (n_copies - 1) * stride_tensor, size, __func__);
-    for (size_t i = 0; i < n_copies; ++i) {
-        buf->set_tensor(tensor, static_cast<const char *>(data) + i * stride_data, offset + i * stride_tensor, size);
+    check_2d(tensor, offset, size, n_copies, stride_tensor, __func__);
+    if (n_copies == 1) {
+        buf->set_tensor(tensor, data, offset, size);
+        return;
     }
+    buf->set_tensor_2d(tensor, data, offset, size, n_copies, stride_tensor, stride_data);
 }
 
 void ggml_backend_tensor_get_2d(const ggml_tensor * tensor, void * data, size_t offset, size_t size, size_t n_copies,
@@ -183,10 +215,12 @@ void ggml_backend_tensor_get_2d(const ggml_tensor * tensor, void * data, size_t 
     if (n_copies == 0 || size == 0) {
         return;
     }
-    check_range(tensor, offset + (n_copies - 1) * stride_tensor, size, __func__);
-    for (size_t i = 0; i < n_copies; ++i) {
-        buf->get_tensor(tensor, static_cast<char *>(data) + i * stride_data, offset + i * stride_tensor, size);
+    check_2d(tensor, offset, size, n_copies, stride_tensor, __func__);
+    if (n_copies == 1) {
+        buf->get_tensor(tensor, data, offset, size);
+        return;
     }
+    buf->get_tensor_2d(tensor, data, offset, size, n_copies, stride_tensor, stride_data);
 }
 
 void ggml_backend_tensor_memset(ggml_tensor * tensor, uint8_t value, size_t offset, size_t size) {

@@ -177,6 +177,34 @@ void Buffer::read(const void * device_address, void * data, size_t n) {
     std::memcpy(data, p, n);
 }
 
+namespace {
+
+std::atomic<size_t> g_init_tensors{0};
+
+size_t init_tensors() {
+    return g_init_tensors.load();
+}
+
+} // namespace
+
+ggml_status Buffer::init_tensor(ggml_tensor * t) {
+    if (t->view_src != nullptr) {
+        return GGML_STATUS_SUCCESS; // the source's memory, initialised with the source
+    }
+    const size_t n      = ggml_nbytes(t);
+    const size_t padded = buft->alloc_size(t);
+    if (padded > n) {
+        uint8_t * p = host_address(static_cast<char *>(t->data) + n, padded - n);
+        if (p == nullptr) {
+            fail(__func__, "the %zu bytes of padding of tensor %s are not inside buffer %s", padded - n,
+                 tensor_name(t), buft->name());
+        }
+        std::memset(p, 0, padded - n);
+    }
+    ++g_init_tensors;
+    return GGML_STATUS_SUCCESS;
+}
+
 void Buffer::set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) {
     write(static_cast<char *>(t->data) + offset, data, n);
 }
@@ -426,6 +454,9 @@ class Reg final : public ggml_backend_reg {
         }
         if (std::strcmp(fn, "loom_testdev_comm_allreduces") == 0) {
             return reinterpret_cast<void *>(&comm_allreduces);
+        }
+        if (std::strcmp(fn, "loom_testdev_init_tensors") == 0) {
+            return reinterpret_cast<void *>(&init_tensors);
         }
         if (g_comm_enabled) {
             if (std::strcmp(fn, "ggml_backend_comm_init") == 0) return reinterpret_cast<void *>(&comm_init);

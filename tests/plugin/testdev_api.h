@@ -31,6 +31,11 @@
 //
 // (size_t (*)(void)) ggml_backend_reg_get_proc_address(reg, "loom_testdev_comm_allreduces")
 // counts the all-reduces done by the collective operations.
+//
+// (size_t (*)(void)) ggml_backend_reg_get_proc_address(reg, "loom_testdev_init_tensors")
+// counts the tensors (not views) that buffers of either device initialised
+// (init_tensor zeroes a tensor's padding, the bytes from ggml_nbytes up to
+// the buffer type's alloc_size).
 
 #include <stdbool.h>
 

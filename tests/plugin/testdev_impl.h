@@ -60,6 +60,7 @@ class BufferType final : public ggml_backend_buffer_type {
     // Rounded up to whole 256-byte blocks, so that allocators meet a type
     // whose sizes exceed ggml_nbytes.
     size_t alloc_size(const ggml_tensor * t) const override;
+    bool   needs_init_tensor() const override { return true; }
 };
 
 // Device memory: a private host array behind a fake, never-mapped address.
@@ -69,6 +70,10 @@ class Buffer final : public ggml_backend_buffer {
     ~Buffer() override;
 
     void * base() override { return reinterpret_cast<void *>(base_); }
+    // Zeroes the padding after a tensor's data (up to alloc_size), as
+    // devices that pad tensors do so that kernels reading whole blocks see
+    // zeros; aborts when the padding is not inside this buffer.
+    ggml_status init_tensor(ggml_tensor * t) override;
     void   set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override;
     void   get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n) override;
     void   memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override;

@@ -77,6 +77,8 @@ class BufferType final : public ggml_backend_buffer_type {
     size_t                alloc_size(const ggml_tensor * t) const override;
     // Never host memory: a tensor's data is an offset, not an address.
     bool is_host() const override { return false; }
+    // init_tensor places each tensor's slices in the members.
+    bool needs_init_tensor() const override { return true; }
 
     const std::vector<ggml_backend_buffer_type *> & members() const { return members_; }
 

@@ -147,6 +147,8 @@ class RepackBufferType final : public ggml_backend_buffer_type {
     size_t       alignment() const override { return k_alignment; }
     // Not host memory: a repacked tensor's bytes are not ggml's layout.
     bool is_host() const override { return false; }
+    // init_tensor marks the tensors that are repacked.
+    bool needs_init_tensor() const override { return true; }
 
     ggml_backend_buffer * alloc_buffer(size_t size) override {
         void * data = host_alloc(size); // weights: 2 MiB pages, as the CPU's own buffers

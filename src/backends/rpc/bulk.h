@@ -23,6 +23,12 @@
 //   get:     meta = TensorDesc; the reply is followed by `size` bytes.
 //   hash:    meta = SetTensorHashRequest; reply payload SetTensorHashReply.
 //   compute: meta = GraphComputeRequest; reply payload GraphComputeReply.
+//   set_2d:  meta = Transfer2d, offset 0 and size = count * block; then
+//            the blocks' bytes, back to back. Every block is checked (as
+//            SetTensor checks a range) before any byte is read.
+//   get_2d:  meta = Transfer2d, offset 0 and size = count * block; the
+//            reply is followed by the blocks' bytes, back to back.
+//   init:    meta = InitTensorRequest; no payload either way.
 // The client need not wait for a reply before sending the next frame (it
 // reads the replies of set frames later, in order), so an upload is a
 // stream and a small input costs no trip of its own. A frame whose bytes do
@@ -33,6 +39,7 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +56,7 @@ constexpr size_t   k_staging_bytes  = size_t(4) << 20; // per connection, for bu
 constexpr size_t   k_max_meta_bytes = size_t(64) << 20;
 constexpr uint32_t k_io_timeout_ms  = 30000; // server: longest wait for the next bytes of a frame
 
-enum class Op : uint32_t { set = 1, get = 2, hash = 3, compute = 4 };
+enum class Op : uint32_t { set = 1, get = 2, hash = 3, compute = 4, set_2d = 5, get_2d = 6, init = 7 };
 
 struct Hello {
     char     magic[8];
@@ -73,6 +80,34 @@ struct Reply {
     uint64_t size;          // payload bytes after the message
 };
 static_assert(sizeof(Reply) == 16);
+
+// The blocks of a 2D transfer (block i of `block` bytes at i * stride) as
+// one stream of bytes: take(n, fn) walks the next n bytes of the stream,
+// calling fn(position of the piece, its offset among the n, its size) for
+// each piece that lies in one block. block is not 0; the caller checked
+// the positions of all blocks.
+class BlockWalk {
+  public:
+    BlockWalk(uint64_t block, uint64_t stride) : block_(block), stride_(stride) {}
+
+    template <class Fn> void take(uint64_t n, Fn && fn) {
+        for (uint64_t done = 0; done < n;) {
+            const uint64_t k = std::min(block_ - at_, n - done);
+            fn(index_ * stride_ + at_, done, k);
+            done += k;
+            at_ += k;
+            if (at_ == block_) {
+                at_ = 0;
+                ++index_;
+            }
+        }
+    }
+
+  private:
+    uint64_t block_, stride_;
+    uint64_t index_ = 0; // the block the stream is in
+    uint64_t at_    = 0; // bytes of it already walked
+};
 
 // A connected socket, in clear or through TLS; owns both. Whole reads and
 // writes on a blocking socket: a read or write gives up after the socket's

@@ -18,6 +18,9 @@ namespace {
 // Frames up to this size are written with one call (header, description
 // and data copied together); larger data is sent from the caller's memory.
 constexpr size_t k_small_frame_bytes = size_t(64) << 10;
+// Blocks of 2D transfers smaller than k_small_frame_bytes are gathered
+// into writes (and reads) of about this size.
+constexpr size_t k_gather_bytes = size_t(1) << 20;
 // Replies left unread before a set waits for them (they fill the server's
 // socket buffer otherwise).
 constexpr size_t k_max_pending = 256;
@@ -221,6 +224,96 @@ grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data
     }
     if (!io_->read_all(data, n)) {
         return broken_locked("a download");
+    }
+    return earlier;
+}
+
+bool BulkChannel::set_2d(const Transfer2d & req, const void * data, size_t stride_data) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dead_) {
+        return false;
+    }
+    if (pending_ >= k_max_pending) {
+        defer_locked(drain_locked());
+    }
+    const uint64_t block = req.block();
+    bulk::Frame    f{};
+    f.op         = uint32_t(bulk::Op::set_2d);
+    f.size       = req.count() * block;
+    std::string meta = req.SerializeAsString();
+    f.meta_bytes = uint32_t(meta.size());
+    frame_.assign(reinterpret_cast<const char *>(&f), sizeof(f));
+    frame_ += meta;
+    // Small blocks are gathered behind the header; large ones go from the
+    // caller's memory.
+    bool         ok    = true;
+    const auto * bytes = static_cast<const char *>(data);
+    for (uint64_t i = 0; ok && i < req.count(); ++i) {
+        const char * b = bytes + i * stride_data;
+        if (block >= k_small_frame_bytes) {
+            ok = (frame_.empty() || io_->write_all(frame_.data(), frame_.size())) && io_->write_all(b, size_t(block));
+            frame_.clear();
+            continue;
+        }
+        frame_.append(b, size_t(block));
+        if (frame_.size() >= k_gather_bytes) {
+            ok = io_->write_all(frame_.data(), frame_.size());
+            frame_.clear();
+        }
+    }
+    if (ok && !frame_.empty()) {
+        ok = io_->write_all(frame_.data(), frame_.size());
+    }
+    if (!ok) {
+        (void) broken_locked("an upload");
+        return false;
+    }
+    ++pending_;
+    return true;
+}
+
+grpc::Status BulkChannel::get_2d(const Transfer2d & req, void * data, size_t stride_data) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dead_) {
+        return broken_locked("a download");
+    }
+    const uint64_t block = req.block();
+    const uint64_t total = req.count() * block;
+    if (!send_frame_locked(bulk::Op::get_2d, req.SerializeAsString(), 0, total, nullptr)) {
+        return lost_locked("a download");
+    }
+    const grpc::Status earlier = drain_locked();
+    if (dead_) {
+        return earlier;
+    }
+    bulk::Reply  r{};
+    grpc::Status st = read_reply_locked(io_timeout_ms_, &r);
+    if (!st.ok()) {
+        return earlier.ok() ? st : earlier;
+    }
+    if (r.size != total) {
+        return broken_locked("a download (the server sent another size)");
+    }
+    auto * bytes = static_cast<uint8_t *>(data);
+    if (block >= k_small_frame_bytes) {
+        for (uint64_t i = 0; i < req.count(); ++i) {
+            if (!io_->read_all(bytes + i * stride_data, size_t(block))) {
+                return broken_locked("a download");
+            }
+        }
+        return earlier;
+    }
+    staging_.resize(k_gather_bytes);
+    bulk::BlockWalk walk(block, stride_data);
+    for (uint64_t done = 0; done < total;) {
+        const size_t part = size_t(std::min<uint64_t>(staging_.size(), total - done));
+        if (!io_->read_all(staging_.data(), part)) {
+            return broken_locked("a download");
+        }
+        walk.take(part, [&](uint64_t at, uint64_t from, uint64_t n) {
+            std::memcpy(bytes + at, staging_.data() + from, size_t(n));
+        });
+        done += part;
     }
     return earlier;
 }

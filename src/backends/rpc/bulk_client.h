@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bulk.h"
 #include "loom_rpc.pb.h"
@@ -34,6 +35,10 @@ class BulkChannel {
     bool set(const TensorDesc & d, uint64_t offset, const void * data, size_t n);
     // Reads [offset, offset + n) into data.
     grpc::Status get(const TensorDesc & d, uint64_t offset, void * data, size_t n);
+    // The blocks of a 2D transfer in one frame: block i of req.block()
+    // bytes at i * stride_data of data. set_2d does not wait, as set.
+    bool         set_2d(const Transfer2d & req, const void * data, size_t stride_data);
+    grpc::Status get_2d(const Transfer2d & req, void * data, size_t stride_data);
     // A hash or compute frame: waits up to timeout_ms for the reply and
     // parses it into rep; with rep NULL, does not wait (see sync).
     grpc::Status call(bulk::Op op, const google::protobuf::Message & req, google::protobuf::Message * rep,
@@ -65,6 +70,7 @@ class BulkChannel {
     size_t       pending_ = 0; // replies not read yet
     grpc::Status deferred_;    // a failure read while no caller waited
     std::string frame_;       // reused: the bytes of a small frame
+    std::vector<uint8_t> staging_; // reused: small blocks of a 2D download
 };
 
 } // namespace loom::rpc

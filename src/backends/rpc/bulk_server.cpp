@@ -27,6 +27,9 @@ using bulk::Reply;
 
 // Connections open at once, bound or not; more are closed at once.
 constexpr size_t k_max_connections = 256;
+// Blocks of 2D transfers at least this large in host memory go straight
+// between the socket and the tensor; smaller ones through staging.
+constexpr uint64_t k_direct_block_bytes = uint64_t(64) << 10;
 
 bool send_reply(bulk::Stream & io, const grpc::Status & st, const std::string & payload = {}) {
     const std::string msg = st.ok() ? std::string() : st.error_message();
@@ -42,6 +45,79 @@ bool send_reply(bulk::Stream & io, const grpc::Status & st, const std::string & 
 
 grpc::Status refused(const std::string & why) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+}
+
+// Reads the blocks of req (checked against t) from io into t; false when
+// the connection ends or stalls first.
+bool receive_blocks(bulk::Stream & io, ggml_tensor & t, const Transfer2d & req, std::vector<uint8_t> * staging) {
+    if (req.block() == 0 || req.count() == 0) {
+        return true;
+    }
+    const bool host = ggml_backend_buffer_is_host(t.buffer);
+    // Only host memory is addressed directly.
+    uint8_t * base = host ? static_cast<uint8_t *>(t.data) + req.offset() : nullptr;
+    if (host && req.block() >= k_direct_block_bytes) {
+        for (uint64_t i = 0; i < req.count(); ++i) {
+            if (!io.read_all(base + i * req.stride(), size_t(req.block()))) {
+                return false;
+            }
+        }
+        return true;
+    }
+    staging->resize(bulk::k_staging_bytes);
+    bulk::BlockWalk walk(req.block(), req.stride());
+    const uint64_t  total = req.count() * req.block();
+    for (uint64_t done = 0; done < total;) {
+        const size_t part = size_t(std::min<uint64_t>(staging->size(), total - done));
+        if (!io.read_all(staging->data(), part)) {
+            return false;
+        }
+        walk.take(part, [&](uint64_t at, uint64_t from, uint64_t n) {
+            if (host) {
+                std::memcpy(base + at, staging->data() + from, size_t(n));
+            } else {
+                t.buffer->set_tensor(&t, staging->data() + from, size_t(req.offset() + at), size_t(n));
+            }
+        });
+        done += part;
+    }
+    return true;
+}
+
+// Writes the blocks of req (checked against t) to io; false when the
+// connection fails.
+bool send_blocks(bulk::Stream & io, ggml_tensor & t, const Transfer2d & req, std::vector<uint8_t> * staging) {
+    if (req.block() == 0 || req.count() == 0) {
+        return true;
+    }
+    const bool      host = ggml_backend_buffer_is_host(t.buffer);
+    const uint8_t * base = host ? static_cast<const uint8_t *>(t.data) + req.offset() : nullptr;
+    if (host && req.block() >= k_direct_block_bytes) {
+        for (uint64_t i = 0; i < req.count(); ++i) {
+            if (!io.write_all(base + i * req.stride(), size_t(req.block()))) {
+                return false;
+            }
+        }
+        return true;
+    }
+    staging->resize(bulk::k_staging_bytes);
+    bulk::BlockWalk walk(req.block(), req.stride());
+    const uint64_t  total = req.count() * req.block();
+    for (uint64_t done = 0; done < total;) {
+        const size_t part = size_t(std::min<uint64_t>(staging->size(), total - done));
+        walk.take(part, [&](uint64_t at, uint64_t to, uint64_t n) {
+            if (host) {
+                std::memcpy(staging->data() + to, base + at, size_t(n));
+            } else {
+                t.buffer->get_tensor(&t, staging->data() + to, size_t(req.offset() + at), size_t(n));
+            }
+        });
+        if (!io.write_all(staging->data(), part)) {
+            return false;
+        }
+        done += part;
+    }
+    return true;
 }
 
 } // namespace
@@ -261,6 +337,46 @@ void BulkServer::serve(int fd) {
                     }
                     return grpc::Status::OK;
                 });
+                break;
+            }
+            case Op::set_2d: {
+                Transfer2d req;
+                if (f.offset != 0 || !req.ParseFromString(meta)) {
+                    st = refused("SetTensor2d: malformed frame");
+                    io_ok = false;
+                    break;
+                }
+                st = core_.with_blocks(*s, "SetTensor2d", req, f.size, [&](ggml_tensor & t) {
+                    io_ok = receive_blocks(*io, t, req, &staging);
+                    return io_ok ? grpc::Status::OK
+                                 : refused("SetTensor2d: the frame announced " + std::to_string(f.size) +
+                                           " bytes and the connection ended or stalled before they arrived");
+                });
+                if (!st.ok()) {
+                    io_ok = false; // the bytes after the header cannot be told from a next frame
+                }
+                break;
+            }
+            case Op::get_2d: {
+                Transfer2d req;
+                if (f.offset != 0 || !req.ParseFromString(meta)) {
+                    st = refused("GetTensor2d: malformed frame");
+                    break;
+                }
+                st = core_.with_blocks(*s, "GetTensor2d", req, f.size, [&](ggml_tensor & t) {
+                    sent_reply = true;
+                    Reply r{};
+                    r.size = f.size;
+                    io_ok  = io->write_all(&r, sizeof(r)) && send_blocks(*io, t, req, &staging);
+                    return grpc::Status::OK;
+                });
+                break;
+            }
+            case Op::init: {
+                InitTensorRequest req;
+                Empty             rep;
+                st = req.ParseFromString(meta) ? core_.init_tensor(*s, req, &rep)
+                                               : refused("InitTensor: malformed request");
                 break;
             }
             case Op::hash: {

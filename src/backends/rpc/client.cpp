@@ -48,13 +48,16 @@ class RpcDevice;
 class RpcBufferType final : public ggml_backend_buffer_type {
   public:
     RpcBufferType(ggml_backend_device * dev, std::shared_ptr<Connection> conn, uint32_t index, std::string name,
-                  size_t alignment, size_t max_size)
+                  const DeviceInfo & info)
         : ggml_backend_buffer_type(dev), conn_(std::move(conn)), index_(index), name_(std::move(name)),
-          alignment_(alignment), max_size_(max_size) {}
+          alignment_(size_t(info.alignment())), max_size_(size_t(info.max_size())),
+          needs_init_(info.init_tensor()) {}
 
     const char * name() const override { return name_.c_str(); }
     size_t       alignment() const override { return alignment_; }
     size_t       max_size() const override { return max_size_; }
+    // As the server's device says.
+    bool         needs_init_tensor() const override { return needs_init_; }
     ggml_backend_buffer * alloc_buffer(size_t size) override;
     // The server's answer, asked once per shape (cached); the data's size
     // when the server cannot be asked.
@@ -95,6 +98,7 @@ class RpcBufferType final : public ggml_backend_buffer_type {
     std::string                                     name_;
     size_t                                          alignment_;
     size_t                                          max_size_;
+    bool                                            needs_init_;
     mutable std::mutex                              sizes_mutex_;
     mutable std::unordered_map<std::string, size_t> sizes_;
 };
@@ -197,6 +201,52 @@ class RpcBuffer final : public ggml_backend_buffer {
         }
     }
 
+    // One frame on the bulk connection; without one, a call per block.
+    void set_tensor_2d(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                       size_t stride_tensor, size_t stride_data) override {
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+            const Transfer2d req = transfer_2d(t, offset, n, n_copies, stride_tensor);
+            if (bulk->set_2d(req, data, stride_data)) {
+                return;
+            }
+        }
+        ggml_backend_buffer::set_tensor_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
+    }
+
+    void get_tensor_2d(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                       size_t stride_tensor, size_t stride_data) override {
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+            const grpc::Status st = bulk->get_2d(transfer_2d(t, offset, n, n_copies, stride_tensor), data, stride_data);
+            if (st.ok() || conn_.bulk() != nullptr) {
+                conn_.check(st, "GetTensor2d");
+                return;
+            }
+            // The connection broke: again through gRPC.
+        }
+        ggml_backend_buffer::get_tensor_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
+    }
+
+    // On the server, for devices that need it (views share their source's
+    // memory, which was initialised with the source). Through the bulk
+    // connection the call is not waited for: a refusal fails the next
+    // graph computation, like a refused upload.
+    ggml_status init_tensor(ggml_tensor * t) override {
+        if (!buft->needs_init_tensor() || t->view_src != nullptr) {
+            return GGML_STATUS_SUCCESS;
+        }
+        InitTensorRequest req;
+        describe(t, req.mutable_tensor());
+        req.mutable_tensor()->set_op(uint32_t(t->op));
+        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr && bulk->call(bulk::Op::init, req, nullptr, 0).ok()) {
+            return GGML_STATUS_SUCCESS;
+        }
+        grpc::ClientContext ctx;
+        conn_.prepare(ctx);
+        Empty rep;
+        return conn_.check(conn_.stub().InitTensor(&ctx, req, &rep), "InitTensor") ? GGML_STATUS_SUCCESS
+                                                                                  : GGML_STATUS_FAILED;
+    }
+
     void memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n) override {
         MemsetTensorRequest req;
         describe(t, req.mutable_tensor());
@@ -234,6 +284,16 @@ class RpcBuffer final : public ggml_backend_buffer {
     }
 
   private:
+    Transfer2d transfer_2d(const ggml_tensor * t, size_t offset, size_t n, size_t n_copies, size_t stride) const {
+        Transfer2d req;
+        describe(t, req.mutable_tensor());
+        req.set_offset(offset);
+        req.set_block(n);
+        req.set_count(n_copies);
+        req.set_stride(stride);
+        return req;
+    }
+
     // Asks the server to fill the range from its content cache.
     bool set_by_hash(ggml_tensor * t, const uint8_t * bytes, size_t offset, size_t n) {
         last_hash_ = content_key(bytes, n);
@@ -287,6 +347,16 @@ class RpcBackend final : public ggml_backend {
     const char * name() const override { return name_; }
 
     ggml_status graph_compute(ggml_cgraph * graph) override;
+
+    // One transfer for all blocks (the buffer's), not one per block.
+    void set_tensor_2d_async(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                             size_t stride_tensor, size_t stride_data) override {
+        ggml_backend_tensor_set_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
+    }
+    void get_tensor_2d_async(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                             size_t stride_tensor, size_t stride_data) override {
+        ggml_backend_tensor_get_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
+    }
 
   private:
     std::shared_ptr<Connection> conn_;
@@ -466,8 +536,7 @@ class RpcDevice final : public ggml_backend_device {
         const DeviceInfo & info = conn_->devices()[index];
         name_        = "RPC[" + conn_->endpoint() + "]" + info.name();
         description_ = info.description() + " at " + conn_->endpoint();
-        buft_        = std::make_unique<RpcBufferType>(this, conn_, index, name_, size_t(info.alignment()),
-                                                size_t(info.max_size()));
+        buft_        = std::make_unique<RpcBufferType>(this, conn_, index, name_, info);
     }
 
     const char * name() const override { return name_.c_str(); }

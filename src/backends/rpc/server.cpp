@@ -107,6 +107,7 @@ class Service final : public Rpc::Service {
     LOOM_RPC_HANDLER(GetTensor, GetTensorRequest, GetTensorReply, get_tensor)
     LOOM_RPC_HANDLER(MemsetTensor, MemsetTensorRequest, Empty, memset_tensor)
     LOOM_RPC_HANDLER(CopyTensor, CopyTensorRequest, CopyTensorReply, copy_tensor)
+    LOOM_RPC_HANDLER(InitTensor, InitTensorRequest, Empty, init_tensor)
     LOOM_RPC_HANDLER(GraphCompute, GraphComputeRequest, GraphComputeReply, graph_compute)
 #undef LOOM_RPC_HANDLER
 

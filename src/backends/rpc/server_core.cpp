@@ -246,6 +246,7 @@ void ServerCore::describe(ConnectEvent * ev) const {
         ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
         d->set_alignment(ggml_backend_buft_get_alignment(buft));
         d->set_max_size(ggml_backend_buft_get_max_size(buft));
+        d->set_init_tensor(buft->needs_init_tensor());
     }
 }
 
@@ -384,6 +385,25 @@ grpc::Status ServerCore::with_range(Session & s, const char * what, const Tensor
     return fn(t);
 }
 
+grpc::Status ServerCore::with_blocks(Session & s, const char * what, const Transfer2d & req, uint64_t announced,
+                                     const std::function<grpc::Status(ggml_tensor & t)> & fn) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    uint64_t    total  = 0;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.tensor(), lookup, &t, &why) ||
+        !check_blocks(&t, req.offset(), req.block(), req.count(), req.stride(), &total, &why)) {
+        return invalid(what, why);
+    }
+    if (announced != total) {
+        return invalid(what, "the frame announces " + std::to_string(announced) + " bytes for " +
+                                 std::to_string(req.count()) + " blocks of " + std::to_string(req.block()) +
+                                 " bytes");
+    }
+    return fn(t);
+}
+
 grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest & req, SetTensorHashReply * out) {
     LOOM_RPC_LOCK_SESSION(s);
     ggml_tensor t{};
@@ -487,6 +507,44 @@ grpc::Status ServerCore::copy_tensor(Session & s, const CopyTensorRequest & req,
         dst.buffer->set_tensor(&dst, staging.data(), 0, n);
     }
     out->set_copied(true);
+    return grpc::Status::OK;
+}
+
+grpc::Status ServerCore::init_tensor(Session & s, const InitTensorRequest & req, Empty *) {
+    LOOM_RPC_LOCK_SESSION(s);
+    ggml_tensor t{};
+    std::string why;
+    auto        lookup = [&s](uint64_t h) { return s.find_buffer(h); };
+    if (!decode_tensor(req.tensor(), lookup, &t, &why)) {
+        return invalid("InitTensor", why);
+    }
+    if (req.tensor().op() >= GGML_OP_COUNT) {
+        return invalid("InitTensor", "unknown op " + std::to_string(req.tensor().op()));
+    }
+    t.op = ggml_op(req.tensor().op());
+    // The device may touch every byte it places the tensor in (padding
+    // included): those must lie in the buffer too.
+    ggml_backend_buffer_type_t buft   = ggml_backend_buffer_get_type(t.buffer);
+    const uint64_t             placed = ggml_backend_buft_get_alloc_size(buft, &t);
+    const uint64_t             offset = req.tensor().offset();
+    if (placed > t.buffer->size || offset > t.buffer->size - placed) {
+        return invalid("InitTensor", "the tensor takes " + std::to_string(placed) + " bytes on the device at offset " +
+                                         std::to_string(offset) + ", which do not fit its buffer of " +
+                                         std::to_string(t.buffer->size) + " bytes");
+    }
+    if (!buft->needs_init_tensor()) {
+        return grpc::Status::OK;
+    }
+    const ggml_status st = t.buffer->init_tensor(&t);
+    if (st != GGML_STATUS_SUCCESS) {
+        return grpc::Status(grpc::StatusCode::INTERNAL,
+                            "InitTensor: the device's init_tensor failed (status " + std::to_string(int(st)) + ")");
+    }
+    if (t.extra != nullptr) {
+        // State the device attached to the tensor object, which lives only for this call.
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "InitTensor: the device keeps per-tensor state, which a remote tensor cannot hold");
+    }
     return grpc::Status::OK;
 }
 

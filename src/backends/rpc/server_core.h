@@ -121,6 +121,13 @@ class ServerCore {
     grpc::Status with_range(Session & s, const char * what, const TensorDesc & d, uint64_t offset, uint64_t size,
                             const std::function<grpc::Status(ggml_tensor & t)> & fn);
 
+    // Under the session's lock: decodes req's tensor and checks its blocks
+    // (check_blocks), and that announced, the bytes the frame carries or
+    // asks for, is their total; then runs fn on the tensor with the lock
+    // still held.
+    grpc::Status with_blocks(Session & s, const char * what, const Transfer2d & req, uint64_t announced,
+                             const std::function<grpc::Status(ggml_tensor & t)> & fn);
+
     grpc::Status get_device_memory(Session & s, const DeviceRequest & req, DeviceMemory * out);
     grpc::Status supports_op(Session & s, const GraphMessage & req, Supported * out);
     grpc::Status alloc_buffer(Session & s, const AllocBufferRequest & req, AllocBufferReply * out);
@@ -132,6 +139,7 @@ class ServerCore {
     grpc::Status get_tensor(Session & s, const GetTensorRequest & req, GetTensorReply * out);
     grpc::Status memset_tensor(Session & s, const MemsetTensorRequest & req, Empty * out);
     grpc::Status copy_tensor(Session & s, const CopyTensorRequest & req, CopyTensorReply * out);
+    grpc::Status init_tensor(Session & s, const InitTensorRequest & req, Empty * out);
     grpc::Status graph_compute(Session & s, const GraphComputeRequest & req, GraphComputeReply * out);
 
   private:

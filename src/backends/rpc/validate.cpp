@@ -407,6 +407,31 @@ bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::str
     return true;
 }
 
+bool check_blocks(const ggml_tensor * t, uint64_t offset, uint64_t block, uint64_t count, uint64_t stride,
+                  uint64_t * total, std::string * why) {
+    const std::string what = std::to_string(count) + " blocks of " + std::to_string(block) + " bytes from offset " +
+                             std::to_string(offset) + ", stride " + std::to_string(stride);
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(count, block, &bytes)) {
+        return fail_with(why, what + ": more than 2^64 bytes in all");
+    }
+    *total = bytes;
+    if (bytes == 0) {
+        return check_range(t, offset, 0, why);
+    }
+    // Blocks start at increasing positions: the last one ends highest.
+    uint64_t span = 0, last = 0;
+    if (__builtin_mul_overflow(count - 1, stride, &span) || __builtin_add_overflow(offset, span, &last)) {
+        return fail_with(why, what + ": the last block lies past 2^64");
+    }
+    const uint64_t n = ggml_nbytes(t);
+    if (last > n || block > n - last) {
+        return fail_with(why, what + ": the last block [" + std::to_string(last) + ", +" + std::to_string(block) +
+                                  ") is outside the tensor's " + std::to_string(n) + " bytes");
+    }
+    return true;
+}
+
 bool check_node(const ggml_tensor * node, std::string * why) {
     if (node->op <= GGML_OP_NONE || node->op >= GGML_OP_COUNT) {
         return fail_with(why, "node without a valid op");

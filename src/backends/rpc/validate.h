@@ -48,6 +48,14 @@ bool decode_tensor(const TensorDesc & d, const BufferLookup & buffers, ggml_tens
 // [offset, offset + size) lies inside t's data (ggml_nbytes).
 bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::string * why);
 
+// The count blocks of a 2D transfer, block i being [offset + i * stride,
+// + block), all lie inside t's data, and *total (count * block, the bytes
+// that travel) is set; computed without overflow, so that every number a
+// client sends may be anything. With count or block 0 nothing is touched,
+// and offset must still lie inside the data.
+bool check_blocks(const ggml_tensor * t, uint64_t offset, uint64_t block, uint64_t count, uint64_t stride,
+                  uint64_t * total, std::string * why);
+
 // The shape rules of node's op against its sources; false (why set) for a
 // node that breaks them or an op without rules.
 bool check_node(const ggml_tensor * node, std::string * why);
