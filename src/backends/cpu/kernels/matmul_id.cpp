@@ -18,7 +18,8 @@
 //    and experts with fewer columns): b converted into the operand type of
 //    the experts' dot product (id_dot_info), then items of ROW_BLOCK rows
 //    of one expert's matrix, each taking that expert's columns against its
-//    rows; each dst element is one dot product.
+//    rows, one column per call of the table's matrix-vector product (the
+//    portable dot products on the reference path).
 // An id outside [0, n_expert) is a data error: its column of dst is zero.
 
 #include <algorithm>
@@ -86,6 +87,20 @@ VecDotInfo id_dot_info(ggml_type t) {
         default: return info;
     }
     return {quant_operand_type(t), dot};
+}
+
+// The selected table's matrix-vector product for the weight type (null
+// where it has none): the per-column path calls it for ROW_BLOCK rows of
+// one column at a time, as mul_mat's matrix-vector path would.
+GemvFn table_gemv(const KernelTable & kt, ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32: return kt.gemv_f32;
+        case GGML_TYPE_F16: return kt.gemv_f16;
+        case GGML_TYPE_BF16: return kt.gemv_bf16;
+        case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
+        case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
+        default: return kt.gemv_quant[t];
+    }
 }
 
 // b is read in place when it already is the operand, with contiguous rows.
@@ -289,11 +304,10 @@ void compute_mul_mat_id(const ComputeParams & p, ggml_tensor * dst) {
     LOOM_ASSERT(p.wsize >= l.total);
 
     VecDotInfo info = vec_dot_info(as->type, p.use_ref);
-    GemvFn     gemv = nullptr;
     if (info.dot == nullptr) {
         info = id_dot_info(as->type);
-        gemv = p.use_ref ? nullptr : best_kernels().gemv_quant[as->type];
     }
+    const GemvFn gemv = p.use_ref ? nullptr : table_gemv(best_kernels(), as->type);
     const int64_t    K        = as->ne[0];
     const int64_t    M        = as->ne[1];
     const int64_t    n_as     = as->ne[2];
