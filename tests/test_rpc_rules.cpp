@@ -1,16 +1,26 @@
-// The RPC server's shape rules (backends/rpc/validate.cpp) for rope: nodes
-// as ggml_rope_ext, ggml_rope_multi and ggml_rope_set_offset build them
-// pass; op params a client could forge (a mode the CPU does not have,
-// sections past the row, an odd or too large offset, positions that do not
-// match the mode) are refused with the reason, without computing anything.
+// The RPC server's rules (backends/rpc/validate.cpp). Rope: nodes as
+// ggml_rope_ext, ggml_rope_multi and ggml_rope_set_offset build them pass;
+// op params a client could forge (a mode the CPU does not have, sections
+// past the row, an odd or too large offset, positions that do not match the
+// mode) are refused with the reason, without computing anything. Row
+// indices the graph computes (a router's argsort_top_k, as in a mixture of
+// experts): on a remote CPU they give the local CPU's rows, and an index
+// out of range fails the computation instead of reading past the rows.
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "backends/rpc/validate.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "ggml-cpp.h"
+#include "ggml-cpu.h"
 #include "ggml.h"
+#include "rpc_test_util.h"
+
+#include <cstring>
+#include <vector>
 
 namespace {
 
@@ -70,6 +80,56 @@ TEST_F(Rules, RopeForgedParamsAreRefused) {
     refused(15, -2, "offset");
     refused(1, 0x7ffffffe, "n_dims");             // pairs past the row
     refused(2, GGML_ROPE_TYPE_NEOX, "positions"); // one position per row, but 20 given
+}
+
+// rows[:, argsort(scores)[:k]] on backend; the status of the computation.
+ggml_status rows_by_computed_indices(ggml_backend_t backend, int64_t n_rows, int64_t n_scores, int64_t k,
+                                     std::vector<float> * out) {
+    ggml_context_ptr ctx(ggml_init({ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true}));
+    ggml_context *   c      = ctx.get();
+    ggml_tensor *    rows   = ggml_new_tensor_2d(c, GGML_TYPE_F32, 5, n_rows);
+    ggml_tensor *    scores = ggml_new_tensor_1d(c, GGML_TYPE_F32, n_scores);
+    ggml_tensor *    top    = ggml_argsort_top_k(c, scores, int(k));
+    ggml_tensor *    picked = ggml_get_rows(c, rows, top);
+    ggml_cgraph *    gf     = ggml_new_graph(c);
+    ggml_build_forward_expand(gf, picked);
+    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(c, backend));
+    if (!buf) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    std::vector<float> r(size_t(5 * n_rows));
+    std::vector<float> sc(static_cast<size_t>(n_scores));
+    for (size_t i = 0; i < r.size(); ++i) r[i] = float(i) * 0.5f - 3.0f;
+    for (size_t i = 0; i < sc.size(); ++i) sc[i] = float((i * 7) % sc.size()); // a permutation of 0 .. n - 1
+    ggml_backend_tensor_set(rows, r.data(), 0, r.size() * sizeof(float));
+    ggml_backend_tensor_set(scores, sc.data(), 0, sc.size() * sizeof(float));
+    std::vector<float> before(size_t(ggml_nelements(picked)), -7.0f);
+    ggml_backend_tensor_set(picked, before.data(), 0, before.size() * sizeof(float));
+    const ggml_status st = ggml_backend_graph_compute(backend, gf);
+    out->assign(size_t(ggml_nelements(picked)), 0.0f);
+    ggml_backend_tensor_get(picked, out->data(), 0, out->size() * sizeof(float));
+    return st;
+}
+
+TEST(RpcComputedIndices, RemoteCpuGivesTheLocalRowsAndFailsOnABadIndex) {
+    loom_rpc_set_token(loomtest::rpc::kToken);
+    loomtest::rpc::TestServer server;
+    ASSERT_TRUE(server.running());
+    ggml_backend_ptr remote(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+    ggml_backend_ptr local(ggml_backend_cpu_init());
+    ASSERT_TRUE(remote && local);
+
+    std::vector<float> want, got;
+    ASSERT_EQ(rows_by_computed_indices(local.get(), 8, 8, 3, &want), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(rows_by_computed_indices(remote.get(), 8, 8, 3, &got), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(got, want);
+
+    // 12 scores pick indices up to 11 of 4 rows: the kernel finds them.
+    EXPECT_EQ(rows_by_computed_indices(remote.get(), 4, 12, 6, &got), GGML_STATUS_FAILED);
+    EXPECT_EQ(got, std::vector<float>(got.size(), -7.0f)) << "nothing written";
+    // The session goes on.
+    ASSERT_EQ(rows_by_computed_indices(remote.get(), 8, 8, 3, &got), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(got, want);
 }
 
 } // namespace

@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "core/conv_fits.h"
 #include "core/types.h"
+#include "ggml-cpu.h"
 #include "protocol.h"
 
 namespace loom::rpc {
@@ -547,6 +548,7 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
     // The tensors the graph writes: its nodes, and what the optimizer steps
     // update in place besides (the parameter, AdamW's moments).
     std::vector<size_t> written;
+    std::vector<size_t> check_owner; // the node of each index check
     written.reserve(size_t(msg.nodes_size()));
     auto index_of = [&](const ggml_tensor * t) {
         return size_t(std::find(tensors.begin(), tensors.end(), t) - tensors.begin());
@@ -605,12 +607,25 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
         }
         if (node->op == GGML_OP_GET_ROWS) {
             g->index_checks.push_back({node->src[1], node->src[0]->ne[1]});
+            check_owner.push_back(ref - 1);
         } else if (node->op == GGML_OP_SET_ROWS) {
             g->index_checks.push_back({node->src[1], node->ne[1]});
+            check_owner.push_back(ref - 1);
         }
     }
-    // Indices are checked before the computation, so no node may write them.
-    for (const IndexCheck & c : g->index_checks) {
+    // Note [Computed row indices]
+    // Indices are checked before the computation, so a node that writes them
+    // (a mixture of experts' router picks rows with argsort_top_k) would
+    // make the check worthless: such graphs are refused, except on loom's
+    // CPU device, whose GET_ROWS and SET_ROWS kernels check every index
+    // before any thread writes and fail the computation on a bad one
+    // (kernels/copy.cpp, Note [Row indices from data]). There the indices
+    // are left to the kernel, unless the node writes them itself: its
+    // threads would then read indices another thread is overwriting.
+    const bool kernel_checks = dev != nullptr && ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU &&
+                               ggml_backend_dev_backend_reg(dev) == ggml_backend_cpu_reg();
+    for (size_t ci = 0; ci < g->index_checks.size(); ++ci) {
+        IndexCheck & c = g->index_checks[ci];
         if (!buffers) {
             break;
         }
@@ -621,6 +636,10 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
                 continue;
             }
             if (q.offset < p.offset + p.extent && p.offset < q.offset + q.extent) {
+                if (kernel_checks && wi != check_owner[ci]) {
+                    c.at_compute = true;
+                    continue;
+                }
                 *why = "the graph writes the row indices of GET_ROWS/SET_ROWS";
                 return nullptr;
             }
@@ -632,6 +651,9 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
 bool check_indices(const RebuiltGraph & g, std::string * why) {
     std::vector<uint8_t> bytes;
     for (const IndexCheck & c : g.index_checks) {
+        if (c.at_compute) {
+            continue;
+        }
         const ggml_tensor * t = c.indices;
         bytes.resize(ggml_nbytes(t));
         if (!bytes.empty()) {

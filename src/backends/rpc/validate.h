@@ -77,10 +77,12 @@ bool backward_family_rule(const ggml_tensor * node, const char ** rule);
 bool has_constructor_rule(ggml_op op);
 bool constructor_rule(const ggml_tensor * node, std::string * why);
 
-// Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute.
+// Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute,
+// unless the graph itself computes them (Note [Computed row indices]).
 struct IndexCheck {
     const ggml_tensor * indices;
-    int64_t             bound; // every index in [0, bound)
+    int64_t             bound;              // every index in [0, bound)
+    bool                at_compute = false; // checked by the device's kernel instead
 };
 
 // A graph rebuilt from a message: its own context, tensors pointing into
