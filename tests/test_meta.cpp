@@ -197,6 +197,63 @@ TEST(Meta, ViewOfAPartialSum) {
     ggml_backend_free(mb);
 }
 
+// A mixture of experts' products over three members, one with an empty
+// slice: the up experts split by their rows give the hidden values split by
+// rows, the down experts split by K then give a partial sum, reduced before
+// the scale; the expert ids are mirrored.
+TEST(Meta, ExpertsSplitByRowsThenByK) {
+    constexpr int64_t K = 6, F = 10, E = 3, U = 2, T = 4;
+    static Plan       plan;
+    plan.states["up"]   = split(1, {4, 6, 0});
+    plan.states["down"] = split(0, {4, 6, 0});
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx  = ggml_init(ip);
+    ggml_tensor *    up   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, F, E);
+    ggml_tensor *    down = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, F, K, E);
+    ggml_tensor *    x    = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, T);
+    ggml_tensor *    ids  = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, U, T);
+    ggml_set_name(up, "up");
+    ggml_set_name(down, "down");
+    ggml_tensor * h   = ggml_mul_mat_id(ctx, up, x, ids);   // [F, U, T], rows split
+    ggml_tensor * y   = ggml_mul_mat_id(ctx, down, h, ids); // [K, U, T], partial
+    ggml_tensor * out = ggml_scale(ctx, y, 0.5f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> uv = random_floats(size_t(K * F * E), 21), dv = random_floats(size_t(F * K * E), 22),
+                             xv = random_floats(size_t(K * T), 23);
+    const std::vector<int32_t> iv = {0, 2, 1, 0, 2, 2, 1, 0}; // two experts per token
+    ggml_backend_tensor_set(up, uv.data(), 0, ggml_nbytes(up));
+    ggml_backend_tensor_set(down, dv.data(), 0, ggml_nbytes(down));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ggml_backend_tensor_set(ids, iv.data(), 0, ggml_nbytes(ids));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(K * U * T));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t u = 0; u < U; ++u) {
+            const int64_t e = iv[size_t(t * U + u)];
+            std::vector<double> hid(F);
+            for (int64_t f = 0; f < F; ++f) {
+                for (int64_t k = 0; k < K; ++k) hid[size_t(f)] += double(uv[size_t((e * F + f) * K + k)]) * xv[size_t(t * K + k)];
+            }
+            for (int64_t k = 0; k < K; ++k) {
+                double ref = 0;
+                for (int64_t f = 0; f < F; ++f) ref += double(dv[size_t((e * K + k) * F + f)]) * hid[size_t(f)];
+                EXPECT_NEAR(got[size_t((t * U + u) * K + k)], 0.5 * ref, 1e-4) << "token " << t << " slot " << u;
+            }
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two
 // different kinds of device.

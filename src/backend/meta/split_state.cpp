@@ -154,6 +154,22 @@ SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs,
     return unknown();
 }
 
+// The experts' product: as mul_mat for the experts [K, M, n_expert] and b
+// [K, n_b, tokens], with the experts' own dimension (2) never split and the
+// expert ids mirrored: rows of the experts give rows of the result, and K
+// split in both gives a partial sum.
+SplitState mul_mat_id(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    if (!is_mirrored(src[2])) {
+        reason = "the expert ids of a mul_mat_id must be mirrored";
+        return unknown();
+    }
+    if ((is_split_axis(src[0].axis) && src[0].axis >= 2) || (is_split_axis(src[1].axis) && src[1].axis >= 1)) {
+        reason = "mul_mat_id splits the experts' rows or K only";
+        return unknown();
+    }
+    return mul_mat(t, src, n_devs, reason);
+}
+
 // q [d, n_q, heads, seqs], k/v [d, n_kv, kv_heads, seqs] split by heads give
 // the result [d_v, heads, n_q, seqs] split by heads (dimension 1).
 SplitState flash_attn(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
@@ -318,6 +334,8 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
             return per_row(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT:
             return mul_mat(t, src, n_devs, reason);
+        case GGML_OP_MUL_MAT_ID:
+            return mul_mat_id(t, src, n_devs, reason);
         case GGML_OP_FLASH_ATTN_EXT:
             return flash_attn(t, src, n_devs, reason);
         case GGML_OP_GET_ROWS:
