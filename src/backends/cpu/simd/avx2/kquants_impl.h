@@ -402,6 +402,40 @@ inline __m256 iq4_block512(const IQ4Decoded512 & w, const block_q8_K & y, __m256
 
 
 
+#if !defined(LOOM_KQ_512)
+// IQ4_XS on 256-bit registers, each group of 32 decoded and met by the
+// columns at once: a super-block decoded whole (eight level registers and
+// eight scale registers) does not fit the 16 registers beside the columns'
+// sums. The same integer operations as kq_block's signed path, the same
+// bits.
+template <int C>
+inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256i       isum[C];
+    for (int c = 0; c < C; ++c) {
+        isum[c] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < 8; ++j) {
+        const __m128i q   = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 16 * j));
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+        const __m256i u   = _mm256_shuffle_epi8(table, nib);
+        const __m256i au  = _mm256_sign_epi8(u, u);
+        const int     ls  = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((x.scales_h >> (2 * j)) & 3) << 4);
+        const __m256i sc  = _mm256_set1_epi16(int16_t(ls - 32));
+        for (int c = 0; c < C; ++c) {
+            const __m256i y = kq_load(bc[c][i].qs + 32 * j);
+            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(au, _mm256_sign_epi8(y, u)), sc));
+        }
+    }
+    const float d = kq_half(x.d);
+    for (int c = 0; c < C; ++c) {
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * d), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+    }
+}
+#endif
+
 template <class D, int C>
 void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
                   size_t ldd) {
@@ -419,6 +453,13 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
         for (int64_t i = 0; i < nb; ++i) {
             // The same place in the next row, which follows in memory.
             _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
+#if !defined(LOOM_KQ_512)
+            if constexpr (D::signed_levels) {
+                static_assert(sizeof(W) == sizeof(block_iq4_xs)); // the one decoder with signed levels
+                iq4_xs_fused<C>(reinterpret_cast<const block_iq4_xs &>(x[i]), bc, i, acc);
+                continue;
+            }
+#endif
 #if defined(LOOM_KQ_512)
             if constexpr (D::signed_levels) {
                 static_assert(sizeof(W) == sizeof(block_iq4_xs)); // the one decoder with signed levels
