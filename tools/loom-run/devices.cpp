@@ -165,9 +165,19 @@ std::unique_ptr<Backends> Backends::create(const std::vector<std::string> & name
 
 bool Backends::combine_for_tensor_split(ggml_backend_meta_get_split_state_t get_split_state, void * userdata,
                                         std::string * error) {
-    std::vector<ggml_backend_dev_t> members(devices_.begin(), devices_.end() - 1);
+    // Devices whose memory is the CPU's (BLAS) add nothing to a split of
+    // the tensors, as in llama.cpp: they are left out, with a note.
+    std::vector<ggml_backend_dev_t> members;
+    for (auto it = devices_.begin(); it != devices_.end() - 1; ++it) {
+        if (ggml_backend_dev_buffer_type(*it) == ggml_backend_cpu_buffer_type()) {
+            std::fprintf(stderr, "loom-run: --split-mode tensor leaves out %s (it computes in the CPU's memory)\n",
+                         ggml_backend_dev_name(*it));
+            continue;
+        }
+        members.push_back(*it);
+    }
     if (members.size() < 2) {
-        *error = "--split-mode tensor needs at least two devices besides the CPU in --device";
+        *error = "--split-mode tensor needs at least two devices besides the CPU and CPU-memory devices in --device";
         return false;
     }
     ggml_backend_dev_t meta    = ggml_backend_meta_device(members.data(), members.size(), get_split_state, userdata);
