@@ -74,6 +74,7 @@ struct ViewPlacement {
     std::vector<size_t>  offs;     // per member: the view's offset in the member's root slice
     int                  dim = -1; // the view's split dimension
     int                  map[GGML_MAX_DIMS]; // root dimension of each view dimension (-1: extent 1)
+    int64_t              mul[GGML_MAX_DIMS]; // the view's stride in strides of that root dimension
 };
 
 // Places t, a view whose geometry is read against src (t's root, or the
@@ -108,10 +109,16 @@ bool place_view(const ggml_tensor * t, const ggml_tensor * src, const Slices & s
         }
         return true;
     }
-    // A strided view: each view dimension walks one source dimension.
-    int dim = -1;
+    // A strided view: each view dimension walks one source dimension, or
+    // the split axis in heads, or the split axis's heads whole (Note [Views
+    // by heads]). One step of the view's split dimension is per_step
+    // elements of the source's split axis (sub-steps of one: heads).
+    int     dim      = -1;
+    int64_t per_step = 1; // source elements per view element along the split axis (heads)
+    int64_t per_elem = 1; // view elements per source element along it (whole heads merged)
     for (int k = 0; k < GGML_MAX_DIMS; ++k) {
         vp.map[k] = -1;
+        vp.mul[k] = 1;
         if (t->ne[k] == 1) continue;
         for (int m = 0; m < GGML_MAX_DIMS; ++m) {
             if ((src->ne[m] > 1 || m == a) && src->nb[m] == t->nb[k]) {
@@ -119,11 +126,47 @@ bool place_view(const ggml_tensor * t, const ggml_tensor * src, const Slices & s
                 break;
             }
         }
+        // Note [Views by heads]
+        // A fused QKV product's rows, split by heads, are viewed as [head
+        // dim, heads, tokens]: dimension k - 1 walks the split axis element
+        // by element and dimension k, whose stride is a head's, walks it by
+        // heads; dimension k is then the view's split dimension, its pieces
+        // the source's in whole heads. The other way, a view [head dim *
+        // heads, tokens] of such a view merges the heads into its dimension
+        // k, which walks the source's lower dimensions up to the split axis
+        // (contiguous), whole heads only: its pieces are the heads' times
+        // the head's elements.
+        if (vp.map[k] < 0 && k > 0 && dim == k - 1 && vp.mul[k - 1] == 1 && per_elem == 1 &&
+            t->nb[k] == t->nb[k - 1] * size_t(t->ne[k - 1])) {
+            vp.map[k] = a;
+            vp.mul[k] = t->ne[k - 1];
+            per_step  = t->ne[k - 1];
+        }
         if (vp.map[k] < 0) {
             reason = "a view whose strides are not those of its source";
             return false;
         }
-        if (vp.map[k] == a) dim = k;
+        const int m = vp.map[k];
+        if (m < a && t->ne[k] > src->ne[m]) {
+            int64_t unit = 1;
+            for (int i = m; i < a; ++i) {
+                if (src->nb[i + 1] != src->nb[i] * size_t(src->ne[i])) {
+                    reason = "a view merges dimensions of its split source that are not contiguous";
+                    return false;
+                }
+                unit *= src->ne[i];
+            }
+            if (dim >= 0 || t->ne[k] % unit != 0 || t->ne[k] / unit > src->ne[a]) {
+                reason = "a view merges part of a head of its split source";
+                return false;
+            }
+            dim      = k;
+            per_elem = unit;
+            continue;
+        }
+        if (m == a) {
+            dim = k;
+        }
     }
     // The source position of the view's first element, largest strides first.
     int order[GGML_MAX_DIMS] = {0, 1, 2, 3};
@@ -138,7 +181,16 @@ bool place_view(const ggml_tensor * t, const ggml_tensor * src, const Slices & s
         reason = "a view offset inside an element";
         return false;
     }
-    const int64_t lo = idx[a], hi = lo + (dim >= 0 ? t->ne[dim] : 1);
+    if (per_elem > 1) {
+        // The merged lower dimensions start at a head.
+        for (int m = 0; m < a; ++m) {
+            if (idx[m] != 0 && src->nb[m] < src->nb[a]) {
+                reason = "a view merges heads from inside a head";
+                return false;
+            }
+        }
+    }
+    const int64_t lo = idx[a], hi = lo + (dim >= 0 ? t->ne[dim] * per_step / per_elem : 1);
     // The pieces of [lo, hi) along the split axis, which must be whole pieces.
     SplitState s{};
     s.axis = dim >= 0 ? ggml_backend_meta_split_axis(dim) : GGML_BACKEND_SPLIT_AXIS_UNKNOWN;
@@ -159,7 +211,13 @@ bool place_view(const ggml_tensor * t, const ggml_tensor * src, const Slices & s
                     reason = "a view of more than 16 pieces";
                     return false;
                 }
-                for (size_t j = 0; j < n; ++j) s.ne[s.n_segments * n + j] = st.ne[seg * n + j];
+                for (size_t j = 0; j < n; ++j) {
+                    if (st.ne[seg * n + j] % per_step != 0) {
+                        reason = "a view by heads cuts a head of its split source";
+                        return false;
+                    }
+                    s.ne[s.n_segments * n + j] = st.ne[seg * n + j] / per_step * per_elem;
+                }
                 s.nr[s.n_segments++] = 1;
                 started              = true;
             } else if (!started) {
@@ -345,7 +403,7 @@ ggml_status Buffer::init_tensor(ggml_tensor * t) {
                                              ->parts[j]
                                              .get();
                 for (int k = 0; k < GGML_MAX_DIMS; ++k) {
-                    if (vp.map[k] >= 0) p->nb[k] = gp->nb[vp.map[k]];
+                    if (vp.map[k] >= 0) p->nb[k] = gp->nb[vp.map[k]] * size_t(vp.mul[k]);
                 }
             }
             p->view_src  = rp;
