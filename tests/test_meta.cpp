@@ -254,6 +254,65 @@ TEST(Meta, ExpertsSplitByRowsThenByK) {
     ggml_backend_free(mb);
 }
 
+// A fused QKV product split by heads in three segments (Q, K, V), viewed
+// as llama.cpp's GPT-2 and Falcon graphs view it: [head dim, heads, tokens]
+// per part, and [head dim * heads, tokens] of such a view; each member
+// holds whole heads of each part, one member none of V's.
+TEST(Meta, FusedQkvViewedByHeads) {
+    constexpr int64_t D = 4, H = 3, K = 5, T = 2, W = 3 * H * D;
+    static Plan       plan;
+    plan.states["wqkv"] = segmented(1, {{2 * D, 1 * D}, {1 * D, 2 * D}, {3 * D, 0}});
+    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx  = ggml_init(ip);
+    ggml_tensor *    wqkv = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, W);
+    ggml_tensor *    x    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
+    ggml_set_name(wqkv, "wqkv");
+    ggml_tensor * cur  = ggml_mul_mat(ctx, wqkv, x); // [W, T], split by heads
+    const size_t  es   = sizeof(float);
+    ggml_tensor * q    = ggml_view_3d(ctx, cur, D, H, T, D * es, cur->nb[1], 0);
+    ggml_tensor * k    = ggml_view_3d(ctx, cur, D, H, T, D * es, cur->nb[1], H * D * es);
+    ggml_tensor * v    = ggml_view_3d(ctx, cur, D, H, T, D * es, cur->nb[1], 2 * H * D * es);
+    ggml_tensor * v2   = ggml_view_2d(ctx, v, D * H, T, cur->nb[1], 0); // the heads merged again
+    ggml_tensor * outq = ggml_scale(ctx, q, 2.0f);
+    ggml_tensor * outk = ggml_scale(ctx, k, 3.0f);
+    ggml_tensor * outv = ggml_scale(ctx, v2, 4.0f);
+    ggml_cgraph * gf   = ggml_new_graph(ctx);
+    for (ggml_tensor * o : {outq, outk, outv}) ggml_build_forward_expand(gf, o);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> wv = random_floats(size_t(K * W), 31), xv = random_floats(size_t(K * T), 32);
+    ggml_backend_tensor_set(wqkv, wv.data(), 0, ggml_nbytes(wqkv));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    auto want = [&](int64_t row, int64_t t) {
+        double r = 0;
+        for (int64_t kk = 0; kk < K; ++kk) r += double(wv[size_t(row * K + kk)]) * xv[size_t(t * K + kk)];
+        return r;
+    };
+    const struct {
+        ggml_tensor * out;
+        int64_t       part;
+        double        scale;
+    } parts[] = {{outq, 0, 2.0}, {outk, 1, 3.0}, {outv, 2, 4.0}};
+    for (const auto & pc : parts) {
+        std::vector<float> got(size_t(H * D * T));
+        ggml_backend_tensor_get(pc.out, got.data(), 0, ggml_nbytes(pc.out));
+        for (int64_t t = 0; t < T; ++t) {
+            for (int64_t e = 0; e < H * D; ++e) {
+                EXPECT_NEAR(got[size_t(t * H * D + e)], pc.scale * want(pc.part * H * D + e, t), 1e-4)
+                    << "part " << pc.part << " element " << e << " token " << t;
+            }
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two
 // different kinds of device.
