@@ -170,6 +170,13 @@ bool groups_columns(const ggml_tensor * op) {
     if (op->src[1]->type != GGML_TYPE_F32 || repacked_base(as) != nullptr) {
         return false;
     }
+    // mul_mat quantizes b to the experts' operand type only where it has a
+    // product for them (else it dequantizes the weights and multiplies in
+    // f32): elsewhere the columns stay on the per-column path, which
+    // quantizes b as ggml does.
+    if (vec_dot_info(as->type).dot == nullptr && best_kernels().gemv_quant[as->type] == nullptr) {
+        return false;
+    }
     GroupProduct g(as, 0, std::min<int64_t>(GROUP_COLS, op->src[2]->ne[0] * op->src[2]->ne[1]), nullptr, nullptr);
     return supports_matmul(&g.node);
 }
