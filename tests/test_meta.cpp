@@ -313,6 +313,49 @@ TEST(Meta, FusedQkvViewedByHeads) {
     ggml_backend_free(mb);
 }
 
+// A fused gate and up product split as two segments of equal shares, then
+// ggml_swiglu of it (one source): each member computes its share of the
+// unit's rows; one member has none.
+TEST(Meta, OneSourceSwigluOfAFusedGateAndUp) {
+    constexpr int64_t K = 6, F = 7, T = 3;
+    static Plan       plan;
+    plan.states["wgu"] = segmented(1, {{4, 3, 0}, {4, 3, 0}});
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    ggml_tensor *    wgu = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, 2 * F);
+    ggml_tensor *    x   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
+    ggml_set_name(wgu, "wgu");
+    ggml_tensor * out = ggml_scale(ctx, ggml_swiglu(ctx, ggml_mul_mat(ctx, wgu, x)), 2.0f); // [F, T]
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> wv = random_floats(size_t(K * 2 * F), 41), xv = random_floats(size_t(K * T), 42);
+    ggml_backend_tensor_set(wgu, wv.data(), 0, ggml_nbytes(wgu));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(F * T));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    auto dot = [&](int64_t row, int64_t t) {
+        double r = 0;
+        for (int64_t k = 0; k < K; ++k) r += double(wv[size_t(row * K + k)]) * xv[size_t(t * K + k)];
+        return r;
+    };
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t f = 0; f < F; ++f) {
+            const double g = dot(f, t), u = dot(F + f, t);
+            EXPECT_NEAR(got[size_t(t * F + f)], 2.0 * g / (1.0 + std::exp(-g)) * u, 1e-4) << "row " << f << " token " << t;
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two
 // different kinds of device.

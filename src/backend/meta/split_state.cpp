@@ -3,6 +3,7 @@
 // the states for which that gives the slice of the whole result (or a
 // partial sum of it, for products over a split inner dimension).
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/common.h"
@@ -152,6 +153,27 @@ SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs,
     (void) t;
     reason = "no product of these source states";
     return unknown();
+}
+
+// A gated unit with one source computes the first half of each row against
+// the second. Split along the rows, that holds on each member when its
+// slice is its share of the first half followed by the same share of the
+// second: two segments with equal shares (a fused gate and up product
+// split as two segments), or one segment repeated twice. The result holds
+// the first segment's shares.
+SplitState glu_one_source(const SplitState & a, size_t n_devs, std::string & reason) {
+    const bool two = a.n_segments == 2 && a.nr[0] == 1 && a.nr[1] == 1 &&
+                     std::equal(a.ne, a.ne + n_devs, a.ne + n_devs);
+    const bool twice = a.n_segments == 1 && a.nr[0] == 2;
+    if (!two && !twice) {
+        reason = "a gated unit with one source splits its rows in halves: its source needs two equal segments";
+        return unknown();
+    }
+    SplitState r = a;
+    r.n_segments = 1;
+    r.nr[0]      = 1;
+    for (size_t j = n_devs; j < 2 * n_devs; ++j) r.ne[j] = 0;
+    return r;
 }
 
 // The experts' product: as mul_mat for the experts [K, M, n_expert] and b
@@ -350,8 +372,7 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
             return set_rows(t, src, n_devs, reason);
         case GGML_OP_GLU:
             if (t->src[1] == nullptr && src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
-                reason = "a gated unit with one source splits its rows in halves";
-                return unknown();
+                return glu_one_source(src[0], n_devs, reason);
             }
             return all_equal(t, src, n_devs, reason);
         default:
