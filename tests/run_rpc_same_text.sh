@@ -29,7 +29,7 @@ if [ "$cpu" != "$rpc" ]; then
     printf 'cpu: %s\nrpc: %s\n' "$cpu" "$rpc"
     exit 1
 fi
-env=$(LOOM_RPC_SERVERS="127.0.0.1:$port" "$run" -m "$model" -p "$prompt" -n 32 --temp 0 -t 1 \
+env=$(LOOM_RPC_SERVERS=" 127.0.0.1:$port, " "$run" -m "$model" -p "$prompt" -n 32 --temp 0 -t 1 \
       --device "RPC[127.0.0.1:$port]CPU" 2>"$dir/rpc-same-text.env.log") || {
     echo "loom-run with LOOM_RPC_SERVERS failed:"; cat "$dir/rpc-same-text.env.log"; exit 1; }
 if [ "$cpu" != "$env" ]; then

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <strings.h>
 #include <utility>
 
@@ -13,11 +14,19 @@ namespace loom {
 
 Registry & Registry::get() {
     static Registry r;
-    // After r exists: what the environment adds registers through get()
-    // again, which then returns r at once.
-    static std::atomic<bool> environment_read{false};
-    if (!environment_read.exchange(true)) {
-        builtin_from_environment();
+    // After r exists, once: what the environment adds registers through
+    // get() again, which on that thread then returns r at once; other
+    // threads wait until it is added.
+    static std::atomic<bool>    environment_added{false};
+    static std::recursive_mutex environment_mutex;
+    static bool                 environment_started = false;
+    if (!environment_added.load(std::memory_order_acquire)) {
+        std::lock_guard<std::recursive_mutex> lock(environment_mutex);
+        if (!environment_started) {
+            environment_started = true;
+            builtin_from_environment();
+            environment_added.store(true, std::memory_order_release);
+        }
     }
     return r;
 }

@@ -54,7 +54,10 @@ void loom::builtin_from_environment() {
     std::string all(list);
     for (size_t start = 0; start <= all.size();) {
         const size_t end = std::min(all.find(',', start), all.size());
-        const std::string endpoint = all.substr(start, end - start);
+        std::string  endpoint = all.substr(start, end - start);
+        // Spaces around an entry ("a:1, b:2") are not part of it.
+        endpoint.erase(0, endpoint.find_first_not_of(" \t"));
+        endpoint.erase(endpoint.find_last_not_of(" \t") + 1);
         if (!endpoint.empty() && ggml_backend_rpc_add_server(endpoint.c_str()) == nullptr) {
             LOOM_LOG_WARN("LOOM_RPC_SERVERS: cannot reach %s; its devices are left out\n", endpoint.c_str());
         }

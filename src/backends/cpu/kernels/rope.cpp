@@ -98,16 +98,17 @@ void set_pair(const RopeParams & rp, const float corr[2], const ggml_tensor * fa
 void build_multi_cache(const RopeParams & rp, float theta_scale, const float corr[2], const ggml_tensor * factors,
                        const float pos[4], float * cos, float * sin) {
     const int * sec       = rp.sections;
-    const int   sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
-    const int   sec_w     = sec[0] + sec[1];
-    const int   sec_e     = sec_w + sec[2];
+    // In 64 bits: the sections are bounded by the row length, not by int.
+    const int64_t sect_dims = int64_t(sec[0]) + sec[1] + sec[2] + sec[3];
+    const int64_t sec_w     = int64_t(sec[0]) + sec[1];
+    const int64_t sec_e     = sec_w + sec[2];
     const bool  imrope    = rp.mode == GGML_ROPE_TYPE_IMROPE;
     float       theta[4]  = {pos[0], pos[1], pos[2], pos[3]};
     for (int i = 0; i < rp.pairs(); ++i) {
-        const int sector = i % sect_dims;
+        const int64_t sector = i % sect_dims;
         if (rp.vision()) {
             // Each section counts its angles from its own first pair.
-            const int starts[4] = {0, sec[0], sec_w, sec_e};
+            const int64_t starts[4] = {0, sec[0], sec_w, sec_e};
             for (int k = 0; k < 4; ++k) {
                 if (sector == starts[k]) {
                     theta[k] = pos[k];
@@ -117,11 +118,11 @@ void build_multi_cache(const RopeParams & rp, float theta_scale, const float cor
         }
         int k = 0; // the coordinate of pair i
         if (imrope) {
-            if (sector % 3 == 1 && sector < 3 * sec[1]) {
+            if (sector % 3 == 1 && sector < 3 * int64_t(sec[1])) {
                 k = 1;
-            } else if (sector % 3 == 2 && sector < 3 * sec[2]) {
+            } else if (sector % 3 == 2 && sector < 3 * int64_t(sec[2])) {
                 k = 2;
-            } else if (sector % 3 == 0 && sector < 3 * sec[0]) {
+            } else if (sector % 3 == 0 && sector < 3 * int64_t(sec[0])) {
                 k = 0;
             } else {
                 k = 3;

@@ -346,8 +346,10 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
 // 2 * 241 * 127 > 32767); each lane is multiplied by its group's scale
 // (ls - 32) and the lanes added. What the offset added, 128 * scale * (the
 // column's sum over the group), meets the column's bsums through madd with
-// 128 * scale per group of 16, and is taken off as an integer: the block's
-// integer sum is the portable one exactly.
+// 128 * scale per group of 16, and is taken off as an integer: the lanes
+// hold exact integers whose sum is the portable one. Converted to f32 per
+// lane, as the 256-bit code converts its lanes, a lane rounds only past
+// 2^24 (extreme levels, scales and columns all of one sign).
 struct IQ4Decoded512 {
     __m512i u[4];  // levels + 128 of values 64j .. 64j + 63
     __m512i sc[4]; // int32 scales of groups 2j (lanes 0-7) and 2j + 1 (8-15)
