@@ -82,6 +82,28 @@ TEST_F(Rules, RopeForgedParamsAreRefused) {
     refused(2, GGML_ROPE_TYPE_NEOX, "positions"); // one position per row, but 20 given
 }
 
+// A unary or gated node whose op param names no such op (a value outside
+// the enum's range, as a fuzzed message carried): refused, and named
+// "UNKNOWN" in the reason, never converted to an enum value out of range.
+TEST_F(Rules, UnknownUnaryAndGluOpsAreRefused) {
+    ggml_tensor * u = ggml_silu(ctx.get(), rows(8, 2));
+    ggml_tensor * g = ggml_swiglu(ctx.get(), rows(8, 2));
+    ASSERT_TRUE(ok(u)) << why;
+    ASSERT_TRUE(ok(g)) << why;
+    for (int32_t bad : {64, -1, int32_t(GGML_UNARY_OP_COUNT)}) {
+        u->op_params[0] = bad;
+        EXPECT_EQ(ggml_get_unary_op(u), GGML_UNARY_OP_COUNT);
+        EXPECT_STREQ(ggml_op_desc(u), "UNKNOWN");
+        EXPECT_FALSE(ok(u)) << bad;
+    }
+    for (int32_t bad : {64, -1, int32_t(GGML_GLU_OP_COUNT)}) {
+        g->op_params[0] = bad;
+        EXPECT_EQ(ggml_get_glu_op(g), GGML_GLU_OP_COUNT);
+        EXPECT_STREQ(ggml_op_desc(g), "UNKNOWN");
+        EXPECT_FALSE(ok(g)) << bad;
+    }
+}
+
 // rows[:, argsort(scores)[:k]] on backend; the status of the computation.
 ggml_status rows_by_computed_indices(ggml_backend_t backend, int64_t n_rows, int64_t n_scores, int64_t k,
                                      std::vector<float> * out) {

@@ -204,10 +204,10 @@ const char * ggml_glu_op_name(ggml_glu_op op) {
 }
 const char * ggml_op_desc(const ggml_tensor * t) {
     if (t->op == GGML_OP_UNARY) {
-        return ggml_unary_op_name(static_cast<ggml_unary_op>(t->op_params[0]));
+        return ggml_unary_op_name(ggml_get_unary_op(t));
     }
     if (t->op == GGML_OP_GLU) {
-        return ggml_glu_op_name(static_cast<ggml_glu_op>(t->op_params[0]));
+        return ggml_glu_op_name(ggml_get_glu_op(t));
     }
     return ggml_op_name(t->op);
 }

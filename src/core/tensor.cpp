@@ -213,13 +213,18 @@ void ggml_unravel_index(const ggml_tensor * t, int64_t i, int64_t * i0, int64_t 
 
 enum ggml_unary_op ggml_get_unary_op(const ggml_tensor * t) {
     LOOM_REQUIRE(t->op == GGML_OP_UNARY, "tensor %s is %s, not a unary op", describe(t).text, ggml_op_name(t->op));
-    return static_cast<ggml_unary_op>(op_param_i32(t, 0));
+    // op params from outside (a file, a network message) may hold any
+    // int32: one that names no unary op is GGML_UNARY_OP_COUNT, never an
+    // enum value outside the enum's range.
+    const int32_t v = op_param_i32(t, 0);
+    return v >= 0 && v < GGML_UNARY_OP_COUNT ? static_cast<ggml_unary_op>(v) : GGML_UNARY_OP_COUNT;
 }
 
 enum ggml_glu_op ggml_get_glu_op(const ggml_tensor * t) {
     LOOM_REQUIRE(t->op == GGML_OP_GLU, "tensor %s is %s, not a gated linear unit", describe(t).text,
                  ggml_op_name(t->op));
-    return static_cast<ggml_glu_op>(op_param_i32(t, 0));
+    const int32_t v = op_param_i32(t, 0); // as for ggml_get_unary_op
+    return v >= 0 && v < GGML_GLU_OP_COUNT ? static_cast<ggml_glu_op>(v) : GGML_GLU_OP_COUNT;
 }
 
 void * ggml_get_data(const ggml_tensor * t) {
