@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev ccache libopenblas-dev nlohmann-json3-dev
           libvulkan-dev glslc mesa-vulkan-drivers
-          libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev)
+          libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
+          iproute2 openssl)
 
 missing=()
 for p in "${packages[@]}"; do
