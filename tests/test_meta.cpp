@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <map>
@@ -355,6 +356,109 @@ TEST(Meta, OneSourceSwigluOfAFusedGateAndUp) {
     ggml_free(ctx);
     ggml_backend_free(mb);
 }
+
+// Attention as llama.cpp builds it without a KV cache (Dream, LLaDA), over
+// two members holding two query heads and one KV head each: q, k and v
+// products split by heads, permuted to [head dim, tokens, heads], and
+//  - with flash attention: k and v cast to F16 (ggml_cast: a copy whose
+//    destination is the result itself), sinks split with the heads;
+//  - without: kq = k x q (one KV head for two query heads on each member),
+//    soft max with the sinks split with the heads, then v x kq.
+// Both give the naive attention of one device.
+class MetaAttention : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MetaAttention, GroupedHeadsWithSinks) {
+    const bool        flash = GetParam();
+    constexpr int64_t D = 4, H = 4, HKV = 2, K = 5, T = 3;
+    constexpr float   kScale = 0.5f;
+    static Plan       plan;
+    plan.states["wq"]    = split(1, {2 * D, 2 * D});
+    plan.states["wk"]    = split(1, {D, D});
+    plan.states["wv"]    = split(1, {D, D});
+    plan.states["sinks"] = split(0, {2, 2});
+    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx   = ggml_init(ip);
+    ggml_tensor *    wq    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D * H);
+    ggml_tensor *    wk    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D * HKV);
+    ggml_tensor *    wv    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D * HKV);
+    ggml_tensor *    sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, H);
+    ggml_tensor *    x     = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
+    ggml_set_name(wq, "wq");
+    ggml_set_name(wk, "wk");
+    ggml_set_name(wv, "wv");
+    ggml_set_name(sinks, "sinks");
+    auto heads = [&](ggml_tensor * w, int64_t n) {
+        return ggml_permute(ctx, ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w, x), D, n, T), 0, 2, 1, 3);
+    };
+    ggml_tensor * q = heads(wq, H);   // [D, T, H]
+    ggml_tensor * k = heads(wk, HKV); // [D, T, HKV]
+    ggml_tensor * v = heads(wv, HKV);
+    ggml_tensor * att;                // [D, H, T]
+    if (flash) {
+        att = ggml_flash_attn_ext(ctx, q, ggml_cast(ctx, k, GGML_TYPE_F16), ggml_cast(ctx, v, GGML_TYPE_F16), nullptr,
+                                  kScale, 0.0f, 0.0f);
+        ggml_flash_attn_ext_add_sinks(att, sinks);
+        ggml_flash_attn_ext_set_prec(att, GGML_PREC_F32);
+    } else {
+        ggml_tensor * kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, k, q), nullptr, kScale, 0.0f); // [T, T, H]
+        ggml_soft_max_add_sinks(kq, sinks);
+        ggml_tensor * vt = ggml_cont(ctx, ggml_transpose(ctx, v)); // [T, D, HKV]
+        att              = ggml_cont(ctx, ggml_permute(ctx, ggml_mul_mat(ctx, vt, kq), 0, 2, 1, 3));
+    }
+    ggml_tensor * out = ggml_scale(ctx, ggml_reshape_2d(ctx, att, D * H, T), 2.0f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> qv = random_floats(size_t(K * D * H), 51), kv = random_floats(size_t(K * D * HKV), 52),
+                             vv = random_floats(size_t(K * D * HKV), 53), xv = random_floats(size_t(K * T), 54),
+                             sv = {0.3f, -1.0f, 2.0f, 0.0f};
+    ggml_backend_tensor_set(wq, qv.data(), 0, ggml_nbytes(wq));
+    ggml_backend_tensor_set(wk, kv.data(), 0, ggml_nbytes(wk));
+    ggml_backend_tensor_set(wv, vv.data(), 0, ggml_nbytes(wv));
+    ggml_backend_tensor_set(sinks, sv.data(), 0, ggml_nbytes(sinks));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(D * H * T));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    // Naive attention in double precision: row r of w times token t's x.
+    auto prod = [&](const std::vector<float> & w, int64_t r, int64_t t) {
+        double a = 0;
+        for (int64_t kk = 0; kk < K; ++kk) a += double(w[size_t(r * K + kk)]) * xv[size_t(t * K + kk)];
+        return a;
+    };
+    const double tol = flash ? 2e-2 : 1e-4; // F16 k and v
+    for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / (H / HKV);
+        for (int64_t tq = 0; tq < T; ++tq) {
+            std::vector<double> s(T);
+            double              m = sv[size_t(h)];
+            for (int64_t tk = 0; tk < T; ++tk) {
+                for (int64_t d = 0; d < D; ++d) s[size_t(tk)] += prod(qv, h * D + d, tq) * prod(kv, g * D + d, tk);
+                s[size_t(tk)] *= kScale;
+                m = std::max(m, s[size_t(tk)]);
+            }
+            double z = std::exp(sv[size_t(h)] - m);
+            for (double & e : s) z += (e = std::exp(e - m));
+            for (int64_t d = 0; d < D; ++d) {
+                double o = 0;
+                for (int64_t tk = 0; tk < T; ++tk) o += s[size_t(tk)] / z * prod(vv, g * D + d, tk);
+                EXPECT_NEAR(got[size_t(tq * D * H + h * D + d)], 2.0 * o, tol)
+                    << "head " << h << " token " << tq << " element " << d;
+            }
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
+INSTANTIATE_TEST_SUITE_P(Meta, MetaAttention, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> & i) { return i.param ? "Flash" : "SoftMax"; });
 
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two

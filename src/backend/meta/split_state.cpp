@@ -84,7 +84,7 @@ bool is_mirrored(const SplitState & s) {
 SplitState all_equal(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
     const SplitState * first = nullptr;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        if (t->src[i] == nullptr) {
+        if (t->src[i] == nullptr || t->src[i] == t) { // ggml_cast's result is its own destination
             continue;
         }
         if (first == nullptr) {
@@ -125,6 +125,24 @@ SplitState per_row(const ggml_tensor * t, const SplitState * src, size_t n_devs,
     return broadcast(t, src, n_devs, reason);
 }
 
+// a and b split along the same batch axis (2 or 3) of a product: ggml
+// broadcasts a over b along it (b's extent a multiple of a's), which holds
+// on each member when every member's share of b is the whole ratio times its
+// share of a (grouped-query attention: kv heads against query heads).
+bool broadcasts_per_member(const ggml_tensor * t, const SplitState & a, const SplitState & b, size_t n_devs) {
+    const int     axis = a.axis;
+    const int64_t na = t->src[0]->ne[axis], nb = t->src[1]->ne[axis];
+    if (na == 0 || nb % na != 0) {
+        return false;
+    }
+    for (size_t j = 0; j < n_devs; ++j) {
+        if (share(b, n_devs, j) != share(a, n_devs, j) * (nb / na)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
     const SplitState & a = src[0];
     const SplitState & b = src[1];
@@ -144,8 +162,8 @@ SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs,
         p.axis       = GGML_BACKEND_SPLIT_AXIS_PARTIAL;
         return p;
     }
-    if (is_split_axis(a.axis) && a.axis >= 2 && (same_shares(a, b, n_devs) || is_mirrored(b))) {
-        return a;
+    if (is_split_axis(a.axis) && a.axis >= 2 && b.axis == a.axis && broadcasts_per_member(t, a, b, n_devs)) {
+        return b;
     }
     if (is_split_axis(b.axis) && b.axis >= 2 && is_mirrored(a) && t->src[0]->ne[b.axis] == 1) {
         return b;
@@ -192,6 +210,32 @@ SplitState mul_mat_id(const ggml_tensor * t, const SplitState * src, size_t n_de
     return mul_mat(t, src, n_devs, reason);
 }
 
+// A vector of one value per head (attention sinks, [heads]) split along
+// dimension 0 as the heads are split along dimension 2 of heads.
+bool split_per_head(const SplitState & v, const SplitState & heads, size_t n_devs) {
+    if (v.axis != GGML_BACKEND_SPLIT_AXIS_0 || heads.axis != GGML_BACKEND_SPLIT_AXIS_2) {
+        return false;
+    }
+    for (size_t j = 0; j < n_devs; ++j) {
+        if (share(v, n_devs, j) != share(heads, n_devs, j)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Soft max of attention scores [n_kv, n_q, heads, seqs] split by heads: the
+// mask broadcasts (mirrored), the sinks (src2) are split with the heads.
+SplitState soft_max(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    if (t->src[2] != nullptr && split_per_head(src[2], src[0], n_devs)) {
+        SplitState s[GGML_MAX_SRC];
+        std::copy(src, src + GGML_MAX_SRC, s);
+        s[2] = src[0];
+        return per_row(t, s, n_devs, reason);
+    }
+    return per_row(t, src, n_devs, reason);
+}
+
 // q [d, n_q, heads, seqs], k/v [d, n_kv, kv_heads, seqs] split by heads give
 // the result [d_v, heads, n_q, seqs] split by heads (dimension 1).
 SplitState flash_attn(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
@@ -205,8 +249,8 @@ SplitState flash_attn(const ggml_tensor * t, const SplitState * src, size_t n_de
         return unknown();
     }
     for (int i = 3; i < GGML_MAX_SRC; ++i) {
-        if (t->src[i] != nullptr && !is_mirrored(src[i])) {
-            reason = "the attention mask and sinks must be mirrored";
+        if (t->src[i] != nullptr && !is_mirrored(src[i]) && !(i == 4 && split_per_head(src[i], q, n_devs))) {
+            reason = "the attention mask must be mirrored, and the sinks mirrored or split with the heads";
             return unknown();
         }
     }
@@ -247,7 +291,7 @@ SplitState copy(const ggml_tensor * t, const SplitState * src, size_t n_devs, st
     }
     SplitState r = reshape_state(src[0], s0->ne, t->ne, n_devs, reason);
     if (r.axis == GGML_BACKEND_SPLIT_AXIS_UNKNOWN) return r;
-    if (t->src[1] != nullptr && !same_shares(r, src[1], n_devs)) {
+    if (t->src[1] != nullptr && t->src[1] != t && !same_shares(r, src[1], n_devs)) {
         reason = "a copy into a tensor split differently";
         return unknown();
     }
@@ -326,7 +370,7 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
     SplitState src[GGML_MAX_SRC];
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         src[i] = mirrored_state();
-        if (t->src[i] == nullptr) {
+        if (t->src[i] == nullptr || t->src[i] == t) {
             continue;
         }
         if (is_meta_buffer(t->src[i]->buffer)) {
@@ -349,11 +393,12 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM:
         case GGML_OP_L2_NORM:
-        case GGML_OP_SOFT_MAX:
         case GGML_OP_SUM_ROWS:
         case GGML_OP_MEAN:
         case GGML_OP_ARGMAX:
             return per_row(t, src, n_devs, reason);
+        case GGML_OP_SOFT_MAX:
+            return soft_max(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT:
             return mul_mat(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT_ID:
