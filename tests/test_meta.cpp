@@ -357,6 +357,57 @@ TEST(Meta, OneSourceSwigluOfAFusedGateAndUp) {
     ggml_backend_free(mb);
 }
 
+// A single KV head (multi-query attention) held whole by one member, the
+// other with an empty slice: the K product reshaped to [head dim, 1, tokens]
+// is split by heads, not inside the head, so the per-head RMS norm (Qwen 3's
+// k_norm) and its weight apply on the member that has the head.
+TEST(Meta, SingleKvHeadNormedOnTheMemberThatHoldsIt) {
+    constexpr int64_t D = 8, K = 6, T = 3;
+    constexpr float   kEps = 1e-6f;
+    static Plan       plan;
+    plan.states["wk"] = split(1, {D, 0});
+    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    ggml_tensor *    wk  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D);
+    ggml_tensor *    nw  = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, D);
+    ggml_tensor *    x   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
+    ggml_set_name(wk, "wk");
+    ggml_tensor * k   = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, wk, x), D, 1, T);
+    ggml_tensor * kn  = ggml_mul(ctx, ggml_rms_norm(ctx, k, kEps), nw);
+    ggml_tensor * out = ggml_scale(ctx, ggml_reshape_2d(ctx, kn, D, T), 3.0f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> wv = random_floats(size_t(K * D), 61), nv = random_floats(size_t(D), 62),
+                             xv = random_floats(size_t(K * T), 63);
+    ggml_backend_tensor_set(wk, wv.data(), 0, ggml_nbytes(wk));
+    ggml_backend_tensor_set(nw, nv.data(), 0, ggml_nbytes(nw));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(D * T));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> row(D);
+        double              ss = 0;
+        for (int64_t d = 0; d < D; ++d) {
+            for (int64_t kk = 0; kk < K; ++kk) row[size_t(d)] += double(wv[size_t(d * K + kk)]) * xv[size_t(t * K + kk)];
+            ss += row[size_t(d)] * row[size_t(d)];
+        }
+        const double inv = 1.0 / std::sqrt(ss / D + kEps);
+        for (int64_t d = 0; d < D; ++d) {
+            EXPECT_NEAR(got[size_t(t * D + d)], 3.0 * row[size_t(d)] * inv * nv[size_t(d)], 1e-4) << "token " << t;
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
 // Attention as llama.cpp builds it without a KV cache (Dream, LLaDA), over
 // two members holding two query heads and one KV head each: q, k and v
 // products split by heads, permuted to [head dim, tokens, heads], and

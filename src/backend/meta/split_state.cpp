@@ -340,29 +340,49 @@ SplitState reshape_state(const SplitState & st, const int64_t * ne_in, const int
     int64_t   outer_in = 1;
     for (int k = 0; k <= a; ++k) outer_in *= ne_in[k];
     const int64_t inner_in = outer_in / ne_in[a];
-    int64_t       prod     = 1;
-    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+    // The output dimensions that end where the split axis ends: several when
+    // dimensions of extent 1 follow (a single KV head, [head dim, 1, tokens],
+    // held whole by one member). The first is taken, except that dimension 0
+    // gives way to dimension 1 when the pieces are whole rows, so that the
+    // operations on rows (norms, rope) can take the result.
+    int     ends[GGML_MAX_DIMS];
+    int64_t inner[GGML_MAX_DIMS];
+    int     n_ends = 0;
+    int64_t prod   = 1;
+    for (int d = 0; d < GGML_MAX_DIMS && prod <= outer_in; ++d) {
         const int64_t inner_out = prod;
         prod *= ne_out[d];
-        if (prod != outer_in) {
-            if (prod > outer_in) break;
-            continue;
+        if (prod == outer_in) {
+            ends[n_ends]  = d;
+            inner[n_ends] = inner_out;
+            ++n_ends;
         }
+    }
+    if (n_ends == 0) {
+        reason = "a reshape moves the split axis inside a dimension";
+        return unknown();
+    }
+    const int order[2] = {n_ends > 1 && ends[0] == 0 ? 1 : 0, 0};
+    for (int o = 0; o < (order[0] == 1 ? 2 : 1); ++o) {
+        const int  e = order[o];
         SplitState s = st;
-        s.axis       = ggml_backend_meta_split_axis(d);
-        for (uint32_t seg = 0; seg < s.n_segments; ++seg) {
+        s.axis       = ggml_backend_meta_split_axis(ends[e]);
+        bool whole   = true;
+        for (uint32_t seg = 0; seg < s.n_segments && whole; ++seg) {
             for (size_t j = 0; j < n; ++j) {
                 const int64_t el = st.ne[seg * n + j] * inner_in;
-                if (el % inner_out != 0) {
-                    reason = "a reshape cuts a member's piece";
-                    return unknown();
+                if (el % inner[e] != 0) {
+                    whole = false;
+                    break;
                 }
-                s.ne[seg * n + j] = el / inner_out;
+                s.ne[seg * n + j] = el / inner[e];
             }
         }
-        return s;
+        if (whole) {
+            return s;
+        }
     }
-    reason = "a reshape moves the split axis inside a dimension";
+    reason = "a reshape cuts a member's piece";
     return unknown();
 }
 
