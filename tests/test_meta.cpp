@@ -111,6 +111,60 @@ TEST(Meta, SetGetEveryState) {
     ggml_free(ctx);
 }
 
+// Transfers of views of split tensors reach the root's bytes: a strided view
+// of columns, a view of a row range that cuts members' pieces, a view of a
+// segmented tensor; set, get and memset each.
+TEST(Meta, TransfersOfViewsOfSplitTensors) {
+    Plan plan;
+    plan.states["rows"] = split(1, {2, 0, 3});
+    plan.states["cols"] = split(0, {3, 4, 0});
+    plan.states["seg"]  = segmented(1, {{1, 1, 0}, {0, 2, 1}});
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_init_params   ip{32 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context *     ctx = ggml_init(ip);
+    std::vector<ggml_tensor *> roots, views;
+    // Views the meta buffer can place (they keep the split axis whole):
+    // columns of every row (strided) of the tensors split by rows, a range
+    // of whole rows of the one split by columns.
+    const struct {
+        const char * name;
+        int64_t      row0, rows, col0, cols;
+    } cases[] = {{"rows", 0, 5, 2, 4}, {"cols", 1, 3, 0, 7}, {"seg", 0, 5, 1, 4}};
+    for (const auto & c : cases) {
+        ggml_tensor * t = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 7, 5);
+        ggml_set_name(t, c.name);
+        roots.push_back(t);
+        views.push_back(ggml_view_2d(ctx, t, c.cols, c.rows, t->nb[1],
+                                     size_t(c.row0) * t->nb[1] + size_t(c.col0) * sizeof(float)));
+    }
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    for (size_t i = 0; i < roots.size(); ++i) {
+        SCOPED_TRACE(ggml_get_name(roots[i]));
+        ggml_tensor *      t = roots[i], *v = views[i];
+        std::vector<float> x = random_floats(35, uint32_t(70 + i)), y(35);
+        ggml_backend_tensor_set(t, x.data(), 0, ggml_nbytes(t));
+        // The view's bytes are the root's from its offset: ggml_nbytes(v) of them.
+        const size_t       first = v->view_offs / sizeof(float), count = ggml_nbytes(v) / sizeof(float);
+        std::vector<float> got(count);
+        ggml_backend_tensor_get(v, got.data(), 0, ggml_nbytes(v));
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), x.begin() + long(first)));
+        // Writing the view's rows one at a time, then clearing two elements.
+        for (int64_t r = 0; r < v->ne[1]; ++r) {
+            std::vector<float> w = random_floats(size_t(v->ne[0]), uint32_t(80 + r));
+            ggml_backend_tensor_set(v, w.data(), size_t(r) * v->nb[1], w.size() * sizeof(float));
+            std::copy(w.begin(), w.end(), x.begin() + long(first + size_t(r) * 7));
+        }
+        ggml_backend_tensor_memset(v, 0, 2 * v->nb[1] + sizeof(float), 2 * sizeof(float));
+        x[first + 2 * 7 + 1] = x[first + 2 * 7 + 2] = 0.0f;
+        ggml_backend_tensor_get(t, y.data(), 0, ggml_nbytes(t));
+        EXPECT_EQ(x, y);
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+}
+
 TEST(Meta, BadSplitStateIsAnError) {
     Plan plan;
     plan.states["w"] = split(1, {2, 2}); // adds up to 4, the tensor has 5

@@ -110,6 +110,9 @@ class Buffer final : public ggml_backend_buffer {
     Device *                                   meta_device() const;
 
   private:
+    // t's root when t is a view of a tensor placed in this buffer.
+    ggml_tensor * root_in_this_buffer(const ggml_tensor * t);
+
     std::vector<ggml_backend_buffer *>                    members_;
     std::unordered_map<const ggml_tensor *, Slices>       tensors_;
 };

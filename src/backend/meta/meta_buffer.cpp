@@ -475,7 +475,21 @@ template <typename Fn> void for_each_piece(const ggml_tensor * t, const SplitSta
 
 } // namespace
 
+// Note [Transfers of views]
+// A view's bytes are its root's bytes from view_offs on, whatever the view's
+// own split state, so a transfer of a view is one of its root (placed in this
+// buffer) at the view's offset: it reaches every member that holds a piece of
+// the range, including strided views and views that cut a member's piece.
+ggml_tensor * Buffer::root_in_this_buffer(const ggml_tensor * t) {
+    ggml_tensor * root = t->view_src;
+    return root != nullptr && root->buffer == this && find(root) != nullptr ? root : nullptr;
+}
+
 void Buffer::set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n_bytes) {
+    if (ggml_tensor * root = root_in_this_buffer(t)) { // Note [Transfers of views]
+        set_tensor(root, data, t->view_offs + offset, n_bytes);
+        return;
+    }
     const Slices * sl = find(t);
     LOOM_REQUIRE(sl != nullptr, "tensor %s is not placed in meta buffer", describe(t).text);
     const size_t n = members_.size();
@@ -519,6 +533,10 @@ void Buffer::set_tensor(ggml_tensor * t, const void * data, size_t offset, size_
 }
 
 void Buffer::get_tensor(const ggml_tensor * t, void * data, size_t offset, size_t n_bytes) {
+    if (const ggml_tensor * root = root_in_this_buffer(t)) { // Note [Transfers of views]
+        get_tensor(root, data, t->view_offs + offset, n_bytes);
+        return;
+    }
     const Slices * sl = find(t);
     LOOM_REQUIRE(sl != nullptr, "tensor %s is not placed in meta buffer", describe(t).text);
     const size_t n   = members_.size();
@@ -563,6 +581,10 @@ void Buffer::get_tensor(const ggml_tensor * t, void * data, size_t offset, size_
 }
 
 void Buffer::memset_tensor(ggml_tensor * t, uint8_t value, size_t offset, size_t n_bytes) {
+    if (ggml_tensor * root = root_in_this_buffer(t)) { // Note [Transfers of views]
+        memset_tensor(root, value, t->view_offs + offset, n_bytes);
+        return;
+    }
     const Slices * sl = find(t);
     LOOM_REQUIRE(sl != nullptr, "tensor %s is not placed in meta buffer", describe(t).text);
     const size_t n = members_.size();
