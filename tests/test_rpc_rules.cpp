@@ -19,6 +19,7 @@
 #include "ggml.h"
 #include "rpc_test_util.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -101,6 +102,90 @@ TEST_F(Rules, UnknownUnaryAndGluOpsAreRefused) {
         EXPECT_EQ(ggml_get_glu_op(g), GGML_GLU_OP_COUNT);
         EXPECT_STREQ(ggml_op_desc(g), "UNKNOWN");
         EXPECT_FALSE(ok(g)) << bad;
+    }
+}
+
+// Attention sinks (gpt-oss, Granite SWA, MiMo 2): soft max and flash
+// attention with one F32 per head pass; sinks of another length or type, or
+// with a stride that is not a float's, are refused.
+TEST_F(Rules, AttentionSinksPassAndForgedSinksAreRefused) {
+    ggml_context * c     = ctx.get();
+    constexpr int  H     = 4;
+    ggml_tensor *  sinks = ggml_new_tensor_1d(c, GGML_TYPE_F32, H);
+    ggml_tensor *  sm    = ggml_soft_max_ext(c, ggml_new_tensor_3d(c, GGML_TYPE_F32, 16, 3, H), nullptr, 0.5f, 0.0f);
+    ggml_soft_max_add_sinks(sm, sinks);
+    ggml_tensor * q  = ggml_new_tensor_3d(c, GGML_TYPE_F32, 8, 3, H);
+    ggml_tensor * k  = ggml_new_tensor_3d(c, GGML_TYPE_F16, 8, 16, 2);
+    ggml_tensor * v  = ggml_new_tensor_3d(c, GGML_TYPE_F16, 8, 16, 2);
+    ggml_tensor * fa = ggml_flash_attn_ext(c, q, k, v, nullptr, 0.5f, 0.0f, 0.0f);
+    ggml_flash_attn_ext_add_sinks(fa, sinks);
+    for (ggml_tensor * n : {sm, fa}) {
+        ASSERT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+        sinks->ne[0] = H + 1;
+        EXPECT_FALSE(ok(n)) << ggml_op_desc(n);
+        EXPECT_NE(why.find("sinks"), std::string::npos) << why;
+        sinks->ne[0] = H;
+        sinks->type  = GGML_TYPE_F16;
+        EXPECT_FALSE(ok(n)) << ggml_op_desc(n);
+        sinks->type  = GGML_TYPE_F32;
+        sinks->nb[0] = 2;
+        EXPECT_FALSE(ok(n)) << ggml_op_desc(n);
+        sinks->nb[0] = sizeof(float);
+        EXPECT_TRUE(ok(n)) << why;
+    }
+}
+
+// Soft max and flash attention with sinks on a remote CPU give the local CPU's values.
+TEST(RpcSinks, RemoteAttentionWithSinksGivesTheLocalValues) {
+    loom_rpc_set_token(loomtest::rpc::kToken);
+    loomtest::rpc::TestServer server;
+    ASSERT_TRUE(server.running());
+    ggml_backend_ptr remote(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+    ggml_backend_ptr local(ggml_backend_cpu_init());
+    ASSERT_TRUE(remote && local);
+    auto run = [](ggml_backend_t backend, bool flash) {
+        ggml_context_ptr ctx(ggml_init({ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true}));
+        ggml_context *   c     = ctx.get();
+        constexpr int    H = 4, D = 8, N = 5, KV = 7;
+        ggml_tensor *    sinks = ggml_new_tensor_1d(c, GGML_TYPE_F32, H);
+        ggml_tensor *    a     = ggml_new_tensor_3d(c, GGML_TYPE_F32, flash ? D : KV, N, H);
+        ggml_tensor *    k     = ggml_new_tensor_3d(c, GGML_TYPE_F16, D, KV, 2);
+        ggml_tensor *    v     = ggml_new_tensor_3d(c, GGML_TYPE_F16, D, KV, 2);
+        ggml_tensor *    out;
+        if (flash) {
+            out = ggml_flash_attn_ext(c, a, k, v, nullptr, 0.3f, 0.0f, 0.0f);
+            ggml_flash_attn_ext_add_sinks(out, sinks);
+        } else {
+            out = ggml_soft_max_ext(c, a, nullptr, 0.3f, 0.0f);
+            ggml_soft_max_add_sinks(out, sinks);
+        }
+        ggml_cgraph * gf = ggml_new_graph(c);
+        ggml_build_forward_expand(gf, out);
+        ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(c, backend));
+        std::vector<float> out_values;
+        if (!buf) return out_values;
+        const float sv[H] = {0.5f, -2.0f, 3.0f, 0.0f};
+        ggml_backend_tensor_set(sinks, sv, 0, sizeof(sv));
+        std::vector<float> av(size_t(ggml_nelements(a)));
+        for (size_t i = 0; i < av.size(); ++i) av[i] = float((i * 37) % 23) * 0.25f - 2.5f;
+        ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+        std::vector<ggml_fp16_t> kv(size_t(ggml_nelements(k)));
+        for (size_t i = 0; i < kv.size(); ++i) kv[i] = ggml_fp32_to_fp16(float((i * 11) % 13) * 0.125f - 0.75f);
+        ggml_backend_tensor_set(k, kv.data(), 0, ggml_nbytes(k));
+        std::reverse(kv.begin(), kv.end());
+        ggml_backend_tensor_set(v, kv.data(), 0, ggml_nbytes(v));
+        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) return out_values;
+        out_values.resize(size_t(ggml_nelements(out)));
+        ggml_backend_tensor_get(out, out_values.data(), 0, ggml_nbytes(out));
+        return out_values;
+    };
+    for (bool flash : {false, true}) {
+        SCOPED_TRACE(flash ? "flash attention" : "soft max");
+        // The RPC device takes the node itself (the scheduler would move it to the CPU otherwise).
+        const std::vector<float> want = run(local.get(), flash), got = run(remote.get(), flash);
+        ASSERT_FALSE(want.empty());
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << i;
     }
 }
 

@@ -49,6 +49,12 @@ bool repeats_into(const ggml_tensor * small, const ggml_tensor * big) {
 bool divides(int64_t d, int64_t n) {
     return d > 0 && n % d == 0;
 }
+// Attention sinks (soft max's src2, flash attention's src4): absent, or one
+// F32 per head that the kernels read as sinks[h].
+bool sinks_fit(const ggml_tensor * s, int64_t heads) {
+    return s == nullptr || (s->type == GGML_TYPE_F32 && s->ne[0] == heads && s->nb[0] == sizeof(float));
+}
+
 bool is_index_type(ggml_type t) {
     return t == GGML_TYPE_I32 || t == GGML_TYPE_I64;
 }
@@ -204,8 +210,8 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             }
             return true;
         case GGML_OP_SOFT_MAX:
-            if (!same_shape(n, a) || n->src[2] != nullptr) {
-                return bad("the node must have src0's shape, no sinks");
+            if (!same_shape(n, a) || !sinks_fit(n->src[2], a->ne[2])) {
+                return bad("the node must have src0's shape, sinks one F32 per head");
             }
             if (b != nullptr && (b->ne[0] != a->ne[0] || b->ne[1] < a->ne[1] || !divides(b->ne[2], a->ne[2]) ||
                                  !divides(b->ne[3], a->ne[3]))) {
@@ -255,8 +261,9 @@ bool op_rules(const ggml_tensor * n, std::string * why) {
             const ggml_tensor * m = n->src[3];
             if (a->ne[0] != k->ne[0] || v->ne[1] != k->ne[1] || !divides(k->ne[2], a->ne[2]) ||
                 !divides(v->ne[2], a->ne[2]) || !divides(k->ne[3], a->ne[3]) || !divides(v->ne[3], a->ne[3]) ||
-                !same_ne(n, v->ne[0], a->ne[2], a->ne[1], a->ne[3]) || n->type != GGML_TYPE_F32 || n->src[4] != nullptr) {
-                return bad("attention shapes");
+                !same_ne(n, v->ne[0], a->ne[2], a->ne[1], a->ne[3]) || n->type != GGML_TYPE_F32 ||
+                !sinks_fit(n->src[4], a->ne[2])) {
+                return bad("attention shapes (sinks one F32 per head)");
             }
             if (m != nullptr && (m->ne[0] < k->ne[1] || m->ne[1] < a->ne[1] || !divides(m->ne[2], a->ne[2]) ||
                                  !divides(m->ne[3], a->ne[3]))) {
