@@ -309,6 +309,79 @@ TEST(Meta, ExpertsSplitByRowsThenByK) {
     ggml_backend_free(mb);
 }
 
+// The experts with biases, as gpt-oss has them: the up experts' bias split
+// with their rows (add_id of row-split values), the down experts' bias
+// declared a partial sum (llama.cpp's state for it) added to the reduced
+// down product; one member with empty slices.
+TEST(Meta, ExpertsWithBiasesAsGptOss) {
+    constexpr int64_t K = 6, F = 10, E = 3, U = 2, T = 4;
+    static Plan       plan;
+    plan.states["up"]     = split(1, {4, 6, 0});
+    plan.states["up_b"]   = split(0, {4, 6, 0});
+    plan.states["down"]   = split(0, {4, 6, 0});
+    State partial         = mirrored();
+    partial.axis          = GGML_BACKEND_SPLIT_AXIS_PARTIAL;
+    plan.states["down_b"] = partial;
+    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
+    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx    = ggml_init(ip);
+    ggml_tensor *    up     = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, F, E);
+    ggml_tensor *    up_b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, F, E);
+    ggml_tensor *    down   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, F, K, E);
+    ggml_tensor *    down_b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, E);
+    ggml_tensor *    x      = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, T);
+    ggml_tensor *    ids    = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, U, T);
+    ggml_set_name(up, "up");
+    ggml_set_name(up_b, "up_b");
+    ggml_set_name(down, "down");
+    ggml_set_name(down_b, "down_b");
+    ggml_tensor * h   = ggml_add_id(ctx, ggml_mul_mat_id(ctx, up, x, ids), up_b, ids);   // [F, U, T], rows split
+    ggml_tensor * y   = ggml_add_id(ctx, ggml_mul_mat_id(ctx, down, h, ids), down_b, ids); // [K, U, T]
+    ggml_tensor * out = ggml_scale(ctx, y, 0.5f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> uv = random_floats(size_t(K * F * E), 91), dv = random_floats(size_t(F * K * E), 92),
+                             xv = random_floats(size_t(K * T), 93), ubv = random_floats(size_t(F * E), 94),
+                             dbv = random_floats(size_t(K * E), 95);
+    const std::vector<int32_t> iv = {0, 2, 1, 0, 2, 2, 1, 0};
+    ggml_backend_tensor_set(up, uv.data(), 0, ggml_nbytes(up));
+    ggml_backend_tensor_set(up_b, ubv.data(), 0, ggml_nbytes(up_b));
+    ggml_backend_tensor_set(down, dv.data(), 0, ggml_nbytes(down));
+    ggml_backend_tensor_set(down_b, dbv.data(), 0, ggml_nbytes(down_b));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ggml_backend_tensor_set(ids, iv.data(), 0, ggml_nbytes(ids));
+    // The partial leaf reads back as the value set.
+    std::vector<float> back(dbv.size());
+    ggml_backend_tensor_get(down_b, back.data(), 0, ggml_nbytes(down_b));
+    EXPECT_EQ(back, dbv);
+    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(K * U * T));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t u = 0; u < U; ++u) {
+            const int64_t       e = iv[size_t(t * U + u)];
+            std::vector<double> hid(F);
+            for (int64_t f = 0; f < F; ++f) {
+                hid[size_t(f)] = ubv[size_t(e * F + f)];
+                for (int64_t k = 0; k < K; ++k) hid[size_t(f)] += double(uv[size_t((e * F + f) * K + k)]) * xv[size_t(t * K + k)];
+            }
+            for (int64_t k = 0; k < K; ++k) {
+                double ref = dbv[size_t(e * K + k)];
+                for (int64_t f = 0; f < F; ++f) ref += double(dv[size_t((e * K + k) * F + f)]) * hid[size_t(f)];
+                EXPECT_NEAR(got[size_t((t * U + u) * K + k)], 0.5 * ref, 1e-4) << "token " << t << " slot " << u;
+            }
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(mb);
+}
+
 // A fused QKV product split by heads in three segments (Q, K, V), viewed
 // as llama.cpp's GPT-2 and Falcon graphs view it: [head dim, heads, tokens]
 // per part, and [head dim * heads, tokens] of such a view; each member
@@ -469,18 +542,26 @@ TEST(Meta, SingleKvHeadNormedOnTheMemberThatHoldsIt) {
 //    destination is the result itself), sinks split with the heads;
 //  - without: kq = k x q (one KV head for two query heads on each member),
 //    soft max with the sinks split with the heads, then v x kq.
-// Both give the naive attention of one device.
-class MetaAttention : public ::testing::TestWithParam<bool> {};
+// Also with a single KV head (multi-query, Qwen 3's test model): all four
+// query heads and the KV head on one member, the other empty, k and v
+// [D, T, 1] split along dimension 0 as a one-head cache is.
+// Each gives the naive attention of one device.
+struct AttentionCase {
+    bool flash, single_kv;
+};
+
+class MetaAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(MetaAttention, GroupedHeadsWithSinks) {
-    const bool        flash = GetParam();
-    constexpr int64_t D = 4, H = 4, HKV = 2, K = 5, T = 3;
+    const bool        flash = GetParam().flash, single = GetParam().single_kv;
+    constexpr int64_t D = 4, H = 4, K = 5, T = 3;
+    const int64_t     HKV = single ? 1 : 2;
     constexpr float   kScale = 0.5f;
     static Plan       plan;
-    plan.states["wq"]    = split(1, {2 * D, 2 * D});
-    plan.states["wk"]    = split(1, {D, D});
-    plan.states["wv"]    = split(1, {D, D});
-    plan.states["sinks"] = split(0, {2, 2});
+    plan.states["wq"]    = single ? split(1, {4 * D, 0}) : split(1, {2 * D, 2 * D});
+    plan.states["wk"]    = single ? split(1, {D, 0}) : split(1, {D, D});
+    plan.states["wv"]    = plan.states["wk"];
+    plan.states["sinks"] = single ? split(0, {4, 0}) : split(0, {2, 2});
     ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
     ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
     ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
@@ -500,8 +581,13 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
         return ggml_permute(ctx, ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w, x), D, n, T), 0, 2, 1, 3);
     };
     ggml_tensor * q = heads(wq, H);   // [D, T, H]
-    ggml_tensor * k = heads(wk, HKV); // [D, T, HKV]
-    ggml_tensor * v = heads(wv, HKV);
+    // [D, T, HKV]; one KV head as a cache of one head is viewed: [D, T, 1]
+    // of the product [D, T], split along dimension 0 and held by one member.
+    auto kv_of = [&](ggml_tensor * w) {
+        return single ? ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w, x), D, T, 1) : heads(w, HKV);
+    };
+    ggml_tensor * k = kv_of(wk);
+    ggml_tensor * v = kv_of(wv);
     ggml_tensor * att;                // [D, H, T]
     if (flash) {
         att = ggml_flash_attn_ext(ctx, q, ggml_cast(ctx, k, GGML_TYPE_F16), ggml_cast(ctx, v, GGML_TYPE_F16), nullptr,
@@ -562,8 +648,13 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
     ggml_backend_free(mb);
 }
 
-INSTANTIATE_TEST_SUITE_P(Meta, MetaAttention, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool> & i) { return i.param ? "Flash" : "SoftMax"; });
+INSTANTIATE_TEST_SUITE_P(Meta, MetaAttention,
+                         ::testing::Values(AttentionCase{false, false}, AttentionCase{true, false},
+                                           AttentionCase{false, true}, AttentionCase{true, true}),
+                         [](const ::testing::TestParamInfo<AttentionCase> & i) {
+                             return std::string(i.param.flash ? "Flash" : "SoftMax") +
+                                    (i.param.single_kv ? "OneKvHead" : "TwoKvHeads");
+                         });
 
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two

@@ -360,6 +360,16 @@ ggml_status Buffer::init_tensor(ggml_tensor * t) {
             LOOM_LOG_ERROR("meta buffer: tensor %s: %s\n", describe(t).text, reason.c_str());
             return GGML_STATUS_FAILED;
         }
+        // Note [Partial leaves]
+        // A tensor the user sets, declared a partial sum (llama.cpp's experts'
+        // down bias, added to the experts' partial product), holds its whole
+        // value on every member: computed partial sums are reduced right after
+        // the node that makes them, so what meets the leaf is the reduced
+        // value, and a mirrored leaf is what adds to it. Its logical value is
+        // the one set, as for a partial sum.
+        if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL) {
+            sl.state = mirrored_state();
+        }
     } else {
         sl.state = derive_state(t, n, reason);
         if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_UNKNOWN) {

@@ -80,6 +80,28 @@ bool is_mirrored(const SplitState & s) {
     return s.axis == GGML_BACKEND_SPLIT_AXIS_MIRRORED;
 }
 
+// A tensor held whole by one member (the others' pieces empty) is split
+// along any dimension of extent 1 as well: the state along axis, or s.
+SplitState whole_on_one_as(const SplitState & s, const ggml_tensor * t, int axis, size_t n_devs) {
+    if (!is_split_axis(s.axis) || s.axis == axis || s.n_segments != 1 || t->ne[axis] != 1) {
+        return s;
+    }
+    int holders = 0;
+    for (size_t j = 0; j < n_devs; ++j) {
+        const int64_t sh = share(s, n_devs, j);
+        if (sh != 0 && sh != t->ne[s.axis]) return s;
+        holders += sh != 0;
+    }
+    if (holders != 1) {
+        return s;
+    }
+    SplitState r = s;
+    r.axis       = ggml_backend_meta_split_axis(axis);
+    r.nr[0]      = 1;
+    for (size_t j = 0; j < n_devs; ++j) r.ne[j] = s.ne[j] != 0 ? 1 : 0;
+    return r;
+}
+
 // Every source has the same state (element-wise operations).
 SplitState all_equal(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
     const SplitState * first = nullptr;
@@ -144,8 +166,12 @@ bool broadcasts_per_member(const ggml_tensor * t, const SplitState & a, const Sp
 }
 
 SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
-    const SplitState & a = src[0];
-    const SplitState & b = src[1];
+    SplitState a = src[0];
+    SplitState b = src[1];
+    // A source held whole by one member against one split by batch (a
+    // single KV head against query heads).
+    if (is_split_axis(b.axis) && b.axis >= 2) a = whole_on_one_as(a, t->src[0], b.axis, n_devs);
+    if (is_split_axis(a.axis) && a.axis >= 2) b = whole_on_one_as(b, t->src[1], a.axis, n_devs);
     if (is_mirrored(a) && is_mirrored(b)) {
         return mirrored_state();
     }
@@ -168,8 +194,9 @@ SplitState mul_mat(const ggml_tensor * t, const SplitState * src, size_t n_devs,
     if (is_split_axis(b.axis) && b.axis >= 2 && is_mirrored(a) && t->src[0]->ne[b.axis] == 1) {
         return b;
     }
-    (void) t;
-    reason = "no product of these source states";
+    reason = std::string("no product of these source states (") + ggml_backend_meta_split_axis_name(a.axis) + " for " +
+             describe(t->src[0]).text + ", " + ggml_backend_meta_split_axis_name(b.axis) + " for " +
+             describe(t->src[1]).text + ")";
     return unknown();
 }
 
@@ -236,17 +263,43 @@ SplitState soft_max(const ggml_tensor * t, const SplitState * src, size_t n_devs
     return per_row(t, src, n_devs, reason);
 }
 
+// The experts' biases: a [n, slots, tokens] plus row ids[slot, token] of b
+// [n, n_expert], ids mirrored: a and b split alike along dimension 0 (the
+// experts' rows) or both mirrored.
+SplitState add_id(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    (void) t;
+    if (!is_mirrored(src[2]) ||
+        !((is_mirrored(src[0]) && is_mirrored(src[1])) ||
+          (src[0].axis == GGML_BACKEND_SPLIT_AXIS_0 && same_shares(src[0], src[1], n_devs)))) {
+        reason = "add_id needs mirrored ids and a and b split alike along dimension 0, or mirrored";
+        return unknown();
+    }
+    return src[0];
+}
+
 // q [d, n_q, heads, seqs], k/v [d, n_kv, kv_heads, seqs] split by heads give
-// the result [d_v, heads, n_q, seqs] split by heads (dimension 1).
+// the result [d_v, heads, n_q, seqs] split by heads (dimension 1). Each
+// member's query heads are the whole ratio times its KV heads (a single KV
+// head, held whole by one member, counts as split by heads).
 SplitState flash_attn(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
     const SplitState & q = src[0];
     if (is_mirrored(q)) {
         return all_equal(t, src, n_devs, reason);
     }
-    if (q.axis != GGML_BACKEND_SPLIT_AXIS_2 || src[1].axis != GGML_BACKEND_SPLIT_AXIS_2 ||
-        src[2].axis != GGML_BACKEND_SPLIT_AXIS_2) {
+    const SplitState k = whole_on_one_as(src[1], t->src[1], 2, n_devs);
+    const SplitState v = whole_on_one_as(src[2], t->src[2], 2, n_devs);
+    if (q.axis != GGML_BACKEND_SPLIT_AXIS_2 || k.axis != GGML_BACKEND_SPLIT_AXIS_2 ||
+        v.axis != GGML_BACKEND_SPLIT_AXIS_2) {
         reason = "attention needs q, k and v split by heads";
         return unknown();
+    }
+    const int64_t nq = t->src[0]->ne[2], nk = t->src[1]->ne[2];
+    for (size_t j = 0; j < n_devs; ++j) {
+        if (nk == 0 || nq % nk != 0 || share(q, n_devs, j) != share(k, n_devs, j) * (nq / nk) ||
+            share(k, n_devs, j) != share(v, n_devs, j)) {
+            reason = "a member's query heads are not the whole ratio times its KV heads";
+            return unknown();
+        }
     }
     for (int i = 3; i < GGML_MAX_SRC; ++i) {
         if (t->src[i] != nullptr && !is_mirrored(src[i]) && !(i == 4 && split_per_head(src[i], q, n_devs))) {
@@ -419,6 +472,8 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
             return per_row(t, src, n_devs, reason);
         case GGML_OP_SOFT_MAX:
             return soft_max(t, src, n_devs, reason);
+        case GGML_OP_ADD_ID:
+            return add_id(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT:
             return mul_mat(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT_ID:
