@@ -67,6 +67,35 @@ inline ggml_backend_dev_t cpu_dev() {
     return ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
 }
 
+// A meta device over n CPU members split by plan (which must outlive the
+// device: the registry keeps the devices), its backend, a context for one
+// graph's tensors and, after alloc(), a meta buffer holding them.
+struct MetaGraph {
+    ggml_backend_dev_t    meta    = nullptr;
+    ggml_backend_t        backend = nullptr;
+    ggml_context *        ctx     = nullptr;
+    ggml_backend_buffer_t buf     = nullptr;
+
+    MetaGraph(size_t n_members, Plan * plan, size_t n_tensors = 64) {
+        std::vector<ggml_backend_dev_t> devs(n_members, cpu_dev());
+        meta    = ggml_backend_meta_device(devs.data(), devs.size(), plan_state, plan);
+        backend = ggml_backend_dev_init(meta, nullptr);
+        ctx     = ggml_init({n_tensors * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true});
+    }
+    ~MetaGraph() {
+        ggml_backend_buffer_free(buf);
+        ggml_free(ctx);
+        ggml_backend_free(backend);
+    }
+    MetaGraph(const MetaGraph &)             = delete;
+    MetaGraph & operator=(const MetaGraph &) = delete;
+
+    bool alloc() {
+        buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
+        return buf != nullptr;
+    }
+};
+
 inline std::vector<float> random_floats(size_t n, uint32_t seed) {
     std::mt19937                          rng(seed);
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);

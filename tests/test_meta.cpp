@@ -219,12 +219,9 @@ TEST(Meta, ViewOfAPartialSum) {
     static Plan       plan;
     plan.states["w"] = split(0, {4, 8, 0});
     plan.states["a"] = split(0, {4, 8, 0});
-    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx = ggml_init(ip);
+    MetaGraph mg(3, &plan, 32);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx = mg.ctx;
     ggml_tensor *    w   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
     ggml_tensor *    a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
     ggml_set_name(w, "w");
@@ -234,12 +231,11 @@ TEST(Meta, ViewOfAPartialSum) {
     ggml_tensor * out = ggml_scale(ctx, row, 2.0f);
     ggml_cgraph * gf  = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
+    ASSERT_TRUE(mg.alloc());
     const std::vector<float> wv = random_floats(size_t(K * N), 11), av = random_floats(size_t(K * M), 12);
     ggml_backend_tensor_set(w, wv.data(), 0, ggml_nbytes(w));
     ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
     std::vector<float> got(N);
     ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
     for (int64_t n = 0; n < N; ++n) {
@@ -247,73 +243,19 @@ TEST(Meta, ViewOfAPartialSum) {
         for (int64_t k = 0; k < K; ++k) ref += double(wv[size_t(n * K + k)]) * av[size_t((M - 1) * K + k)];
         EXPECT_NEAR(got[size_t(n)], 2.0 * ref, 1e-4) << "column " << n;
     }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
 }
 
 // A mixture of experts' products over three members, one with an empty
 // slice: the up experts split by their rows give the hidden values split by
 // rows, the down experts split by K then give a partial sum, reduced before
-// the scale; the expert ids are mirrored.
-TEST(Meta, ExpertsSplitByRowsThenByK) {
-    constexpr int64_t K = 6, F = 10, E = 3, U = 2, T = 4;
-    static Plan       plan;
-    plan.states["up"]   = split(1, {4, 6, 0});
-    plan.states["down"] = split(0, {4, 6, 0});
-    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx  = ggml_init(ip);
-    ggml_tensor *    up   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, F, E);
-    ggml_tensor *    down = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, F, K, E);
-    ggml_tensor *    x    = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, T);
-    ggml_tensor *    ids  = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, U, T);
-    ggml_set_name(up, "up");
-    ggml_set_name(down, "down");
-    ggml_tensor * h   = ggml_mul_mat_id(ctx, up, x, ids);   // [F, U, T], rows split
-    ggml_tensor * y   = ggml_mul_mat_id(ctx, down, h, ids); // [K, U, T], partial
-    ggml_tensor * out = ggml_scale(ctx, y, 0.5f);
-    ggml_cgraph * gf  = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
-    const std::vector<float> uv = random_floats(size_t(K * F * E), 21), dv = random_floats(size_t(F * K * E), 22),
-                             xv = random_floats(size_t(K * T), 23);
-    const std::vector<int32_t> iv = {0, 2, 1, 0, 2, 2, 1, 0}; // two experts per token
-    ggml_backend_tensor_set(up, uv.data(), 0, ggml_nbytes(up));
-    ggml_backend_tensor_set(down, dv.data(), 0, ggml_nbytes(down));
-    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
-    ggml_backend_tensor_set(ids, iv.data(), 0, ggml_nbytes(ids));
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
-    std::vector<float> got(size_t(K * U * T));
-    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
-    for (int64_t t = 0; t < T; ++t) {
-        for (int64_t u = 0; u < U; ++u) {
-            const int64_t e = iv[size_t(t * U + u)];
-            std::vector<double> hid(F);
-            for (int64_t f = 0; f < F; ++f) {
-                for (int64_t k = 0; k < K; ++k) hid[size_t(f)] += double(uv[size_t((e * F + f) * K + k)]) * xv[size_t(t * K + k)];
-            }
-            for (int64_t k = 0; k < K; ++k) {
-                double ref = 0;
-                for (int64_t f = 0; f < F; ++f) ref += double(dv[size_t((e * K + k) * F + f)]) * hid[size_t(f)];
-                EXPECT_NEAR(got[size_t((t * U + u) * K + k)], 0.5 * ref, 1e-4) << "token " << t << " slot " << u;
-            }
-        }
-    }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
-}
+// the scale; the expert ids are mirrored. With the biases gpt-oss has: the
+// up experts' bias split with their rows (add_id of row-split values), the
+// down experts' bias declared a partial sum (llama.cpp's state for it),
+// added to the reduced down product.
+class MetaExperts : public ::testing::TestWithParam<bool> {};
 
-// The experts with biases, as gpt-oss has them: the up experts' bias split
-// with their rows (add_id of row-split values), the down experts' bias
-// declared a partial sum (llama.cpp's state for it) added to the reduced
-// down product; one member with empty slices.
-TEST(Meta, ExpertsWithBiasesAsGptOss) {
+TEST_P(MetaExperts, SplitByRowsThenByK) {
+    const bool        biases = GetParam();
     constexpr int64_t K = 6, F = 10, E = 3, U = 2, T = 4;
     static Plan       plan;
     plan.states["up"]     = split(1, {4, 6, 0});
@@ -322,33 +264,32 @@ TEST(Meta, ExpertsWithBiasesAsGptOss) {
     State partial         = mirrored();
     partial.axis          = GGML_BACKEND_SPLIT_AXIS_PARTIAL;
     plan.states["down_b"] = partial;
-    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx    = ggml_init(ip);
-    ggml_tensor *    up     = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, F, E);
-    ggml_tensor *    up_b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, F, E);
-    ggml_tensor *    down   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, F, K, E);
-    ggml_tensor *    down_b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, E);
-    ggml_tensor *    x      = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, T);
-    ggml_tensor *    ids    = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, U, T);
+    MetaGraph mg(3, &plan, 32);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx    = mg.ctx;
+    ggml_tensor *  up     = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, F, E);
+    ggml_tensor *  up_b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, F, E);
+    ggml_tensor *  down   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, F, K, E);
+    ggml_tensor *  down_b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, E);
+    ggml_tensor *  x      = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, T);
+    ggml_tensor *  ids    = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, U, T);
     ggml_set_name(up, "up");
     ggml_set_name(up_b, "up_b");
     ggml_set_name(down, "down");
     ggml_set_name(down_b, "down_b");
-    ggml_tensor * h   = ggml_add_id(ctx, ggml_mul_mat_id(ctx, up, x, ids), up_b, ids);   // [F, U, T], rows split
-    ggml_tensor * y   = ggml_add_id(ctx, ggml_mul_mat_id(ctx, down, h, ids), down_b, ids); // [K, U, T]
+    ggml_tensor * h = ggml_mul_mat_id(ctx, up, x, ids); // [F, U, T], rows split
+    if (biases) h = ggml_add_id(ctx, h, up_b, ids);
+    ggml_tensor * y = ggml_mul_mat_id(ctx, down, h, ids); // [K, U, T], partial
+    if (biases) y = ggml_add_id(ctx, y, down_b, ids);
     ggml_tensor * out = ggml_scale(ctx, y, 0.5f);
-    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ASSERT_TRUE(mg.alloc());
+    // The graph is built after the allocation: its flags reach the slices.
+    ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
-    const std::vector<float> uv = random_floats(size_t(K * F * E), 91), dv = random_floats(size_t(F * K * E), 92),
-                             xv = random_floats(size_t(K * T), 93), ubv = random_floats(size_t(F * E), 94),
-                             dbv = random_floats(size_t(K * E), 95);
-    const std::vector<int32_t> iv = {0, 2, 1, 0, 2, 2, 1, 0};
+    const std::vector<float> uv = random_floats(size_t(K * F * E), 21), dv = random_floats(size_t(F * K * E), 22),
+                             xv = random_floats(size_t(K * T), 23), ubv = random_floats(size_t(F * E), 24),
+                             dbv = random_floats(size_t(K * E), 25);
+    const std::vector<int32_t> iv = {0, 2, 1, 0, 2, 2, 1, 0}; // two experts per token
     ggml_backend_tensor_set(up, uv.data(), 0, ggml_nbytes(up));
     ggml_backend_tensor_set(up_b, ubv.data(), 0, ggml_nbytes(up_b));
     ggml_backend_tensor_set(down, dv.data(), 0, ggml_nbytes(down));
@@ -359,7 +300,7 @@ TEST(Meta, ExpertsWithBiasesAsGptOss) {
     std::vector<float> back(dbv.size());
     ggml_backend_tensor_get(down_b, back.data(), 0, ggml_nbytes(down_b));
     EXPECT_EQ(back, dbv);
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
     std::vector<float> got(size_t(K * U * T));
     ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
     for (int64_t t = 0; t < T; ++t) {
@@ -367,20 +308,20 @@ TEST(Meta, ExpertsWithBiasesAsGptOss) {
             const int64_t       e = iv[size_t(t * U + u)];
             std::vector<double> hid(F);
             for (int64_t f = 0; f < F; ++f) {
-                hid[size_t(f)] = ubv[size_t(e * F + f)];
+                hid[size_t(f)] = biases ? ubv[size_t(e * F + f)] : 0.0;
                 for (int64_t k = 0; k < K; ++k) hid[size_t(f)] += double(uv[size_t((e * F + f) * K + k)]) * xv[size_t(t * K + k)];
             }
             for (int64_t k = 0; k < K; ++k) {
-                double ref = dbv[size_t(e * K + k)];
+                double ref = biases ? dbv[size_t(e * K + k)] : 0.0;
                 for (int64_t f = 0; f < F; ++f) ref += double(dv[size_t((e * K + k) * F + f)]) * hid[size_t(f)];
                 EXPECT_NEAR(got[size_t((t * U + u) * K + k)], 0.5 * ref, 1e-4) << "token " << t << " slot " << u;
             }
         }
     }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
 }
+
+INSTANTIATE_TEST_SUITE_P(Meta, MetaExperts, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> & i) { return i.param ? "WithBiases" : "NoBiases"; });
 
 // A fused QKV product split by heads in three segments (Q, K, V), viewed
 // as llama.cpp's GPT-2 and Falcon graphs view it: [head dim, heads, tokens]
@@ -390,12 +331,9 @@ TEST(Meta, FusedQkvViewedByHeads) {
     constexpr int64_t D = 4, H = 3, K = 5, T = 2, W = 3 * H * D;
     static Plan       plan;
     plan.states["wqkv"] = segmented(1, {{2 * D, 1 * D}, {1 * D, 2 * D}, {3 * D, 0}});
-    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx  = ggml_init(ip);
+    MetaGraph mg(2, &plan, 32);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx = mg.ctx;
     ggml_tensor *    wqkv = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, W);
     ggml_tensor *    x    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
     ggml_set_name(wqkv, "wqkv");
@@ -410,12 +348,11 @@ TEST(Meta, FusedQkvViewedByHeads) {
     ggml_tensor * outv = ggml_scale(ctx, v2, 4.0f);
     ggml_cgraph * gf   = ggml_new_graph(ctx);
     for (ggml_tensor * o : {outq, outk, outv}) ggml_build_forward_expand(gf, o);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
+    ASSERT_TRUE(mg.alloc());
     const std::vector<float> wv = random_floats(size_t(K * W), 31), xv = random_floats(size_t(K * T), 32);
     ggml_backend_tensor_set(wqkv, wv.data(), 0, ggml_nbytes(wqkv));
     ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
     auto want = [&](int64_t row, int64_t t) {
         double r = 0;
         for (int64_t kk = 0; kk < K; ++kk) r += double(wv[size_t(row * K + kk)]) * xv[size_t(t * K + kk)];
@@ -436,9 +373,6 @@ TEST(Meta, FusedQkvViewedByHeads) {
             }
         }
     }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
 }
 
 // A fused gate and up product split as two segments of equal shares, then
@@ -448,24 +382,20 @@ TEST(Meta, OneSourceSwigluOfAFusedGateAndUp) {
     constexpr int64_t K = 6, F = 7, T = 3;
     static Plan       plan;
     plan.states["wgu"] = segmented(1, {{4, 3, 0}, {4, 3, 0}});
-    ggml_backend_dev_t devs[3] = {cpu_dev(), cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 3, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx = ggml_init(ip);
+    MetaGraph mg(3, &plan, 32);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx = mg.ctx;
     ggml_tensor *    wgu = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, 2 * F);
     ggml_tensor *    x   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
     ggml_set_name(wgu, "wgu");
     ggml_tensor * out = ggml_scale(ctx, ggml_swiglu(ctx, ggml_mul_mat(ctx, wgu, x)), 2.0f); // [F, T]
     ggml_cgraph * gf  = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
+    ASSERT_TRUE(mg.alloc());
     const std::vector<float> wv = random_floats(size_t(K * 2 * F), 41), xv = random_floats(size_t(K * T), 42);
     ggml_backend_tensor_set(wgu, wv.data(), 0, ggml_nbytes(wgu));
     ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
     std::vector<float> got(size_t(F * T));
     ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
     auto dot = [&](int64_t row, int64_t t) {
@@ -479,9 +409,6 @@ TEST(Meta, OneSourceSwigluOfAFusedGateAndUp) {
             EXPECT_NEAR(got[size_t(t * F + f)], 2.0 * g / (1.0 + std::exp(-g)) * u, 1e-4) << "row " << f << " token " << t;
         }
     }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
 }
 
 // A single KV head (multi-query attention) held whole by one member, the
@@ -493,12 +420,9 @@ TEST(Meta, SingleKvHeadNormedOnTheMemberThatHoldsIt) {
     constexpr float   kEps = 1e-6f;
     static Plan       plan;
     plan.states["wk"] = split(1, {D, 0});
-    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx = ggml_init(ip);
+    MetaGraph mg(2, &plan, 32);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx = mg.ctx;
     ggml_tensor *    wk  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D);
     ggml_tensor *    nw  = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, D);
     ggml_tensor *    x   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
@@ -508,14 +432,13 @@ TEST(Meta, SingleKvHeadNormedOnTheMemberThatHoldsIt) {
     ggml_tensor * out = ggml_scale(ctx, ggml_reshape_2d(ctx, kn, D, T), 3.0f);
     ggml_cgraph * gf  = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
+    ASSERT_TRUE(mg.alloc());
     const std::vector<float> wv = random_floats(size_t(K * D), 61), nv = random_floats(size_t(D), 62),
                              xv = random_floats(size_t(K * T), 63);
     ggml_backend_tensor_set(wk, wv.data(), 0, ggml_nbytes(wk));
     ggml_backend_tensor_set(nw, nv.data(), 0, ggml_nbytes(nw));
     ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
     std::vector<float> got(size_t(D * T));
     ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
     for (int64_t t = 0; t < T; ++t) {
@@ -530,9 +453,6 @@ TEST(Meta, SingleKvHeadNormedOnTheMemberThatHoldsIt) {
             EXPECT_NEAR(got[size_t(t * D + d)], 3.0 * row[size_t(d)] * inv * nv[size_t(d)], 1e-4) << "token " << t;
         }
     }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
 }
 
 // Attention as llama.cpp builds it without a KV cache (Dream, LLaDA), over
@@ -562,12 +482,9 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
     plan.states["wk"]    = single ? split(1, {D, 0}) : split(1, {D, D});
     plan.states["wv"]    = plan.states["wk"];
     plan.states["sinks"] = single ? split(0, {4, 0}) : split(0, {2, 2});
-    ggml_backend_dev_t devs[2] = {cpu_dev(), cpu_dev()};
-    ggml_backend_dev_t meta    = ggml_backend_meta_device(devs, 2, plan_state, &plan);
-    ggml_backend_t     mb      = ggml_backend_dev_init(meta, nullptr);
-    ASSERT_NE(mb, nullptr);
-    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context *   ctx   = ggml_init(ip);
+    MetaGraph mg(2, &plan, 64);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx = mg.ctx;
     ggml_tensor *    wq    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D * H);
     ggml_tensor *    wk    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D * HKV);
     ggml_tensor *    wv    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, D * HKV);
@@ -603,8 +520,7 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
     ggml_tensor * out = ggml_scale(ctx, ggml_reshape_2d(ctx, att, D * H, T), 2.0f);
     ggml_cgraph * gf  = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(meta));
-    ASSERT_NE(buf, nullptr);
+    ASSERT_TRUE(mg.alloc());
     const std::vector<float> qv = random_floats(size_t(K * D * H), 51), kv = random_floats(size_t(K * D * HKV), 52),
                              vv = random_floats(size_t(K * D * HKV), 53), xv = random_floats(size_t(K * T), 54),
                              sv = {0.3f, -1.0f, 2.0f, 0.0f};
@@ -613,7 +529,7 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
     ggml_backend_tensor_set(wv, vv.data(), 0, ggml_nbytes(wv));
     ggml_backend_tensor_set(sinks, sv.data(), 0, ggml_nbytes(sinks));
     ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
-    ASSERT_EQ(ggml_backend_graph_compute(mb, gf), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
     std::vector<float> got(size_t(D * H * T));
     ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
     // Naive attention in double precision: row r of w times token t's x.
@@ -643,9 +559,6 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
             }
         }
     }
-    ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
-    ggml_backend_free(mb);
 }
 
 INSTANTIATE_TEST_SUITE_P(Meta, MetaAttention,

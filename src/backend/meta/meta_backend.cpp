@@ -157,7 +157,14 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
         const ggml_tensor * node = graph->nodes[i];
         const Slices &      sl   = *slices[size_t(i)];
         for (size_t j = 0; j < n; ++j) {
-            if (sl.active[j]) ggml_graph_add_node(graphs[j], sl.parts[j].get());
+            if (!sl.active[j]) continue;
+            // The slices were copied from the node when it was placed; what a
+            // program sets on it later (ggml_build_forward_expand's flags after
+            // the allocation, op params it updates) reaches them here.
+            ggml_tensor * p = sl.parts[j].get();
+            p->flags        = node->flags;
+            std::memcpy(p->op_params, node->op_params, sizeof(p->op_params));
+            ggml_graph_add_node(graphs[j], p);
         }
         const bool is_view = node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE || node->op == GGML_OP_PERMUTE ||
                              node->op == GGML_OP_TRANSPOSE;
