@@ -310,6 +310,53 @@ TEST_F(Rpc, CustomOpsStayOnTheCpu) {
     ggml_free(ctx);
 }
 
+// A recurrent model's state rows picked through a view of an input (as
+// llama.cpp's rs_s_copy views): the states are remote weights, the index
+// input and its views stay on the CPU, the remote split reads a copy of the
+// view. The allocator plans the split without the input (it takes its
+// clone's memory later), and the remote graph leaves the view out.
+TEST_F(Rpc, RowsPickedThroughAViewOfACpuInput) {
+    TestServer       s1;
+    ggml_backend_ptr cpu(ggml_backend_cpu_init());
+    ggml_backend_ptr r1(ggml_backend_rpc_init(s1.endpoint().c_str(), 0));
+    ASSERT_NE(r1, nullptr);
+    constexpr int64_t D = 6, R = 5, N = 3;
+    ggml_init_params  p      = {ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true};
+    ggml_context *    wctx   = ggml_init(p);
+    ggml_tensor *     states = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, D, R);
+    ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_ctx_tensors(wctx, r1.get()));
+    ASSERT_NE(wbuf, nullptr);
+    ggml_backend_buffer_set_usage(wbuf.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    const std::vector<float> sv = iota_values(size_t(D * R), 0.5f);
+    ggml_backend_tensor_set(states, sv.data(), 0, ggml_nbytes(states));
+
+    ggml_context * ctx  = ggml_init(p);
+    ggml_tensor *  copy = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, R);
+    ggml_set_input(copy);
+    ggml_tensor * main_ids = ggml_view_1d(ctx, copy, N, 0);
+    ggml_tensor * out      = ggml_scale(ctx, ggml_get_rows(ctx, states, main_ids), 2.0f);
+    ggml_set_output(out);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    ggml_backend_t       backends[2] = {r1.get(), cpu.get()};
+    ggml_backend_sched_t sched       = ggml_backend_sched_new(backends, nullptr, 2, 64, false, true);
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g));
+    const int32_t ids[R] = {4, 0, 2, 1, 3};
+    ggml_backend_tensor_set(copy, ids, 0, sizeof(ids));
+    ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(D * N));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t r = 0; r < N; ++r) {
+        for (int64_t d = 0; d < D; ++d) {
+            EXPECT_EQ(got[size_t(r * D + d)], 2.0f * sv[size_t(ids[r] * D + d)]) << "row " << r;
+        }
+    }
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    wbuf.reset();
+    ggml_free(wctx);
+}
+
 TEST_F(Rpc, WrongOrMissingTokenIsRefused) {
     TestServer server;
     loom_rpc_set_token("not-the-token");

@@ -203,18 +203,28 @@ bool ggml_gallocr::plan_fits(const ggml_cgraph & graph) {
     if (signature != plan.signature) {
         return false;
     }
-    for (size_t id = 0; id < ids.size(); ++id) {
-        const ggml_tensor * t = ids.tensor(int32_t(id));
+    // The tensors assign_memory places: leafs, nodes and their sources. A
+    // tensor reached only as a view's source (a scheduler's user tensor that
+    // takes its clone's memory after the allocation) is not the plan's.
+    auto fits = [&](const ggml_tensor * t) {
         if (!takes_memory(t)) {
-            continue;
+            return true;
         }
-        const Slot & s = plan.slots[id];
+        const Slot & s = plan.slots[size_t(ids.id(t))];
         if (s.pool < 0) {
             return false;
         }
         const PoolDesc & d = pools[size_t(s.pool)].desc;
-        if (align_up(ggml_backend_buft_get_alloc_size(d.buft, t), d.alignment) > s.size_max) {
-            return false;
+        return align_up(ggml_backend_buft_get_alloc_size(d.buft, t), d.alignment) <= s.size_max;
+    };
+    for (int i = 0; i < graph.n_leafs; ++i) {
+        if (!fits(graph.leafs[i])) return false;
+    }
+    for (int i = 0; i < graph.n_nodes; ++i) {
+        const ggml_tensor * node = graph.nodes[i];
+        if (!fits(node)) return false;
+        for (const ggml_tensor * src : node->src) {
+            if (src != nullptr && !fits(src)) return false;
         }
     }
     for (const InplaceUse & u : plan.inplace) {

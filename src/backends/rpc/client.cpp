@@ -401,6 +401,10 @@ void graph_key(ggml_cgraph * graph, std::vector<uint8_t> * key) {
     }
 }
 
+bool computes(const ggml_tensor * node) {
+    return node->op != GGML_OP_NONE && !loom::is_view_op(node->op);
+}
+
 // The message of a graph: nodes with their sources; sources that are not
 // nodes of this graph travel as data (their op is not computed here).
 bool serialize_graph(ggml_cgraph * graph, Connection & conn, uint32_t device, GraphMessage * msg) {
@@ -447,10 +451,11 @@ bool serialize_graph(ggml_cgraph * graph, Connection & conn, uint32_t device, Gr
         return id;
     };
     for (int i = 0; i < n_nodes && ok; ++i) {
-        // A node of no op computes nothing (ggml's backends skip it), so its
-        // memory need not be this server's; a node that reads it still
-        // brings it along as a source.
-        if (ggml_graph_node(graph, i)->op != GGML_OP_NONE) {
+        // A node of no op, or a view, computes nothing (ggml's backends skip
+        // it), so its memory need not be this server's (a scheduler's split
+        // holds views of inputs that stay on the CPU); a node that reads it
+        // still brings it along as a source.
+        if (computes(ggml_graph_node(graph, i))) {
             msg->add_nodes(add(ggml_graph_node(graph, i), add));
         }
     }
@@ -460,7 +465,7 @@ bool serialize_graph(ggml_cgraph * graph, Connection & conn, uint32_t device, Gr
 // Whether graph has a node with an op, which the server must run.
 bool computes_anything(ggml_cgraph * graph) {
     for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
-        if (ggml_graph_node(graph, i)->op != GGML_OP_NONE) {
+        if (computes(ggml_graph_node(graph, i))) {
             return true;
         }
     }
