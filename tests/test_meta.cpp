@@ -323,6 +323,53 @@ TEST_P(MetaExperts, SplitByRowsThenByK) {
 INSTANTIATE_TEST_SUITE_P(Meta, MetaExperts, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool> & i) { return i.param ? "WithBiases" : "NoBiases"; });
 
+// A concatenation along dimension 0 of sources whose channels (dimension
+// 1) are split alike, as a recurrent layer's convolution input (the state's
+// columns, then the new tokens'); one along the split axis is refused.
+TEST(Meta, ConcatOfSourcesSplitAlike) {
+    constexpr int64_t C = 6;
+    static Plan       plan;
+    plan.states["state"] = split(1, {2, 4});
+    plan.states["x"]     = split(1, {2, 4});
+    MetaGraph mg(2, &plan, 16);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx   = mg.ctx;
+    ggml_tensor *  state = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, C);
+    ggml_tensor *  x     = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, C);
+    ggml_set_name(state, "state");
+    ggml_set_name(x, "x");
+    ggml_tensor * out = ggml_scale(ctx, ggml_concat(ctx, state, x, 0), 2.0f); // [7, C]
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ASSERT_TRUE(mg.alloc());
+    const std::vector<float> sv = random_floats(3 * C, 101), xv = random_floats(4 * C, 102);
+    ggml_backend_tensor_set(state, sv.data(), 0, ggml_nbytes(state));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(7 * C);
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t c = 0; c < C; ++c) {
+        for (int64_t i = 0; i < 7; ++i) {
+            const float want = 2.0f * (i < 3 ? sv[size_t(c * 3 + i)] : xv[size_t(c * 4 + i - 3)]);
+            EXPECT_EQ(got[size_t(c * 7 + i)], want) << "channel " << c << " column " << i;
+        }
+    }
+}
+
+TEST(Meta, ConcatAlongTheSplitAxisIsRefused) {
+    static Plan plan;
+    plan.states["a"] = split(1, {2, 4});
+    plan.states["b"] = split(1, {1, 1});
+    MetaGraph mg(2, &plan, 16);
+    ggml_context * ctx = mg.ctx;
+    ggml_tensor *  a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 6);
+    ggml_tensor *  b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2);
+    ggml_set_name(a, "a");
+    ggml_set_name(b, "b");
+    ggml_concat(ctx, a, b, 1);
+    EXPECT_FALSE(mg.alloc()) << "the concatenation's slices would not be the pieces of its result";
+}
+
 // A fused QKV product split by heads in three segments (Q, K, V), viewed
 // as llama.cpp's GPT-2 and Falcon graphs view it: [head dim, heads, tokens]
 // per part, and [head dim * heads, tokens] of such a view; each member

@@ -277,6 +277,18 @@ SplitState add_id(const ggml_tensor * t, const SplitState * src, size_t n_devs, 
     return src[0];
 }
 
+// Concatenation along a dimension other than the split axis, of sources
+// split alike (llama.cpp's recurrent convolution input: the state's columns
+// before the new tokens', channels split).
+SplitState concat(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    const int dim = op_param_i32(t, 0);
+    if (is_split_axis(src[0].axis) && src[0].axis == dim) {
+        reason = "a concatenation along its sources' split axis";
+        return unknown();
+    }
+    return all_equal(t, src, n_devs, reason);
+}
+
 // q [d, n_q, heads, seqs], k/v [d, n_kv, kv_heads, seqs] split by heads give
 // the result [d_v, heads, n_q, seqs] split by heads (dimension 1). Each
 // member's query heads are the whole ratio times its KV heads (a single KV
@@ -474,6 +486,8 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
             return soft_max(t, src, n_devs, reason);
         case GGML_OP_ADD_ID:
             return add_id(t, src, n_devs, reason);
+        case GGML_OP_CONCAT:
+            return concat(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT:
             return mul_mat(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT_ID:
