@@ -370,6 +370,111 @@ TEST(Meta, ConcatAlongTheSplitAxisIsRefused) {
     EXPECT_FALSE(mg.alloc()) << "the concatenation's slices would not be the pieces of its result";
 }
 
+// The recurrent convolution over time split by channels: the input
+// [d_conv - 1 + T, C] and the kernel [d_conv, C] split alike by channels give
+// [C, T] split by channels.
+TEST(Meta, SsmConvSplitByChannels) {
+    constexpr int64_t DC = 3, T = 4, C = 6;
+    static Plan       plan;
+    plan.states["sx"]     = split(1, {2, 4});
+    plan.states["kernel"] = split(1, {2, 4});
+    MetaGraph mg(2, &plan, 16);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx    = mg.ctx;
+    ggml_tensor *  sx     = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, DC - 1 + T, C, 1);
+    ggml_tensor *  kernel = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, DC, C);
+    ggml_set_name(sx, "sx");
+    ggml_set_name(kernel, "kernel");
+    ggml_tensor * out = ggml_scale(ctx, ggml_ssm_conv(ctx, sx, kernel), 2.0f); // [C, T, 1]
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ASSERT_TRUE(mg.alloc());
+    const std::vector<float> xv = random_floats(size_t((DC - 1 + T) * C), 111), kv = random_floats(size_t(DC * C), 112);
+    ggml_backend_tensor_set(sx, xv.data(), 0, ggml_nbytes(sx));
+    ggml_backend_tensor_set(kernel, kv.data(), 0, ggml_nbytes(kernel));
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(C * T));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t c = 0; c < C; ++c) {
+            double want = 0;
+            for (int64_t k = 0; k < DC; ++k) want += double(xv[size_t(c * (DC - 1 + T) + t + k)]) * kv[size_t(c * DC + k)];
+            EXPECT_NEAR(got[size_t(t * C + c)], 2.0 * want, 1e-5) << "channel " << c << " step " << t;
+        }
+    }
+}
+
+// Rope, then its inverse (DeepSeek 4 takes the rotation off its attention
+// output with ROPE_BACK), on heads split over two members: the input again.
+TEST(Meta, RopeBackUndoesRopeOnSplitHeads) {
+    constexpr int64_t D = 8, H = 4, T = 3;
+    static Plan       plan;
+    plan.states["x"] = split(1, {1, 3});
+    MetaGraph mg(2, &plan, 16);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_context * ctx = mg.ctx;
+    ggml_tensor *  x   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, D, H, T);
+    ggml_tensor *  pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, T);
+    ggml_set_name(x, "x");
+    ggml_tensor * r   = ggml_rope_ext(ctx, x, pos, nullptr, D, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+    ggml_tensor * out = ggml_rope_ext_back(ctx, r, pos, nullptr, D, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
+                                           0.0f, 0.0f);
+    ggml_cgraph * gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ASSERT_TRUE(mg.alloc());
+    const std::vector<float> xv = random_floats(size_t(D * H * T), 121);
+    const int32_t            pv[T] = {3, 17, 40};
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ggml_backend_tensor_set(pos, pv, 0, sizeof(pv));
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
+    std::vector<float> got(xv.size()), rotated(xv.size());
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    ggml_backend_tensor_get(r, rotated.data(), 0, ggml_nbytes(r));
+    EXPECT_NE(rotated, xv) << "the positions rotate the rows";
+    for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(got[i], xv[i], 1e-5) << i;
+}
+
+// A scheduler over the meta device and the CPU: state rows (weights on the
+// meta device) picked through a view of a CPU input, as llama.cpp's
+// recurrent models do with rs_s_copy. The view stays on the CPU; the meta
+// backend's split holds it and skips it.
+TEST(Meta, RowsPickedThroughAViewOfACpuInput) {
+    constexpr int64_t D = 6, R = 5, N = 3;
+    static Plan       plan;
+    plan.states["states"] = split(0, {2, 4});
+    MetaGraph mg(2, &plan, 16);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_tensor * states = ggml_new_tensor_2d(mg.ctx, GGML_TYPE_F32, D, R);
+    ggml_set_name(states, "states");
+    ASSERT_TRUE(mg.alloc());
+    ggml_backend_buffer_set_usage(mg.buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    const std::vector<float> sv = random_floats(size_t(D * R), 131);
+    ggml_backend_tensor_set(states, sv.data(), 0, ggml_nbytes(states));
+
+    ggml_context * ctx = ggml_init({16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true});
+    ggml_tensor *  ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, R);
+    ggml_set_input(ids);
+    ggml_tensor * out = ggml_scale(ctx, ggml_get_rows(ctx, states, ggml_view_1d(ctx, ids, N, 0)), 2.0f);
+    ggml_set_output(out);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    ggml_backend_t       cpu         = ggml_backend_cpu_init();
+    ggml_backend_t       backends[2] = {mg.backend, cpu};
+    ggml_backend_sched_t sched       = ggml_backend_sched_new(backends, nullptr, 2, 64, false, true);
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g));
+    const int32_t iv[R] = {4, 0, 2, 1, 3};
+    ggml_backend_tensor_set(ids, iv, 0, sizeof(iv));
+    ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g), GGML_STATUS_SUCCESS);
+    std::vector<float> got(size_t(D * N));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (int64_t r = 0; r < N; ++r) {
+        for (int64_t d = 0; d < D; ++d) EXPECT_EQ(got[size_t(r * D + d)], 2.0f * sv[size_t(iv[r] * D + d)]) << r;
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_free(cpu);
+    ggml_free(ctx);
+}
+
 // A fused QKV product split by heads in three segments (Q, K, V), viewed
 // as llama.cpp's GPT-2 and Falcon graphs view it: [head dim, heads, tokens]
 // per part, and [head dim * heads, tokens] of such a view; each member
@@ -511,22 +616,30 @@ TEST(Meta, SingleKvHeadNormedOnTheMemberThatHoldsIt) {
 //    soft max with the sinks split with the heads, then v x kq.
 // Also with a single KV head (multi-query, Qwen 3's test model): all four
 // query heads and the KV head on one member, the other empty, k and v
-// [D, T, 1] split along dimension 0 as a one-head cache is.
+// [D, T, 1] split along dimension 0 as a one-head cache is; and with one
+// KV head that every member holds (k and v mirrored, DeepSeek 4).
 // Each gives the naive attention of one device.
+// How the KV heads lie: two, split with the query heads; one, held by the
+// member that has every query head; one that every member holds (DeepSeek
+// 4's shared KV: k and v mirrored).
+enum class Kv { two_split, one_held, one_shared };
+
 struct AttentionCase {
-    bool flash, single_kv;
+    bool flash;
+    Kv   kv;
 };
 
 class MetaAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(MetaAttention, GroupedHeadsWithSinks) {
-    const bool        flash = GetParam().flash, single = GetParam().single_kv;
+    const bool        flash = GetParam().flash, single = GetParam().kv == Kv::one_held;
+    const bool        shared = GetParam().kv == Kv::one_shared;
     constexpr int64_t D = 4, H = 4, K = 5, T = 3;
-    const int64_t     HKV = single ? 1 : 2;
+    const int64_t     HKV = single || shared ? 1 : 2;
     constexpr float   kScale = 0.5f;
     static Plan       plan;
     plan.states["wq"]    = single ? split(1, {4 * D, 0}) : split(1, {2 * D, 2 * D});
-    plan.states["wk"]    = single ? split(1, {D, 0}) : split(1, {D, D});
+    plan.states["wk"]    = single ? split(1, {D, 0}) : shared ? mirrored() : split(1, {D, D});
     plan.states["wv"]    = plan.states["wk"];
     plan.states["sinks"] = single ? split(0, {4, 0}) : split(0, {2, 2});
     MetaGraph mg(2, &plan, 64);
@@ -548,7 +661,7 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
     // [D, T, HKV]; one KV head as a cache of one head is viewed: [D, T, 1]
     // of the product [D, T], split along dimension 0 and held by one member.
     auto kv_of = [&](ggml_tensor * w) {
-        return single ? ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w, x), D, T, 1) : heads(w, HKV);
+        return single || shared ? ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w, x), D, T, 1) : heads(w, HKV);
     };
     ggml_tensor * k = kv_of(wk);
     ggml_tensor * v = kv_of(wv);
@@ -608,13 +721,16 @@ TEST_P(MetaAttention, GroupedHeadsWithSinks) {
     }
 }
 
+std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase> & i) {
+    static const char * const kv[] = {"TwoKvHeads", "OneKvHead", "SharedKvHead"};
+    return std::string(i.param.flash ? "Flash" : "SoftMax") + kv[int(i.param.kv)];
+}
+
 INSTANTIATE_TEST_SUITE_P(Meta, MetaAttention,
-                         ::testing::Values(AttentionCase{false, false}, AttentionCase{true, false},
-                                           AttentionCase{false, true}, AttentionCase{true, true}),
-                         [](const ::testing::TestParamInfo<AttentionCase> & i) {
-                             return std::string(i.param.flash ? "Flash" : "SoftMax") +
-                                    (i.param.single_kv ? "OneKvHead" : "TwoKvHeads");
-                         });
+                         ::testing::Values(AttentionCase{false, Kv::two_split}, AttentionCase{true, Kv::two_split},
+                                           AttentionCase{false, Kv::one_held}, AttentionCase{true, Kv::one_held},
+                                           AttentionCase{false, Kv::one_shared}, AttentionCase{true, Kv::one_shared}),
+                         attention_case_name);
 
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two

@@ -122,7 +122,13 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
     std::vector<const Slices *> slices(size_t(graph->n_nodes));
     for (int i = 0; i < graph->n_nodes; ++i) {
         const ggml_tensor * node = graph->nodes[i];
-        slices[size_t(i)]        = slices_of(node);
+        // A view outside this device's buffers (a scheduler's split holds views
+        // of inputs that stay on the CPU) computes nothing here; a node that
+        // reads it reads a copy.
+        if ((is_view_op(node->op) || node->op == GGML_OP_NONE) && !is_meta_buffer(node->buffer)) {
+            continue;
+        }
+        slices[size_t(i)] = slices_of(node);
         if (slices[size_t(i)] == nullptr) {
             LOOM_LOG_ERROR("%s: node %s is not placed in a meta buffer of this device\n", name(), describe(node).text);
             return GGML_STATUS_FAILED;
@@ -155,7 +161,8 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
     };
     for (int i = 0; i < graph->n_nodes && status == GGML_STATUS_SUCCESS; ++i) {
         const ggml_tensor * node = graph->nodes[i];
-        const Slices &      sl   = *slices[size_t(i)];
+        if (slices[size_t(i)] == nullptr) continue; // a view of memory elsewhere
+        const Slices & sl = *slices[size_t(i)];
         for (size_t j = 0; j < n; ++j) {
             if (!sl.active[j]) continue;
             // The slices were copied from the node when it was placed; what a

@@ -289,6 +289,23 @@ SplitState concat(const ggml_tensor * t, const SplitState * src, size_t n_devs, 
     return all_equal(t, src, n_devs, reason);
 }
 
+// The recurrent layers' convolution over time, channel by channel: sx
+// [d_conv - 1 + n_t, channels, seqs] and the kernel [d_conv, channels] split
+// alike by channels give the result [channels, n_t, seqs] split by channels.
+SplitState ssm_conv(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    (void) t;
+    if (is_mirrored(src[0]) && is_mirrored(src[1])) {
+        return mirrored_state();
+    }
+    if (src[0].axis != GGML_BACKEND_SPLIT_AXIS_1 || !same_shares(src[0], src[1], n_devs)) {
+        reason = "ssm_conv needs its input and kernel split alike by channels (dimension 1), or mirrored";
+        return unknown();
+    }
+    SplitState r = src[0];
+    r.axis       = GGML_BACKEND_SPLIT_AXIS_0;
+    return r;
+}
+
 // q [d, n_q, heads, seqs], k/v [d, n_kv, kv_heads, seqs] split by heads give
 // the result [d_v, heads, n_q, seqs] split by heads (dimension 1). Each
 // member's query heads are the whole ratio times its KV heads (a single KV
@@ -300,13 +317,16 @@ SplitState flash_attn(const ggml_tensor * t, const SplitState * src, size_t n_de
     }
     const SplitState k = whole_on_one_as(src[1], t->src[1], 2, n_devs);
     const SplitState v = whole_on_one_as(src[2], t->src[2], 2, n_devs);
-    if (q.axis != GGML_BACKEND_SPLIT_AXIS_2 || k.axis != GGML_BACKEND_SPLIT_AXIS_2 ||
-        v.axis != GGML_BACKEND_SPLIT_AXIS_2) {
-        reason = "attention needs q, k and v split by heads";
+    // One KV head that every member holds (DeepSeek 4's shared latent KV)
+    // serves each member's query heads as it serves all of them.
+    const bool shared_kv = is_mirrored(k) && is_mirrored(v) && t->src[1]->ne[2] == 1 && t->src[2]->ne[2] == 1;
+    if (q.axis != GGML_BACKEND_SPLIT_AXIS_2 ||
+        (!shared_kv && (k.axis != GGML_BACKEND_SPLIT_AXIS_2 || v.axis != GGML_BACKEND_SPLIT_AXIS_2))) {
+        reason = "attention needs q, k and v split by heads (or one KV head on every member)";
         return unknown();
     }
     const int64_t nq = t->src[0]->ne[2], nk = t->src[1]->ne[2];
-    for (size_t j = 0; j < n_devs; ++j) {
+    for (size_t j = 0; j < n_devs && !shared_kv; ++j) {
         if (nk == 0 || nq % nk != 0 || share(q, n_devs, j) != share(k, n_devs, j) * (nq / nk) ||
             share(k, n_devs, j) != share(v, n_devs, j)) {
             reason = "a member's query heads are not the whole ratio times its KV heads";
@@ -488,6 +508,8 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
             return add_id(t, src, n_devs, reason);
         case GGML_OP_CONCAT:
             return concat(t, src, n_devs, reason);
+        case GGML_OP_SSM_CONV:
+            return ssm_conv(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT:
             return mul_mat(t, src, n_devs, reason);
         case GGML_OP_MUL_MAT_ID:
@@ -497,6 +519,7 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
         case GGML_OP_GET_ROWS:
             return get_rows(t, src, n_devs, reason);
         case GGML_OP_ROPE:
+        case GGML_OP_ROPE_BACK: // DeepSeek 4 takes the rotation off its attention output
             return rope(t, src, n_devs, reason);
         case GGML_OP_CONT:
         case GGML_OP_DUP:
