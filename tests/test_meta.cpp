@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstddef>
 #include <map>
@@ -731,6 +734,45 @@ INSTANTIATE_TEST_SUITE_P(Meta, MetaAttention,
                                            AttentionCase{false, Kv::one_held}, AttentionCase{true, Kv::one_held},
                                            AttentionCase{false, Kv::one_shared}, AttentionCase{true, Kv::one_shared}),
                          attention_case_name);
+
+// The members compute side by side: a custom op on mirrored data, which
+// every member runs, waits (up to 10 s) until the other member is inside it
+// too. Members called one after the other would never meet.
+std::atomic<int>  g_inside{0};
+std::atomic<bool> g_met{true};
+
+void meet_then_double(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, void *) {
+    (void) ith;
+    (void) nth;
+    g_inside.fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (g_inside.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (g_inside.load() < 2) g_met = false;
+    for (int64_t i = 0; i < ggml_nelements(dst); ++i) {
+        static_cast<float *>(dst->data)[i] = 2.0f * static_cast<const float *>(a->data)[i];
+    }
+}
+
+TEST(Meta, MembersComputeSideBySide) {
+    static Plan plan; // everything mirrored
+    MetaGraph   mg(2, &plan, 8);
+    ASSERT_NE(mg.backend, nullptr);
+    ggml_tensor * x   = ggml_new_tensor_1d(mg.ctx, GGML_TYPE_F32, 8);
+    ggml_tensor * out = ggml_map_custom1(mg.ctx, x, meet_then_double, 1, nullptr);
+    ggml_cgraph * gf  = ggml_new_graph(mg.ctx);
+    ggml_build_forward_expand(gf, out);
+    ASSERT_TRUE(mg.alloc());
+    const std::vector<float> xv = random_floats(8, 141);
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    g_inside = 0;
+    g_met    = true;
+    ASSERT_EQ(ggml_backend_graph_compute(mg.backend, gf), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(g_inside.load(), 2);
+    EXPECT_TRUE(g_met.load()) << "one member ran the op alone";
+    std::vector<float> got(8);
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 2.0f * xv[i]);
+}
 
 // Members whose memory is not host memory (the test device): transfers and
 // sums go through the buffer interface; also a meta device over two

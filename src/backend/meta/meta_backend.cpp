@@ -5,7 +5,11 @@
 // registry offers them (ggml_backend_comm_*), direct loads and stores when
 // every member's memory is host memory, and host staging otherwise.
 
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "core/common.h"
 #include "core/graph.h"
@@ -20,10 +24,75 @@ ggml_guid_t meta_guid() {
     return &guid;
 }
 
+// Runs fn(j) for every member j at once: member 0 on the calling thread, each
+// other on a worker thread of its own, kept for the backend's life. A member's
+// computation or transfer may block until its device is done (an RPC server
+// answers a graph when it has computed it), so the members work side by side
+// only when they are called side by side.
+class MemberThreads {
+  public:
+    explicit MemberThreads(size_t n) : n_(n) {
+        for (size_t j = 1; j < n; ++j) workers_.emplace_back([this, j] { loop(j); });
+    }
+    ~MemberThreads() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        for (std::thread & t : workers_) t.join();
+    }
+    MemberThreads(const MemberThreads &)             = delete;
+    MemberThreads & operator=(const MemberThreads &) = delete;
+
+    void run(const std::function<void(size_t)> & fn) {
+        if (n_ == 1) {
+            fn(0);
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            fn_      = &fn;
+            pending_ = n_ - 1;
+            ++generation_;
+        }
+        wake_.notify_all();
+        fn(0);
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return pending_ == 0; });
+        fn_ = nullptr;
+    }
+
+  private:
+    void loop(size_t j) {
+        uint64_t                     seen = 0;
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+            if (stop_) return;
+            seen                                      = generation_;
+            const std::function<void(size_t)> * const fn = fn_;
+            lock.unlock();
+            (*fn)(j);
+            lock.lock();
+            if (--pending_ == 0) done_.notify_one();
+        }
+    }
+
+    size_t                              n_;
+    std::vector<std::thread>            workers_;
+    std::mutex                          mutex_;
+    std::condition_variable             wake_, done_;
+    const std::function<void(size_t)> * fn_         = nullptr;
+    size_t                              pending_    = 0;
+    uint64_t                            generation_ = 0;
+    bool                                stop_       = false;
+};
+
 class Backend final : public ggml_backend {
   public:
     Backend(Device * dev, std::vector<ggml_backend *> members)
-        : ggml_backend(meta_guid(), dev), members_(std::move(members)), name_(dev->name()) {
+        : ggml_backend(meta_guid(), dev), members_(std::move(members)), name_(dev->name()), threads_(members_.size()) {
         ggml_backend_reg * reg = members_[0]->device->reg;
         if (reg != nullptr) {
             auto init = reinterpret_cast<ggml_backend_comm_init_t>(reg->proc_address("ggml_backend_comm_init"));
@@ -53,6 +122,7 @@ class Backend final : public ggml_backend {
 
     std::vector<ggml_backend *>          members_;
     std::string                          name_;
+    MemberThreads                        threads_;
     void *                               comm_           = nullptr;
     ggml_backend_comm_free_t             comm_free_      = nullptr;
     ggml_backend_comm_allreduce_tensor_t comm_allreduce_ = nullptr;
@@ -103,17 +173,23 @@ ggml_status Backend::all_reduce(const ggml_tensor * node, const Slices & sl) {
         }
         return GGML_STATUS_SUCCESS;
     }
-    std::vector<float> sum(count, 0.0f), part(count);
-    for (size_t j = 0; j < n; ++j) {
-        if (!sl.active[j]) continue;
+    // Through the host: every member's slice read at once, summed in member
+    // order (the same sum as one member after the other), written back at once.
+    std::vector<std::vector<float>> parts(n);
+    threads_.run([&](size_t j) {
+        if (!sl.active[j]) return;
+        parts[j].resize(count);
         ggml_tensor * p = sl.parts[j].get();
-        p->buffer->get_tensor(p, part.data(), 0, count * sizeof(float));
-        for (size_t i = 0; i < count; ++i) sum[i] += part[i];
-    }
+        p->buffer->get_tensor(p, parts[j].data(), 0, count * sizeof(float));
+    });
+    std::vector<float> sum(count, 0.0f);
     for (size_t j = 0; j < n; ++j) {
+        for (size_t i = 0; i < parts[j].size(); ++i) sum[i] += parts[j][i];
+    }
+    threads_.run([&](size_t j) {
         ggml_tensor * p = sl.parts[j].get();
         p->buffer->set_tensor(p, sum.data(), 0, count * sizeof(float));
-    }
+    });
     return GGML_STATUS_SUCCESS;
 }
 
@@ -144,19 +220,24 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
     for (size_t j = 0; j < n; ++j) graphs[j] = ggml_new_graph_custom(ctx, graph->n_nodes + 1, false);
     std::vector<int> start(n, 0);
     ggml_status      status = GGML_STATUS_SUCCESS;
+    // The members' pieces since the last all-reduce, computed side by side.
+    std::vector<ggml_status> member_status(n);
     auto run = [&]() -> ggml_status {
-        for (size_t j = 0; j < n; ++j) {
-            if (graphs[j]->n_nodes == start[size_t(j)]) continue;
+        threads_.run([&](size_t j) {
+            member_status[j] = GGML_STATUS_SUCCESS;
+            if (graphs[j]->n_nodes == start[j]) return;
             ggml_cgraph view = ggml_graph_view(graphs[j], start[j], graphs[j]->n_nodes);
-            const ggml_status st = members_[j]->graph_compute(&view);
-            start[j]             = graphs[j]->n_nodes;
-            if (st != GGML_STATUS_SUCCESS) {
-                LOOM_LOG_ERROR("%s: member %s failed: %s\n", name(), members_[j]->name(), ggml_status_to_string(st));
-                for (ggml_backend * b : members_) b->synchronize();
-                return st;
+            member_status[j] = members_[j]->graph_compute(&view);
+            start[j]         = graphs[j]->n_nodes;
+            members_[j]->synchronize();
+        });
+        for (size_t j = 0; j < n; ++j) {
+            if (member_status[j] != GGML_STATUS_SUCCESS) {
+                LOOM_LOG_ERROR("%s: member %s failed: %s\n", name(), members_[j]->name(),
+                               ggml_status_to_string(member_status[j]));
+                return member_status[j];
             }
         }
-        for (ggml_backend * b : members_) b->synchronize();
         return GGML_STATUS_SUCCESS;
     };
     for (int i = 0; i < graph->n_nodes && status == GGML_STATUS_SUCCESS; ++i) {
