@@ -396,25 +396,48 @@ SplitState set_rows(const ggml_tensor * t, const SplitState * src, size_t n_devs
     return src[0];
 }
 
-bool is_element_wise(ggml_op op) {
-    switch (op) {
-        case GGML_OP_DUP:
-        case GGML_OP_CONT:
-        case GGML_OP_CPY:
-        case GGML_OP_SCALE:
-        case GGML_OP_SQR:
-        case GGML_OP_SQRT:
-        case GGML_OP_LOG:
-        case GGML_OP_SIN:
-        case GGML_OP_COS:
-        case GGML_OP_CLAMP:
-        case GGML_OP_LEAKY_RELU:
-        case GGML_OP_UNARY:
-        case GGML_OP_ADD1:
-            return true;
-        default:
-            return false;
+// A gated unit: with one source split along its rows it halves each row;
+// otherwise element-wise.
+SplitState glu(const ggml_tensor * t, const SplitState * src, size_t n_devs, std::string & reason) {
+    if (t->src[1] == nullptr && src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
+        return glu_one_source(src[0], n_devs, reason);
     }
+    return all_equal(t, src, n_devs, reason);
+}
+
+using Rule = SplitState (*)(const ggml_tensor *, const SplitState *, size_t, std::string &);
+
+struct OpRule {
+    ggml_op op;
+    Rule    rule;
+};
+
+// The split rule of each operation that has one. Any other operation is
+// computed on mirrored sources only.
+constexpr OpRule k_rules[] = {
+    // element-wise: the sources' common state
+    {GGML_OP_SCALE, all_equal}, {GGML_OP_SQR, all_equal}, {GGML_OP_SQRT, all_equal}, {GGML_OP_LOG, all_equal},
+    {GGML_OP_SIN, all_equal}, {GGML_OP_COS, all_equal}, {GGML_OP_CLAMP, all_equal}, {GGML_OP_LEAKY_RELU, all_equal},
+    {GGML_OP_UNARY, all_equal}, {GGML_OP_ADD1, all_equal}, {GGML_OP_GLU, glu},
+    // broadcasts over the first source
+    {GGML_OP_ADD, broadcast}, {GGML_OP_SUB, broadcast}, {GGML_OP_MUL, broadcast}, {GGML_OP_DIV, broadcast},
+    // whole rows
+    {GGML_OP_NORM, per_row}, {GGML_OP_RMS_NORM, per_row}, {GGML_OP_L2_NORM, per_row}, {GGML_OP_SUM_ROWS, per_row},
+    {GGML_OP_MEAN, per_row}, {GGML_OP_ARGMAX, per_row}, {GGML_OP_SOFT_MAX, soft_max},
+    {GGML_OP_ROPE, rope}, {GGML_OP_ROPE_BACK, rope}, // DeepSeek 4 takes the rotation off its attention output
+    // products and attention
+    {GGML_OP_MUL_MAT, mul_mat}, {GGML_OP_MUL_MAT_ID, mul_mat_id}, {GGML_OP_ADD_ID, add_id},
+    {GGML_OP_FLASH_ATTN_EXT, flash_attn},
+    // copies, rows, concatenation, recurrent layers
+    {GGML_OP_CONT, copy}, {GGML_OP_DUP, copy}, {GGML_OP_CPY, copy}, {GGML_OP_GET_ROWS, get_rows},
+    {GGML_OP_SET_ROWS, set_rows}, {GGML_OP_CONCAT, concat}, {GGML_OP_SSM_CONV, ssm_conv},
+};
+
+Rule rule_of(ggml_op op) {
+    for (const OpRule & r : k_rules) {
+        if (r.op == op) return r.rule;
+    }
+    return nullptr;
 }
 
 } // namespace
@@ -489,54 +512,8 @@ SplitState derive_state(const ggml_tensor * t, size_t n_devs, std::string & reas
             return unknown();
         }
     }
-    switch (t->op) {
-        case GGML_OP_ADD:
-        case GGML_OP_SUB:
-        case GGML_OP_MUL:
-        case GGML_OP_DIV:
-            return broadcast(t, src, n_devs, reason);
-        case GGML_OP_NORM:
-        case GGML_OP_RMS_NORM:
-        case GGML_OP_L2_NORM:
-        case GGML_OP_SUM_ROWS:
-        case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX:
-            return per_row(t, src, n_devs, reason);
-        case GGML_OP_SOFT_MAX:
-            return soft_max(t, src, n_devs, reason);
-        case GGML_OP_ADD_ID:
-            return add_id(t, src, n_devs, reason);
-        case GGML_OP_CONCAT:
-            return concat(t, src, n_devs, reason);
-        case GGML_OP_SSM_CONV:
-            return ssm_conv(t, src, n_devs, reason);
-        case GGML_OP_MUL_MAT:
-            return mul_mat(t, src, n_devs, reason);
-        case GGML_OP_MUL_MAT_ID:
-            return mul_mat_id(t, src, n_devs, reason);
-        case GGML_OP_FLASH_ATTN_EXT:
-            return flash_attn(t, src, n_devs, reason);
-        case GGML_OP_GET_ROWS:
-            return get_rows(t, src, n_devs, reason);
-        case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: // DeepSeek 4 takes the rotation off its attention output
-            return rope(t, src, n_devs, reason);
-        case GGML_OP_CONT:
-        case GGML_OP_DUP:
-        case GGML_OP_CPY:
-            return copy(t, src, n_devs, reason);
-        case GGML_OP_SET_ROWS:
-            return set_rows(t, src, n_devs, reason);
-        case GGML_OP_GLU:
-            if (t->src[1] == nullptr && src[0].axis == GGML_BACKEND_SPLIT_AXIS_0) {
-                return glu_one_source(src[0], n_devs, reason);
-            }
-            return all_equal(t, src, n_devs, reason);
-        default:
-            break;
-    }
-    if (is_element_wise(t->op)) {
-        return all_equal(t, src, n_devs, reason);
+    if (const Rule rule = rule_of(t->op)) {
+        return rule(t, src, n_devs, reason);
     }
     SplitState s = all_equal(t, src, n_devs, reason);
     if (s.axis != GGML_BACKEND_SPLIT_AXIS_MIRRORED) {
