@@ -709,3 +709,78 @@ TEST(Simd, SoftmaxAndSiluSimdAgainstPortable) {
         }
     }
 }
+
+// The recurrences' row steps: decay_dot's new state has the portable table's
+// bits (from another row and in place, with and without a vector of
+// decays and a second term), its dot product is within the tolerance of
+// the dot products of a double-precision sum over the new state; the delta
+// rule's row and result follow a double-precision evaluation of the same
+// formulas.
+TEST(Simd, RecurrenceRowsAgainstPortable) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(16);
+        for (int64_t n : kSizes) {
+            const size_t sz = size_t(n) + 2;
+            const auto   s0 = random_floats(rng, sz), a = random_floats(rng, sz), b = random_floats(rng, sz);
+            const auto   c = random_floats(rng, sz), r = random_floats(rng, sz);
+            for (int variant = 0; variant < 8; ++variant) {
+                const bool vec_a = variant & 1, has_c = variant & 2, inplace = variant & 4;
+                SCOPED_TRACE(std::string(kt->name) + " n " + std::to_string(n) + " variant " +
+                             std::to_string(variant));
+                std::vector<float> want(sz, -7.0f), got(sz, -7.0f);
+                if (inplace) {
+                    want = s0;
+                    got  = s0;
+                }
+                const float * from_w = inplace ? want.data() + 1 : s0.data() + 1;
+                const float * from_g = inplace ? got.data() + 1 : s0.data() + 1;
+                const float   dw = portable_kernels().decay_dot_f32(n, from_w, want.data() + 1,
+                                                                    vec_a ? a.data() + 1 : nullptr, 0.83f,
+                                                                    b.data() + 1, -1.7f,
+                                                                    has_c ? c.data() + 1 : nullptr, 0.4f, r.data() + 1);
+                const float dg = kt->decay_dot_f32(n, from_g, got.data() + 1, vec_a ? a.data() + 1 : nullptr, 0.83f,
+                                                   b.data() + 1, -1.7f, has_c ? c.data() + 1 : nullptr, 0.4f,
+                                                   r.data() + 1);
+                ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sz * sizeof(float)));
+                double exact = 0.0, mag = 0.0;
+                for (int64_t i = 1; i <= n; ++i) {
+                    const double ai = vec_a ? a[size_t(i)] : 0.83;
+                    const double v  = double(s0[size_t(i)]) * ai + double(b[size_t(i)]) * -1.7 +
+                                     (has_c ? double(c[size_t(i)]) * 0.4f : 0.0);
+                    EXPECT_NEAR(want[size_t(i)], v, 1e-5 * (std::fabs(v) + 1.0));
+                    exact += double(want[size_t(i)]) * r[size_t(i)];
+                    mag += std::fabs(double(want[size_t(i)]) * r[size_t(i)]);
+                }
+                EXPECT_NEAR(dw, exact, 1e-5 * mag + 1e-30);
+                EXPECT_NEAR(dg, exact, 1e-5 * mag + 1e-30);
+            }
+            for (bool vec_g : {false, true}) {
+                SCOPED_TRACE(std::string(kt->name) + " delta n " + std::to_string(n) + (vec_g ? " vector" : ""));
+                const auto  g = random_floats(rng, sz, 0.5f, 1.0f), k = random_floats(rng, sz);
+                const auto  q = random_floats(rng, sz);
+                auto        got = s0;
+                const float out = kt->delta_row_f32(n, got.data() + 1, vec_g ? g.data() + 1 : nullptr, 0.9f,
+                                                    k.data() + 1, 0.6f, 0.3f, q.data() + 1);
+                std::vector<double> s(sz);
+                double              sk = 0.0, mag = 0.0;
+                for (size_t i = 1; i <= size_t(n); ++i) {
+                    s[i] = double(s0[i]) * (vec_g ? g[i] : 0.9f);
+                    sk += s[i] * k[i];
+                    mag += std::fabs(s[i] * k[i]);
+                }
+                const double d = (0.6f - sk) * 0.3f;
+                double       sq = 0.0, qmag = 0.0;
+                for (size_t i = 1; i <= size_t(n); ++i) {
+                    s[i] += k[i] * d;
+                    sq += s[i] * q[i];
+                    qmag += std::fabs(s[i] * q[i]);
+                    const double tol = 1e-5 * (std::fabs(s[i]) + std::fabs(k[i]) * (mag + 1.0));
+                    ASSERT_NEAR(got[i], s[i], tol) << i;
+                }
+                EXPECT_NEAR(out, sq, 1e-5 * (qmag + mag + 1.0));
+                EXPECT_EQ(f32_bits(got[0]), f32_bits(s0[0]));
+                EXPECT_EQ(f32_bits(got.back()), f32_bits(s0.back()));
+            }
+        }
+    }
+}

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "kernels.h"
 
@@ -158,24 +159,17 @@ void compute_wkv7(const ComputeParams & p, ggml_tensor * dst) {
     const float *   r = f32(dst->src[0]), *w = f32(dst->src[1]), *k = f32(dst->src[2]);
     const float *   v = f32(dst->src[3]), *a = f32(dst->src[4]), *b = f32(dst->src[5]);
     const int64_t   S = sh.S;
+    const KernelTable & kt = kernels(p.use_ref);
+    // Row i: sa = a . row, then row = row w + v_i k + sa b (the first
+    // token's from the input state), out_i = row . r.
     run_rwkv(p, dst, sh, dst->src[6], [&](int64_t h, int64_t t, const float * prev, float * cur, float * out) {
         const int64_t base = (t * sh.H + h) * S;
         const float * rs = r + base, *ws = w + base, *ks = k + base, *as = a + base, *bs = b + base;
         for (int64_t i = 0; i < S; ++i) {
             const float * pr = prev + i * S;
             float *       cr = cur + i * S;
-            float         sa = 0.0f;
-            for (int64_t j = 0; j < S; ++j) {
-                sa += as[j] * pr[j];
-            }
-            const float vi  = v[base + i];
-            float       sum = 0.0f;
-            for (int64_t j = 0; j < S; ++j) {
-                const float s = pr[j] * ws[j] + vi * ks[j] + sa * bs[j];
-                cr[j]         = s;
-                sum += s * rs[j];
-            }
-            out[i] = sum;
+            const float   sa = kt.dot_f32(S, as, pr);
+            out[i]           = kt.decay_dot_f32(S, pr, cr, ws, 0.0f, ks, v[base + i], bs, sa, rs);
         }
     });
 }
@@ -234,6 +228,7 @@ void compute_gdn(const ComputeParams & p, ggml_tensor * dst) {
     float *             out_base   = static_cast<float *>(dst->data);
     float *             state_base = out_base + S * H * T * n_seqs;
     const size_t        per_slot   = mat * size_t(H * n_seqs);
+    const KernelTable & kt         = kernels(p.use_ref);
     float *             eg = nullptr;
     if (g->ne[0] != 1) {
         LOOM_ASSERT(p.wsize >= gdn_thread_bytes(dst) * size_t(p.nth));
@@ -262,19 +257,7 @@ void compute_gdn(const ComputeParams & p, ggml_tensor * dst) {
             }
             const float eg0 = std::exp(gs[0]);
             for (int64_t j = 0; j < S; ++j) {
-                float * row = M + j * S;
-                float   sk  = 0.0f;
-                for (int64_t i = 0; i < S; ++i) {
-                    row[i] *= vector ? eg[i] : eg0;
-                    sk += row[i] * ks[i];
-                }
-                const float d  = (vs[j] - sk) * bt;
-                float       sq = 0.0f;
-                for (int64_t i = 0; i < S; ++i) {
-                    row[i] += ks[i] * d;
-                    sq += row[i] * qs[i];
-                }
-                out[j] = sq * scale;
+                out[j] = kt.delta_row_f32(S, M + j * S, vector ? eg : nullptr, eg0, ks, vs[j], bt, qs) * scale;
             }
             const int64_t slot = T - 1 - t;
             if (slot > 0 && slot < K) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "kernels.h"
 
@@ -100,6 +101,15 @@ bool ssm_scan_fits(const ggml_tensor * op) {
            ggml_is_contiguous(op) && packed_rows(x) && packed_rows(B) && packed_rows(C);
 }
 
+// Mamba-1's per-token decays exp(dt A[h][j]), one row per thread.
+size_t ssm_scan_thread_bytes(const ggml_tensor * op) {
+    return align_up(size_t(op->src[0]->ne[0]) * sizeof(float), 64);
+}
+
+size_t work_size_ssm_scan(const ggml_tensor * op, int n_threads) {
+    return op->src[3]->ne[0] != 1 ? ssm_scan_thread_bytes(op) * size_t(n_threads) : 0;
+}
+
 void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
     LOOM_ASSERT(ssm_scan_fits(dst));
     const ggml_tensor * s0  = dst->src[0];
@@ -123,6 +133,12 @@ void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
     float *       y_base     = static_cast<float *>(dst->data);
     float *       s_base     = y_base + ggml_nelements(x);
     const auto *  A_data     = static_cast<const float *>(A->data);
+    const KernelTable & kt   = kernels(p.use_ref);
+    float *             decay = nullptr;
+    if (mamba1) {
+        LOOM_ASSERT(p.wsize >= ssm_scan_thread_bytes(dst) * size_t(p.nth));
+        decay = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + ssm_scan_thread_bytes(dst) * size_t(p.ith));
+    }
 
     const Range r = split_range(n_seqs * n_head, p.ith, p.nth);
     for (int64_t item = r.begin; item < r.end; ++item) {
@@ -132,8 +148,13 @@ void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
         const int32_t id  = *reinterpret_cast<const int32_t *>(static_cast<const char *>(ids->data) + seq * ids->nb[0]);
         float *       st  = s_base + (seq * n_head + h) * head_state;
         // An id outside s is a data error: the sequence starts from zeros.
+        // The first token reads the input state where it is.
+        const float * from = st;
         if (id >= 0 && id < s0->ne[3]) {
-            std::memcpy(st, at_f32(s0, 0, 0, h, id), size_t(head_state) * sizeof(float));
+            from = at_f32(s0, 0, 0, h, id);
+            if (n_tok == 0) {
+                std::memcpy(st, from, size_t(head_state) * sizeof(float));
+            }
         } else {
             std::fill(st, st + head_state, 0.0f);
         }
@@ -144,23 +165,15 @@ void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
             const float   dts = softplus(*at_f32(dt, h, t, seq));
             float *       y   = y_base + ((seq * n_tok + t) * n_head + h) * head_dim;
             const float   dA  = mamba1 ? 0.0f : std::exp(dts * A_data[h]);
-            for (int64_t i = 0; i < head_dim; ++i) {
-                float *     row  = st + i * d_state;
-                const float x_dt = xs[i] * dts;
-                float       sum  = 0.0f;
-                if (mamba1) {
-                    const float * Ah = A_data + h * d_state;
-                    for (int64_t j = 0; j < d_state; ++j) {
-                        row[j] = row[j] * std::exp(dts * Ah[j]) + Bs[j] * x_dt;
-                        sum += row[j] * Cs[j];
-                    }
-                } else {
-                    for (int64_t j = 0; j < d_state; ++j) {
-                        row[j] = row[j] * dA + Bs[j] * x_dt;
-                        sum += row[j] * Cs[j];
-                    }
+            if (mamba1) {
+                const float * Ah = A_data + h * d_state;
+                for (int64_t j = 0; j < d_state; ++j) {
+                    decay[j] = std::exp(dts * Ah[j]);
                 }
-                y[i] = sum;
+            }
+            // Row i: row = row decay + B x_i dt, y_i = row . C.
+            for (int64_t i = 0; i < head_dim; ++i) {
+                y[i] = kt.decay_dot_f32(d_state, (t == 0 ? from : st) + i * d_state, st + i * d_state, decay, dA, Bs, xs[i] * dts, nullptr, 0.0f, Cs);
             }
             // Snapshot slot k holds the state k tokens before the last.
             const int64_t slot = n_tok - 1 - t;
@@ -176,7 +189,7 @@ void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
 
 void add_ssm_kernels(OpKernels & t) {
     t[GGML_OP_SSM_CONV] = {compute_ssm_conv, ssm_conv_fits, nullptr};
-    t[GGML_OP_SSM_SCAN] = {compute_ssm_scan, ssm_scan_fits, nullptr};
+    t[GGML_OP_SSM_SCAN] = {compute_ssm_scan, ssm_scan_fits, work_size_ssm_scan};
 }
 
 } // namespace loom::cpu

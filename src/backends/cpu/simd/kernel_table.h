@@ -242,6 +242,23 @@ struct KernelTable {
     void (*rope_f32)(int64_t half, const float * x, float * y, const float * cos, const float * sin,
                      bool neox) = nullptr;
 
+    // Row steps of the linear recurrences (SSM_SCAN, RWKV_WKV7,
+    // GATED_DELTA_NET) on one row s of n state values. The state updates
+    // round alike in every table (each product rounded, then the sums in the
+    // order written, no fused multiply-add), so the states carry the same
+    // bits; the returned dot products differ only by the order of their
+    // additions.
+    //   decay_dot_f32: s[i] = s0[i] * (a ? a[i] : a0) + b[i] * bx
+    //                  (+ c[i] * cx when c is not null); returns the sum of
+    //                  s[i] * r[i] over the new values. s0 is the old row,
+    //                  s itself or another (a first token's input state).
+    float (*decay_dot_f32)(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx,
+                           const float * c, float cx, const float * r) = nullptr;
+    //   delta_row_f32: s[i] *= (g ? g[i] : g0); d = (v - sum s[i] k[i]) * beta;
+    //                  s[i] += k[i] * d; returns the sum of s[i] * q[i].
+    float (*delta_row_f32)(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
+                           const float * q) = nullptr;
+
     // Matrix-vector products of the other quantized weight types (K-quants
     // and the rest), indexed by the weight type, against columns in the
     // type's activation type (quant_operand_type: Q8_K for the K-quants,

@@ -96,6 +96,36 @@ void rope_f32(int64_t half, const float * x, float * y, const float * cos, const
     }
 }
 
+float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx, const float * c,
+                    float cx, const float * r) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        float v = s0[i] * (a != nullptr ? a[i] : a0) + b[i] * bx;
+        if (c != nullptr) {
+            v = v + c[i] * cx;
+        }
+        s[i] = v;
+        sum += v * r[i];
+    }
+    return sum;
+}
+
+float delta_row_f32(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
+                    const float * q) {
+    float sk = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        s[i] *= g != nullptr ? g[i] : g0;
+        sk += s[i] * k[i];
+    }
+    const float d  = (v - sk) * beta;
+    float       sq = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        s[i] += k[i] * d;
+        sq += s[i] * q[i];
+    }
+    return sq;
+}
+
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d) {
     for (int64_t i = 0; i < n; ++i) {
         if constexpr (Op == 0) d[i] = a[i] + b[i];
@@ -203,6 +233,8 @@ const KernelTable k_portable = [] {
     t.scale_f32    = scale_f32;
     t.adamw_f32    = adamw_f32;
     t.rope_f32     = rope_f32;
+    t.decay_dot_f32 = decay_dot_f32;
+    t.delta_row_f32 = delta_row_f32;
     return t;
 }();
 

@@ -62,6 +62,12 @@ void   mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nr
 void   mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);
 
+// Row steps of the linear recurrences (kernel_table.h; recurrence.cpp).
+float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx, const float * c,
+                    float cx, const float * r);
+float delta_row_f32(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
+                    const float * q);
+
 // 16 x 6 register tile.
 constexpr int GEMM_MR = 16;
 constexpr int GEMM_NR = 6;

@@ -60,6 +60,8 @@ const KernelTable k_avx2 = [] {
     t.scale_f32    = avx2::scale_f32;
     t.adamw_f32    = avx2::adamw_f32;
     t.rope_f32     = avx2::rope_f32;
+    t.decay_dot_f32 = avx2::decay_dot_f32;
+    t.delta_row_f32 = avx2::delta_row_f32;
     // Two rows per register (rows2.cpp), the columns prepared once per
     // product from four columns on.
     t.qgemm_q4_0 = {avx2::qcols2_bytes, avx2::qcols2_prepare_q4_0, avx2::qgemm2_q4_0, 4};

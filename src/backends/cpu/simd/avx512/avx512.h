@@ -95,6 +95,12 @@ void   scale_f32(int64_t n, const float * x, float s, float * y);
 void   adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
 void   rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox);
 
+// Row steps of the linear recurrences (kernel_table.h; recurrence.cpp).
+float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx, const float * c,
+                    float cx, const float * r);
+float delta_row_f32(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
+                    const float * q);
+
 // Element-wise f32 ops, Op 0-3: add, sub, mul, div (kernel_table.h BinaryFn; rows.cpp).
 template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);
 

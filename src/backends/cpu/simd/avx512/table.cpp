@@ -36,6 +36,8 @@ const KernelTable * avx512_kernels() {
         t.scale_f32         = avx512::scale_f32;
         t.adamw_f32         = avx512::adamw_f32;
         t.rope_f32          = avx512::rope_f32;
+        t.decay_dot_f32     = avx512::decay_dot_f32;
+        t.delta_row_f32     = avx512::delta_row_f32;
         t.binary_f32[0]     = avx512::binary_f32<0>;
         t.binary_f32[1]     = avx512::binary_f32<1>;
         t.binary_f32[2]     = avx512::binary_f32<2>;
