@@ -11,8 +11,10 @@
 // not depend on the thread count.
 
 #include <algorithm>
+#include <cstring>
 
 #include "backends/cpu/kernels/float_io.h"
+#include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/pool.h"
 #include "backends/cpu/kernels/vec.h"
@@ -26,6 +28,8 @@ constexpr size_t ALIGN = 64;
 
 // Output positions of a direct convolution gathered per pass.
 constexpr int64_t TILE = 8;
+// Positions of an im2col run at most (their rows stay in L1 together).
+constexpr int64_t RUN = 16;
 
 // Where an image's element (x, y, z, channel c, batch n) lives, and the
 // kernel's window over it: the geometry every patch gather reads.
@@ -53,6 +57,44 @@ struct Geometry {
         o[1] = (pos / out[0]) % out[1];
         o[2] = (pos / (out[0] * out[1])) % out[2];
         o[3] = pos / (out[0] * out[1] * out[2]);
+    }
+
+    // The patches of count positions from o along x (o[0] + count <=
+    // out[0]), patch t at rows + t * stride: each line of the input is read
+    // once for the run rather than once per position, and in order.
+    void gather_run(const int64_t o[4], int64_t count, float * rows, size_t stride) const {
+        for (int64_t c = 0; c < channels; ++c) {
+            const char * base = data + size_t(o[3]) * nb_n + size_t(c) * nb_c;
+            for (int64_t kz = 0; kz < k[2]; ++kz) {
+                const int64_t iz = o[2] * s[2] + kz * d[2] - p[2];
+                for (int64_t ky = 0; ky < k[1]; ++ky) {
+                    const int64_t iy = o[1] * s[1] + ky * d[1] - p[1];
+                    float *       r0 = rows + ((c * k[2] + kz) * k[1] + ky) * k[0];
+                    if (iz < 0 || iz >= in[2] || iy < 0 || iy >= in[1]) {
+                        for (int64_t t = 0; t < count; ++t) std::fill(r0 + t * stride, r0 + t * stride + k[0], 0.0f);
+                        continue;
+                    }
+                    const char * line = base + size_t(iz) * nb[2] + size_t(iy) * nb[1];
+                    for (int64_t t = 0; t < count; ++t) {
+                        const int64_t x0 = (o[0] + t) * s[0] - p[0];
+                        float *       r  = r0 + t * stride;
+                        if (type == GGML_TYPE_F32) {
+                            for (int64_t kx = 0; kx < k[0]; ++kx) {
+                                const int64_t ix = x0 + kx * d[0];
+                                float         v  = 0.0f;
+                                if (ix >= 0 && ix < in[0]) std::memcpy(&v, line + size_t(ix) * nb[0], sizeof(float));
+                                r[kx] = v;
+                            }
+                        } else {
+                            for (int64_t kx = 0; kx < k[0]; ++kx) {
+                                const int64_t ix = x0 + kx * d[0];
+                                r[kx] = ix < 0 || ix >= in[0] ? 0.0f : load_float(type, line + size_t(ix) * nb[0]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     // The patch of output position o, in the order [c][kz][ky][kx], as f32.
@@ -185,10 +227,19 @@ void run_im2col(const ComputeParams & p, ggml_tensor * dst, const Geometry & g, 
     float *       tmp   = reinterpret_cast<float *>(static_cast<char *>(p.wdata) +
                                                     size_t(p.ith) * align_up(size_t(n) * sizeof(float), ALIGN));
     const Range   range = split_range(g.positions(), p.ith, p.nth);
-    for (int64_t pos = range.begin; pos < range.end; ++pos) {
+    const bool    runs  = dst->type == GGML_TYPE_F32 && os.x % sizeof(float) == 0;
+    for (int64_t pos = range.begin; pos < range.end;) {
         int64_t o[4];
         g.split(pos, o);
         char * out = static_cast<char *>(dst->data) + os.at(o);
+        if (runs) {
+            // The rest of this output row, within the thread's range.
+            const int64_t count = std::min({g.out[0] - o[0], range.end - pos, RUN});
+            g.gather_run(o, count, reinterpret_cast<float *>(out), os.x / sizeof(float));
+            pos += count;
+            continue;
+        }
+        ++pos;
         if (dst->type == GGML_TYPE_F32) {
             g.gather(o, reinterpret_cast<float *>(out));
         } else {
@@ -271,6 +322,69 @@ size_t conv_tile_bytes(const Geometry & g) {
     return align_up(size_t(TILE) * size_t(g.row_len()) * sizeof(float), ALIGN);
 }
 
+// The matrix-product path of CONV_2D and CONV_3D (Note [Convolution as a
+// product]): per thread a block of gathered patches and the GEMM's scratch.
+constexpr int64_t GEMM_ROWS = 128;
+
+size_t conv_gemm_thread_bytes(const Geometry & g, const KernelLayout & kl) {
+    size_t gemm = 0;
+    for (const KernelTable * kt : {&best_kernels(), &portable_kernels()}) {
+        gemm = std::max(gemm, gemm_b_block_bytes(*kt, GGML_TYPE_F32, kl.out_channels) +
+                                  gemm_private_bytes(*kt, GGML_TYPE_F32));
+    }
+    return align_up(size_t(GEMM_ROWS) * size_t(g.row_len()) * sizeof(float), ALIGN) + align_up(gemm, ALIGN);
+}
+
+// Note [Convolution as a product]
+// An f32 result whose positions of one image lie one float apart, and whose
+// output channels are whole floats apart, is a matrix product: C[position +
+// oc * ldc] = patch(position) . kernel row oc. The thread gathers up to
+// GEMM_ROWS patches of one image (runs along x) and hands them to the GEMM
+// as its a rows, the packed kernel rows as its b columns. Every element is
+// still one f32 sum in increasing order of the patch index, whatever the
+// block or the thread.
+bool conv_takes_gemm(const ggml_tensor * dst, const Geometry & g, const OutStrides & os, size_t nb_oc) {
+    return dst->type == GGML_TYPE_F32 && os.x == sizeof(float) && os.y == size_t(g.out[0]) * sizeof(float) &&
+           (g.out[2] == 1 || os.z == size_t(g.out[0] * g.out[1]) * sizeof(float)) && nb_oc % sizeof(float) == 0;
+}
+
+void conv_by_gemm(const ComputeParams & p, ggml_tensor * dst, const Geometry & g, const KernelLayout & kl,
+                  const OutStrides & os, size_t nb_oc, const float * kernel) {
+    const KernelTable & kt      = kernels(p.use_ref);
+    const int64_t       n       = g.row_len();
+    char *              mine    = static_cast<char *>(p.wdata) + conv_kernel_bytes(g, kl) +
+                                  size_t(p.ith) * conv_gemm_thread_bytes(g, kl);
+    float *             patches = reinterpret_cast<float *>(mine);
+    char *              b_block = mine + align_up(size_t(GEMM_ROWS) * size_t(n) * sizeof(float), ALIGN);
+    char *              priv    = b_block + align_up(gemm_b_block_bytes(kt, GGML_TYPE_F32, kl.out_channels), ALIGN);
+    const int64_t       per_image = g.out[0] * g.out[1] * g.out[2];
+    const Range         pr        = split_range(g.positions(), p.ith, p.nth);
+    for (int64_t b0 = pr.begin; b0 < pr.end;) {
+        const int64_t rows = std::min({GEMM_ROWS, pr.end - b0, per_image - b0 % per_image});
+        int64_t       first[4];
+        g.split(b0, first);
+        for (int64_t t = 0; t < rows;) {
+            int64_t o[4];
+            g.split(b0 + t, o);
+            const int64_t count = std::min(g.out[0] - o[0], rows - t);
+            g.gather_run(o, count, patches + t * n, size_t(n));
+            t += count;
+        }
+        GemmProblem prob;
+        prob.a_type = GGML_TYPE_F32;
+        prob.a      = reinterpret_cast<const char *>(patches);
+        prob.lda    = size_t(n) * sizeof(float);
+        prob.b      = reinterpret_cast<const char *>(kernel);
+        prob.ldb    = size_t(n) * sizeof(float);
+        prob.b_step = sizeof(float);
+        prob.c      = reinterpret_cast<float *>(static_cast<char *>(dst->data) + os.at(first));
+        prob.ldc    = nb_oc / sizeof(float);
+        prob.K      = n;
+        gemm(kt, prob, 0, rows, 0, kl.out_channels, b_block, priv, nullptr);
+        b0 += rows;
+    }
+}
+
 void compute_conv(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * a  = dst->src[0];
     const Geometry      g  = conv_geometry(dst);
@@ -290,20 +404,27 @@ void compute_conv(const ComputeParams & p, ggml_tensor * dst) {
     }
     p.sync();
 
+    size_t           nb_oc;
+    const OutStrides os = conv_out_strides(dst, &nb_oc);
+    if (conv_takes_gemm(dst, g, os, nb_oc)) {
+        conv_by_gemm(p, dst, g, kl, os, nb_oc, kernel);
+        return;
+    }
     float * tile = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + conv_kernel_bytes(g, kl) +
                                              size_t(p.ith) * conv_tile_bytes(g));
-    size_t           nb_oc;
-    const OutStrides os  = conv_out_strides(dst, &nb_oc);
     const VecDotFn   dot = vec_dot_info(GGML_TYPE_F32, p.use_ref).dot;
     const Range      pr  = split_range(g.positions(), p.ith, p.nth);
     for (int64_t t0 = pr.begin; t0 < pr.end; t0 += TILE) {
         const int64_t nt = std::min(TILE, pr.end - t0);
         size_t        offs[TILE];
-        for (int64_t t = 0; t < nt; ++t) {
+        for (int64_t t = 0; t < nt;) {
             int64_t o[4];
             g.split(t0 + t, o);
-            g.gather(o, tile + t * n);
-            offs[t] = os.at(o);
+            const int64_t count = std::min(g.out[0] - o[0], nt - t);
+            g.gather_run(o, count, tile + t * n, size_t(n));
+            for (int64_t i = 0; i < count; ++i, ++t) {
+                offs[t] = os.at(o) + size_t(i) * os.x;
+            }
         }
         for (int64_t oc = 0; oc < kl.out_channels; ++oc) {
             const float * k = kernel + oc * n;
@@ -507,7 +628,9 @@ size_t work_size_conv(const ggml_tensor * op, int n_threads) {
         case GGML_OP_CONV_2D:
         case GGML_OP_CONV_3D: {
             const Geometry g = conv_geometry(op);
-            return conv_kernel_bytes(g, kernel_layout(op)) + conv_tile_bytes(g) * size_t(std::max(n_threads, 1));
+            const KernelLayout kl = kernel_layout(op);
+            return conv_kernel_bytes(g, kl) +
+                   std::max(conv_tile_bytes(g), conv_gemm_thread_bytes(g, kl)) * size_t(std::max(n_threads, 1));
         }
         case GGML_OP_CONV_2D_DW:
             return align_up(size_t(op->src[0]->ne[0] * op->src[0]->ne[1]) * sizeof(float), ALIGN) *
