@@ -98,25 +98,17 @@ struct Geometry {
     }
 
     // The patch of output position o, in the order [c][kz][ky][kx], as f32.
-    void gather(const int64_t o[4], float * row) const {
-        for (int64_t c = 0; c < channels; ++c) {
-            const char * base = data + size_t(o[3]) * nb_n + size_t(c) * nb_c;
-            for (int64_t kz = 0; kz < k[2]; ++kz) {
-                const int64_t iz = o[2] * s[2] + kz * d[2] - p[2];
-                for (int64_t ky = 0; ky < k[1]; ++ky) {
-                    const int64_t iy = o[1] * s[1] + ky * d[1] - p[1];
-                    float *       r  = row + ((c * k[2] + kz) * k[1] + ky) * k[0];
-                    if (iz < 0 || iz >= in[2] || iy < 0 || iy >= in[1]) {
-                        std::fill(r, r + k[0], 0.0f);
-                        continue;
-                    }
-                    const char * line = base + size_t(iz) * nb[2] + size_t(iy) * nb[1];
-                    for (int64_t kx = 0; kx < k[0]; ++kx) {
-                        const int64_t ix = o[0] * s[0] + kx * d[0] - p[0];
-                        r[kx] = ix < 0 || ix >= in[0] ? 0.0f : load_float(type, line + size_t(ix) * nb[0]);
-                    }
-                }
-            }
+    void gather(const int64_t o[4], float * row) const { gather_run(o, 1, row, 0); }
+
+    // The patches of positions [pos, pos + count), patch t at rows + t *
+    // stride, in runs along x.
+    void gather_span(int64_t pos, int64_t count, float * rows, size_t stride) const {
+        for (int64_t t = 0; t < count;) {
+            int64_t o[4];
+            split(pos + t, o);
+            const int64_t run = std::min(out[0] - o[0], count - t);
+            gather_run(o, run, rows + size_t(t) * stride, stride);
+            t += run;
         }
     }
 };
@@ -363,13 +355,7 @@ void conv_by_gemm(const ComputeParams & p, ggml_tensor * dst, const Geometry & g
         const int64_t rows = std::min({GEMM_ROWS, pr.end - b0, per_image - b0 % per_image});
         int64_t       first[4];
         g.split(b0, first);
-        for (int64_t t = 0; t < rows;) {
-            int64_t o[4];
-            g.split(b0 + t, o);
-            const int64_t count = std::min(g.out[0] - o[0], rows - t);
-            g.gather_run(o, count, patches + t * n, size_t(n));
-            t += count;
-        }
+        g.gather_span(b0, rows, patches, size_t(n));
         GemmProblem prob;
         prob.a_type = GGML_TYPE_F32;
         prob.a      = reinterpret_cast<const char *>(patches);
@@ -417,14 +403,11 @@ void compute_conv(const ComputeParams & p, ggml_tensor * dst) {
     for (int64_t t0 = pr.begin; t0 < pr.end; t0 += TILE) {
         const int64_t nt = std::min(TILE, pr.end - t0);
         size_t        offs[TILE];
-        for (int64_t t = 0; t < nt;) {
+        g.gather_span(t0, nt, tile, size_t(n));
+        for (int64_t t = 0; t < nt; ++t) {
             int64_t o[4];
             g.split(t0 + t, o);
-            const int64_t count = std::min(g.out[0] - o[0], nt - t);
-            g.gather_run(o, count, tile + t * n, size_t(n));
-            for (int64_t i = 0; i < count; ++i, ++t) {
-                offs[t] = os.at(o) + size_t(i) * os.x;
-            }
+            offs[t] = os.at(o);
         }
         for (int64_t oc = 0; oc < kl.out_channels; ++oc) {
             const float * k = kernel + oc * n;
