@@ -1,8 +1,9 @@
 // RPC backend over loopback, beside a raw TCP copy of the same bytes in the
 // same run:
-//  - tensor upload (new content: content key + cache lookup + send + the
-//    server's keeping of it; and content the server already holds) and
-//    download, MiB/s and as a fraction of one TCP socket pair on 127.0.0.1
+//  - tensor upload of new content (to a server without a content cache,
+//    the default; and to one with a cache: probe lookup + send + the
+//    server's keeping of it), of content the caching server already holds,
+//    and download, MiB/s and as a fraction of one TCP socket pair on 127.0.0.1
 //    moving the same bytes, for each size;
 //  - the round trip of a small graph computation (the graph cached on the
 //    server, re-sent each time, and with its input set and its output read
@@ -136,8 +137,10 @@ double tcp_ping_pong(int n) {
     return us;
 }
 
-// Upload and download of one tensor of bytes, against TCP.
-void transfer(ggml_backend_t rpc, size_t mib, int repeats) {
+// Upload and download of one tensor of bytes, against TCP. An upload is
+// timed until the server holds the bytes (and, with a content cache, has
+// kept them): a 1-byte download after it waits for that.
+void transfer(ggml_backend_t rpc, size_t mib, int repeats, bool content_cache) {
     const size_t     bytes = mib << 20;
     ggml_init_params ip{};
     ip.mem_size = 4 * ggml_tensor_overhead();
@@ -153,21 +156,21 @@ void transfer(ggml_backend_t rpc, size_t mib, int repeats) {
     for (size_t i = 0; i < bytes; ++i) {
         src[i] = uint8_t(i * 131 + (i >> 12));
     }
-    std::vector<double> up_new, up_cached_first, up_cached, down, tcp;
+    auto upload = [&] {
+        const auto t0 = clock_type::now();
+        ggml_backend_tensor_set(big, src.data(), 0, bytes);
+        uint8_t last = 0;
+        ggml_backend_tensor_get(big, &last, bytes - 1, 1);
+        return seconds_since(t0);
+    };
+    std::vector<double> up_new, up_cached, down, tcp;
     for (int r = 0; r < repeats; ++r) {
-        src[0] = uint8_t(r); // new content each time
-        auto t0 = clock_type::now();
-        ggml_backend_tensor_set(big, src.data(), 0, bytes);
-        up_new.push_back(seconds_since(t0));
-        // The server keeps new content after the upload returns; the first
-        // lookup waits for that, the second finds it kept.
-        t0 = clock_type::now();
-        ggml_backend_tensor_set(big, src.data(), 0, bytes);
-        up_cached_first.push_back(seconds_since(t0));
-        t0 = clock_type::now();
-        ggml_backend_tensor_set(big, src.data(), 0, bytes);
-        up_cached.push_back(seconds_since(t0));
-        t0 = clock_type::now();
+        src[0] = uint8_t(r + (content_cache ? 128 : 0)); // new content each time
+        up_new.push_back(upload());
+        if (content_cache) {
+            up_cached.push_back(upload());
+        }
+        const auto t0 = clock_type::now();
         ggml_backend_tensor_get(big, dst.data(), 0, bytes);
         down.push_back(seconds_since(t0));
         if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
@@ -178,13 +181,14 @@ void transfer(ggml_backend_t rpc, size_t mib, int repeats) {
     }
     const double mb    = double(bytes) / (1 << 20);
     const double t_tcp = median(tcp);
-    std::printf("transfer of %zu MiB, median of %d\n", mib, repeats);
+    std::printf("transfer of %zu MiB, median of %d, server %s\n", mib, repeats,
+                content_cache ? "with a content cache of 1 GiB in memory" : "without a content cache (the default)");
     std::printf("  raw TCP copy          %8.1f MiB/s\n", mb / t_tcp);
     std::printf("  upload, new content   %8.1f MiB/s  (%.2f of TCP)\n", mb / median(up_new), t_tcp / median(up_new));
-    std::printf("  upload, cached, first %8.1f MiB/s  (%.2f of TCP; waits for the server to keep the content)\n",
-                mb / median(up_cached_first), t_tcp / median(up_cached_first));
-    std::printf("  upload, cached        %8.1f MiB/s  (%.2f of TCP)\n", mb / median(up_cached),
-                t_tcp / median(up_cached));
+    if (content_cache) {
+        std::printf("  upload, cached        %8.1f MiB/s  (%.2f of TCP)\n", mb / median(up_cached),
+                    t_tcp / median(up_cached));
+    }
     std::printf("  download              %8.1f MiB/s  (%.2f of TCP)\n", mb / median(down), t_tcp / median(down));
 }
 
@@ -204,25 +208,34 @@ int main(int argc, char ** argv) {
     }
     const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
 
+    // Two servers: without a content cache (the default, as in ggml) and
+    // with one in memory.
     loom_rpc_server_params p{};
     p.endpoint               = "127.0.0.1:0";
     p.token                  = "bench-token";
     p.n_threads              = 1;
     loom_rpc_server_t server = loom_rpc_server_start(&p);
-    if (server == nullptr) {
+    p.cache_bytes            = size_t(1) << 30;
+    loom_rpc_server_t cached = loom_rpc_server_start(&p);
+    if (server == nullptr || cached == nullptr) {
         return 1;
     }
     loom_rpc_set_token(p.token);
     const std::string endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(server));
+    const std::string endpoint_cached = "127.0.0.1:" + std::to_string(loom_rpc_server_port(cached));
     ggml_backend_ptr  rpc(ggml_backend_rpc_init(endpoint.c_str(), 0));
+    ggml_backend_ptr  rpc_cached(ggml_backend_rpc_init(endpoint_cached.c_str(), 0));
     ggml_backend_ptr  cpu(ggml_backend_cpu_init());
     ggml_backend_cpu_set_n_threads(cpu.get(), 1);
-    if (!rpc) {
+    if (!rpc || !rpc_cached) {
         return 1;
     }
     for (size_t mib : sizes) {
-        transfer(rpc.get(), mib, repeats);
+        transfer(rpc.get(), mib, repeats, false);
+        transfer(rpc_cached.get(), mib, repeats, true);
     }
+    rpc_cached.reset();
+    loom_rpc_server_stop(cached);
 
     // A small graph: (a + b) * s on 256 floats, in a context of its own per backend.
     const int n_calls = 2000;

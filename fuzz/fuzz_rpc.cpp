@@ -330,6 +330,13 @@ void write_attack_seeds(const std::string & dir) {
         sh.set_sha256(std::string(16, '\1'));
         seed("hash_short", h_set_hash, sh);
     }
+    {   // a lookup by a probe of the wrong length
+        SetTensorHashRequest sh;
+        f32(sh.mutable_tensor(), 1, 0, 16);
+        sh.set_size(64);
+        sh.set_probe(std::string(31, '\2'));
+        seed("probe_short", h_set_hash, sh);
+    }
 }
 
 void write_seeds(const std::string & dir) {
@@ -356,6 +363,11 @@ void write_seeds(const std::string & dir) {
     sh.set_sha256(std::string(32, '\0'));
     sh.set_store(true);
     write_seed(dir, "set_hash", h_set_hash, sh);
+    SetTensorHashRequest sp;
+    f32(sp.mutable_tensor(), 1, 0, 16);
+    sp.set_size(64);
+    sp.set_probe(std::string(32, '\3'));
+    write_seed(dir, "set_hash_probe", h_set_hash, sp);
     GetTensorRequest gt;
     f32(gt.mutable_tensor(), 2, 0, 16);
     gt.set_size(64);

@@ -79,8 +79,8 @@ GGML_BACKEND_API void loom_rpc_set_timeouts(uint32_t call_ms, uint32_t compute_m
 
 // Serves devices at endpoint until the process ends (ggml's signature).
 // devices: the devices to expose (n_devices of them; NULL / 0: the CPU).
-// cache_dir: where uploaded tensor contents are kept by hash (NULL: in
-// memory only). n_threads: threads of CPU backends (0: default). The token
+// cache_dir: where uploaded tensor contents are kept by hash, as files and
+// up to 1 GiB in memory (NULL: no content cache, as in ggml). n_threads: threads of CPU backends (0: default). The token
 // comes from LOOM_RPC_TOKEN and TLS from LOOM_RPC_TLS_CERT/_KEY; without a
 // token, or when the endpoint cannot be bound, it logs why and returns.
 GGML_BACKEND_API void ggml_backend_rpc_start_server(const char * endpoint, const char * cache_dir, size_t n_threads,
@@ -90,12 +90,15 @@ GGML_BACKEND_API void ggml_backend_rpc_start_server(const char * endpoint, const
 struct loom_rpc_server_params {
     const char *         endpoint;  // "host:port"; port 0 picks a free one (see loom_rpc_server_port)
     const char *         token;     // required, non-empty
-    const char *         cache_dir; // NULL: the content cache stays in memory
+    const char *         cache_dir; // content cache files; NULL: none
     size_t               n_threads; // of CPU backends; 0: their default
     size_t               n_devices; // 0: the CPU device
     ggml_backend_dev_t * devices;
     const char *         tls_cert_path; // PEM; both or neither of cert and key
     const char *         tls_key_path;
+    // Content cache held in memory, bytes; 0: 1 GiB with a cache_dir, else
+    // no content cache (clients then neither hash nor look up uploads).
+    size_t               cache_bytes;
 };
 typedef struct loom_rpc_server * loom_rpc_server_t;
 

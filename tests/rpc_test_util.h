@@ -18,11 +18,13 @@ constexpr const char * kToken = "test-token-0123";
 // A server on a free loopback port, stopped when destroyed.
 class TestServer {
   public:
-    explicit TestServer(const char * token = kToken, const char * cache_dir = nullptr) {
+    // cache_bytes 0 and no cache_dir: no content cache.
+    explicit TestServer(const char * token = kToken, const char * cache_dir = nullptr, size_t cache_bytes = 0) {
         loom_rpc_server_params p{};
-        p.endpoint  = "127.0.0.1:0";
-        p.token     = token;
-        p.cache_dir = cache_dir;
+        p.endpoint    = "127.0.0.1:0";
+        p.token       = token;
+        p.cache_dir   = cache_dir;
+        p.cache_bytes = cache_bytes;
         p.n_threads = 2;
         server_     = loom_rpc_server_start(&p);
         if (server_ != nullptr) {
@@ -73,6 +75,7 @@ class RawClient {
         session_     = ev.session_id();
         bulk_port_   = ev.bulk_port();
         bulk_ticket_ = ev.bulk_ticket();
+        content_cache_ = ev.content_cache();
         return grpc::Status::OK;
     }
     void disconnect() {
@@ -98,6 +101,8 @@ class RawClient {
     // The bulk connection the server offered the session (port 0: none).
     uint32_t            bulk_port() const { return bulk_port_; }
     const std::string & bulk_ticket() const { return bulk_ticket_; }
+    // The server keeps uploaded contents by hash.
+    bool                content_cache() const { return content_cache_; }
 
     uint64_t alloc(uint64_t size, grpc::Status * st = nullptr) {
         loom::rpc::AllocBufferRequest req;
@@ -115,6 +120,7 @@ class RawClient {
     std::string                                                 session_;
     uint32_t                                                    bulk_port_ = 0;
     std::string                                                 bulk_ticket_;
+    bool                                                        content_cache_ = false;
     std::shared_ptr<grpc::Channel>                              channel_;
     std::unique_ptr<loom::rpc::Rpc::Stub>                       stub_;
     std::unique_ptr<grpc::ClientContext>                        stream_ctx_;

@@ -69,30 +69,32 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 }
 
 // 100 MiB through the backend: new content, the same content again (from
-// the server's cache) and a download, bit-exact; a compute buffer (never
-// hashed) too.
+// the server's cache, when it has one) and a download, bit-exact; a compute
+// buffer (never hashed) too.
 TEST_F(RpcBulk, LargeTensorsRoundTripBitExact) {
-    TestServer server;
-    ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
-    ASSERT_NE(backend, nullptr);
-    const size_t bytes = size_t(100) << 20;
-    for (ggml_backend_buffer_usage usage : {GGML_BACKEND_BUFFER_USAGE_ANY, GGML_BACKEND_BUFFER_USAGE_COMPUTE}) {
-        SCOPED_TRACE(int(usage));
-        ggml_init_params ip{};
-        ip.mem_size = 4 * ggml_tensor_overhead();
-        ip.no_alloc = true;
-        ggml_context_ptr ctx(ggml_init(ip));
-        ggml_tensor *    big = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I8, int64_t(bytes));
-        ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
-        ASSERT_NE(buf, nullptr);
-        ggml_backend_buffer_set_usage(buf.get(), usage);
-        const std::vector<uint8_t> src = pattern(bytes, 7 + uint32_t(usage));
-        std::vector<uint8_t>       got(bytes);
-        for (int twice = 0; twice < 2; ++twice) {
-            ggml_backend_tensor_set(big, src.data(), 0, bytes);
-            std::fill(got.begin(), got.end(), uint8_t(0));
-            ggml_backend_tensor_get(big, got.data(), 0, bytes);
-            ASSERT_TRUE(got == src);
+    for (size_t cache_bytes : {size_t(0), size_t(256) << 20}) {
+        TestServer server(kToken, nullptr, cache_bytes);
+        ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+        ASSERT_NE(backend, nullptr);
+        const size_t bytes = size_t(100) << 20;
+        for (ggml_backend_buffer_usage usage : {GGML_BACKEND_BUFFER_USAGE_ANY, GGML_BACKEND_BUFFER_USAGE_COMPUTE}) {
+            SCOPED_TRACE(std::to_string(int(usage)) + (cache_bytes != 0 ? ", content cache" : ", no content cache"));
+            ggml_init_params ip{};
+            ip.mem_size = 4 * ggml_tensor_overhead();
+            ip.no_alloc = true;
+            ggml_context_ptr ctx(ggml_init(ip));
+            ggml_tensor *    big = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I8, int64_t(bytes));
+            ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
+            ASSERT_NE(buf, nullptr);
+            ggml_backend_buffer_set_usage(buf.get(), usage);
+            const std::vector<uint8_t> src = pattern(bytes, 7 + uint32_t(usage));
+            std::vector<uint8_t>       got(bytes);
+            for (int twice = 0; twice < 2; ++twice) {
+                ggml_backend_tensor_set(big, src.data(), 0, bytes);
+                std::fill(got.begin(), got.end(), uint8_t(0));
+                ggml_backend_tensor_get(big, got.data(), 0, bytes);
+                ASSERT_TRUE(got == src);
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 // loom-rpc-server: exposes this machine's devices to loom's RPC backend.
 //
 //   LOOM_RPC_TOKEN=<secret> loom-rpc-server [-H host] [-p port] [-d dev,...]
-//                  [-t threads] [-c cache_dir] [--tls-cert f --tls-key f]
+//                  [-t threads] [-c cache_dir] [--cache-mib n] [--tls-cert f --tls-key f]
 //
 // Binds to 127.0.0.1 unless -H says otherwise. Stops on SIGINT / SIGTERM.
 
@@ -19,13 +19,15 @@ namespace {
 
 void usage(const char * argv0) {
     std::fprintf(stderr,
-                 "usage: %s [-H host] [-p port] [-d dev1,dev2] [-t threads] [-c cache_dir] [--tls-cert pem "
-                 "--tls-key pem]\n"
+                 "usage: %s [-H host] [-p port] [-d dev1,dev2] [-t threads] [-c cache_dir] [--cache-mib n] "
+                 "[--tls-cert pem --tls-key pem]\n"
                  "  -H host       address to bind (default 127.0.0.1; 0.0.0.0 exposes the server to the network)\n"
                  "  -p port       port (default 50052)\n"
                  "  -d devices    comma-separated device names to expose (default CPU)\n"
                  "  -t threads    threads of CPU backends\n"
-                 "  -c dir        keep uploaded tensors by content hash in dir\n"
+                 "  -c dir        keep uploaded tensors by content hash in dir (and 1 GiB of them in memory)\n"
+                 "  --cache-mib n keep up to n MiB of uploaded tensors in memory by content hash, so that\n"
+                 "                content a client sent before is not sent again (default: none without -c)\n"
                  "  --tls-cert, --tls-key  serve TLS only (or LOOM_RPC_TLS_CERT / LOOM_RPC_TLS_KEY)\n"
                  "The token is read from LOOM_RPC_TOKEN and is required.\n",
                  argv0);
@@ -36,7 +38,7 @@ void usage(const char * argv0) {
 int main(int argc, char ** argv) {
     std::string host = "127.0.0.1", port = "50052", devices, cache_dir;
     const char *tls_cert = std::getenv("LOOM_RPC_TLS_CERT"), *tls_key = std::getenv("LOOM_RPC_TLS_KEY");
-    size_t      n_threads = 0;
+    size_t      n_threads = 0, cache_mib = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a    = argv[i];
         const bool        more = i + 1 < argc;
@@ -50,6 +52,8 @@ int main(int argc, char ** argv) {
             n_threads = size_t(std::strtoul(argv[++i], nullptr, 10));
         } else if (a == "-c" && more) {
             cache_dir = argv[++i];
+        } else if (a == "--cache-mib" && more) {
+            cache_mib = size_t(std::strtoull(argv[++i], nullptr, 10));
         } else if (a == "--tls-cert" && more) {
             tls_cert = argv[++i];
         } else if (a == "--tls-key" && more) {
@@ -91,6 +95,7 @@ int main(int argc, char ** argv) {
     p.token         = token;
     p.cache_dir     = cache_dir.empty() ? nullptr : cache_dir.c_str();
     p.n_threads     = n_threads;
+    p.cache_bytes   = cache_mib << 20;
     p.n_devices     = devs.size();
     p.devices       = devs.empty() ? nullptr : devs.data();
     p.tls_cert_path = tls_cert;

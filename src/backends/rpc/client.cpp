@@ -136,7 +136,8 @@ class RpcBuffer final : public ggml_backend_buffer {
     void set_tensor(ggml_tensor * t, const void * data, size_t offset, size_t n) override {
         const auto * bytes = static_cast<const uint8_t *>(data);
         // Compute buffers hold activations that never repeat: no cache.
-        const bool cached = n >= k_hash_threshold && usage != GGML_BACKEND_BUFFER_USAGE_COMPUTE;
+        const bool cached =
+            conn_.content_cache() && n >= k_hash_threshold && usage != GGML_BACKEND_BUFFER_USAGE_COMPUTE;
         if (cached && set_by_hash(t, bytes, offset, n)) {
             return;
         }
@@ -144,7 +145,7 @@ class RpcBuffer final : public ggml_backend_buffer {
         describe(t, &desc);
         if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr && bulk->set(desc, offset, bytes, n)) {
             if (cached) {
-                hash_call(t, offset, n, last_hash_, true);
+                store(t, offset, n);
             }
             return;
         }
@@ -165,7 +166,7 @@ class RpcBuffer final : public ggml_backend_buffer {
             done += part;
         }
         if (cached) {
-            hash_call(t, offset, n, last_hash_, true);
+            store(t, offset, n);
         }
     }
 
@@ -294,36 +295,52 @@ class RpcBuffer final : public ggml_backend_buffer {
         return req;
     }
 
-    // Asks the server to fill the range from its content cache.
+    // Asks the server to fill the range from its content cache: by probe
+    // first (64 KiB hashed), and by the full key only when the server knows
+    // the probe, so new content is not hashed whole before it is sent.
     bool set_by_hash(ggml_tensor * t, const uint8_t * bytes, size_t offset, size_t n) {
-        last_hash_ = content_key(bytes, n);
-        return hash_call(t, offset, n, last_hash_, false);
+        SetTensorHashRequest req = hash_request(t, offset, n);
+        const Sha256         probe = content_probe(bytes, n);
+        req.set_probe(probe.data(), probe.size());
+        SetTensorHashReply rep;
+        if (!hash_call(req, &rep) || !rep.probe_known()) {
+            return false;
+        }
+        // With the probe, which narrows what the server hashes (Note
+        // [Content cache keys] in content_cache.h).
+        const Sha256 key = content_key(bytes, n);
+        req.set_sha256(key.data(), key.size());
+        return hash_call(req, &rep) && rep.found();
     }
-    // A lookup (store false), or the server's keeping of an uploaded range
-    // (store true; through the bulk connection it is not waited for).
-    bool hash_call(const ggml_tensor * t, size_t offset, size_t n, const Sha256 & h, bool store) {
+    // After an upload: the server keeps the range's content under the key it
+    // computes (through the bulk connection this is not waited for).
+    void store(const ggml_tensor * t, size_t offset, size_t n) {
+        SetTensorHashRequest req = hash_request(t, offset, n);
+        req.set_store(true);
+        hash_call(req, nullptr);
+    }
+    SetTensorHashRequest hash_request(const ggml_tensor * t, size_t offset, size_t n) const {
         SetTensorHashRequest req;
         describe(t, req.mutable_tensor());
         req.set_offset(offset);
         req.set_size(n);
-        req.set_sha256(h.data(), h.size());
-        req.set_store(store);
+        return req;
+    }
+    // rep NULL: not waited for where the transport allows it.
+    bool hash_call(const SetTensorHashRequest & req, SetTensorHashReply * rep) {
         if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
-            SetTensorHashReply rep;
-            const grpc::Status st =
-                bulk->call(bulk::Op::hash, req, store ? nullptr : &rep, ClientConfig::get().call_timeout());
-            return conn_.check(st, "SetTensorHash") && (store || rep.found());
+            return conn_.check(bulk->call(bulk::Op::hash, req, rep, ClientConfig::get().call_timeout()),
+                               "SetTensorHash");
         }
         grpc::ClientContext ctx;
         conn_.prepare(ctx);
-        SetTensorHashReply rep;
-        return conn_.check(conn_.stub().SetTensorHash(&ctx, req, &rep), "SetTensorHash") && rep.found();
+        SetTensorHashReply ignored;
+        return conn_.check(conn_.stub().SetTensorHash(&ctx, req, rep != nullptr ? rep : &ignored), "SetTensorHash");
     }
 
     Connection &    conn_;
     const uint64_t  handle_;
     uint8_t * const base_;
-    Sha256          last_hash_{};
 };
 
 ggml_backend_buffer * RpcBufferType::alloc_buffer(size_t size) {

@@ -162,6 +162,7 @@ bool Connection::open_stream() {
     }
     session_ = ev.session_id();
     devices_.assign(ev.devices().begin(), ev.devices().end());
+    content_cache_ = ev.content_cache();
     const char * ca = std::getenv("LOOM_RPC_TLS_CA");
     if (ev.bulk_port() != 0) {
         bulk_ = BulkChannel::open(endpoint_, bulk::endpoint_host(endpoint_), ev.bulk_port(), ev.bulk_ticket(),

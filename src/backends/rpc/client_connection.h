@@ -41,6 +41,8 @@ class Connection {
     Rpc::Stub &                     stub() { return *stub_; }
     const std::string &             endpoint() const { return endpoint_; }
     const std::vector<DeviceInfo> & devices() const { return devices_; }
+    // The server keeps uploaded contents by hash (ConnectEvent.content_cache).
+    bool                            content_cache() const { return content_cache_; }
 
     // The bulk connection while it works; NULL: every transfer goes
     // through gRPC.
@@ -73,6 +75,7 @@ class Connection {
     grpc::ClientContext                                stream_ctx_;
     std::unique_ptr<grpc::ClientReader<ConnectEvent>> stream_;
     std::vector<DeviceInfo>                            devices_;
+    bool                                               content_cache_ = false;
     std::unique_ptr<BulkChannel>                       bulk_;
     std::atomic<bool>                                  failed_{false};
 };

@@ -13,7 +13,7 @@
 namespace loom::rpc {
 
 // Bumped whenever a message changes meaning; a server refuses other versions.
-constexpr uint32_t k_protocol_version = 4;
+constexpr uint32_t k_protocol_version = 5;
 
 // Graphs travel with raw operator numbers, so the version belongs to one
 // operator table. A change to the table (core/op_table.h) stops the build
@@ -58,5 +58,14 @@ std::string to_hex(const Sha256 & h);
 // data in order, the pieces hashed on several threads.
 constexpr size_t k_content_leaf_bytes = size_t(4) << 20;
 Sha256           content_key(const void * data, size_t size);
+
+// A cheap first look at content: SHA-256 over the size (8 bytes,
+// little-endian) and k_probe_samples pieces of k_probe_sample_bytes spread
+// evenly from the first byte to the last (all of it when it is smaller).
+// Equal contents have equal probes; content whose probe the server does not
+// know is new to it, so a new upload costs a hash of 64 KiB, not of all of it.
+constexpr size_t k_probe_samples      = 4;
+constexpr size_t k_probe_sample_bytes = size_t(16) << 10;
+Sha256           content_probe(const void * data, size_t size);
 
 } // namespace loom::rpc

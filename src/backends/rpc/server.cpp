@@ -175,7 +175,8 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     } else {
         opt.devices.assign(p->devices, p->devices + p->n_devices);
     }
-    opt.cache_dir = p->cache_dir != nullptr ? p->cache_dir : "";
+    opt.cache_dir   = p->cache_dir != nullptr ? p->cache_dir : "";
+    opt.cache_bytes = p->cache_bytes != 0 ? p->cache_bytes : opt.cache_dir.empty() ? 0 : size_t(1) << 30;
     opt.n_threads = int(p->n_threads);
 
     std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <random>
 
 #include <sys/socket.h>
@@ -55,66 +55,6 @@ std::string random_id() {
 }
 
 } // namespace
-
-// ---- content cache ---------------------------------------------------------
-
-std::shared_ptr<const std::vector<uint8_t>> ContentCache::find(const Sha256 & key) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (auto it = entries_.find(key); it != entries_.end()) {
-            lru_.splice(lru_.begin(), lru_, it->second.lru);
-            return it->second.bytes;
-        }
-    }
-    if (dir_.empty()) {
-        return nullptr;
-    }
-    std::ifstream in(dir_ + "/" + to_hex(key), std::ios::binary);
-    if (!in) {
-        return nullptr;
-    }
-    auto bytes = std::make_shared<std::vector<uint8_t>>(std::istreambuf_iterator<char>(in),
-                                                        std::istreambuf_iterator<char>());
-    if (content_key(bytes->data(), bytes->size()) != key) {
-        LOOM_LOG_WARN("rpc server: cache file %s does not match its hash; ignored\n", to_hex(key).c_str());
-        return nullptr;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    insert_locked(key, bytes);
-    return bytes;
-}
-
-void ContentCache::put(const Sha256 & key, std::vector<uint8_t> data) {
-    auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(data));
-    if (!dir_.empty()) {
-        const std::string path = dir_ + "/" + to_hex(key);
-        const std::string tmp  = path + ".tmp" + random_id().substr(0, 8);
-        std::ofstream     out(tmp, std::ios::binary);
-        out.write(reinterpret_cast<const char *>(bytes->data()), std::streamsize(bytes->size()));
-        out.close();
-        if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-            std::remove(tmp.c_str());
-            LOOM_LOG_WARN("rpc server: cannot write cache file %s\n", path.c_str());
-        }
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    insert_locked(key, std::move(bytes));
-}
-
-void ContentCache::insert_locked(const Sha256 & key, std::shared_ptr<const std::vector<uint8_t>> bytes) {
-    if (bytes->size() > max_bytes_ || entries_.count(key) != 0) {
-        return;
-    }
-    while (bytes_ + bytes->size() > max_bytes_ && !lru_.empty()) {
-        auto it = entries_.find(lru_.back());
-        bytes_ -= it->second.bytes->size();
-        entries_.erase(it);
-        lru_.pop_back();
-    }
-    lru_.push_front(key);
-    bytes_ += bytes->size();
-    entries_[key] = {std::move(bytes), lru_.begin()};
-}
 
 // ---- sessions --------------------------------------------------------------
 
@@ -248,6 +188,7 @@ void ServerCore::describe(ConnectEvent * ev) const {
         d->set_max_size(ggml_backend_buft_get_max_size(buft));
         d->set_init_tensor(buft->needs_init_tensor());
     }
+    ev->set_content_cache(cache_.enabled());
 }
 
 // ---- handlers --------------------------------------------------------------
@@ -412,34 +353,48 @@ grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest
     if (!decode_tensor(req.tensor(), lookup, &t, &why) || !check_range(&t, req.offset(), req.size(), &why)) {
         return invalid("SetTensorHash", why);
     }
-    if (req.sha256().size() != sizeof(Sha256)) {
-        return invalid("SetTensorHash", "the hash must be a SHA-256 of 32 bytes");
+    const bool by_probe = !req.store() && req.sha256().empty();
+    if (by_probe ? req.probe().size() != sizeof(Sha256) : !req.store() && req.sha256().size() != sizeof(Sha256)) {
+        return invalid("SetTensorHash", by_probe ? "the probe must be a SHA-256 of 32 bytes"
+                                                 : "the hash must be a SHA-256 of 32 bytes");
     }
-    Sha256 key;
-    std::memcpy(key.data(), req.sha256().data(), key.size());
     if (req.store()) {
-        // The client uploaded the range; remember it if it is what the hash says.
+        // The client uploaded the range: keep what it holds.
         if (!cache_.keeps(size_t(req.size()))) {
             out->set_found(false);
             return grpc::Status::OK;
         }
-        std::vector<uint8_t> bytes(size_t(req.size()));
-        if (!bytes.empty()) {
-            t.buffer->get_tensor(&t, bytes.data(), size_t(req.offset()), bytes.size());
+        std::shared_ptr<Blob> bytes = cache_.take(size_t(req.size()));
+        if (!bytes->ok()) {
+            return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "SetTensorHash: no memory to keep the content");
         }
-        const bool match = content_key(bytes.data(), bytes.size()) == key;
-        if (match) {
-            cache_.put(key, std::move(bytes));
+        if (bytes->size() != 0) {
+            t.buffer->get_tensor(&t, bytes->data(), size_t(req.offset()), bytes->size());
         }
-        out->set_found(match);
+        cache_.put(std::move(bytes));
+        out->set_found(true);
         return grpc::Status::OK;
     }
-    auto bytes = cache_.find(key);
-    if (!bytes || bytes->size() != req.size()) {
+    std::optional<Sha256> probe;
+    if (req.probe().size() == sizeof(Sha256)) {
+        probe.emplace();
+        std::memcpy(probe->data(), req.probe().data(), probe->size());
+    } else if (!req.probe().empty()) {
+        return invalid("SetTensorHash", "the probe must be a SHA-256 of 32 bytes");
+    }
+    if (by_probe) {
+        out->set_found(false);
+        out->set_probe_known(cache_.enabled() && cache_.may_hold(*probe));
+        return grpc::Status::OK;
+    }
+    Sha256 key;
+    std::memcpy(key.data(), req.sha256().data(), key.size());
+    auto bytes = cache_.enabled() ? cache_.find(key, size_t(req.size()), probe ? &*probe : nullptr) : nullptr;
+    if (!bytes) {
         out->set_found(false);
         return grpc::Status::OK;
     }
-    if (!bytes->empty()) {
+    if (bytes->size() != 0) {
         t.buffer->set_tensor(&t, bytes->data(), size_t(req.offset()), bytes->size());
     }
     out->set_found(true);

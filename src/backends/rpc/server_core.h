@@ -23,6 +23,7 @@
 
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
+#include "content_cache.h"
 #include "loom_rpc.pb.h"
 #include "protocol.h"
 #include "validate.h"
@@ -31,41 +32,14 @@ namespace loom::rpc {
 
 struct ServerOptions {
     std::vector<ggml_backend_dev_t> devices;          // exposed, in this order
-    std::string                     cache_dir;        // empty: the content cache stays in memory
+    std::string                     cache_dir;        // content cache files; empty: none
     int                             n_threads = 0;    // of CPU backends; 0: their default
-    size_t                          cache_bytes = size_t(1) << 30; // content cache held in memory
+    size_t                          cache_bytes = 0;  // content cache held in memory; 0 and no cache_dir: no cache
     size_t                          max_sessions = 64;
     // Memory one session may hold in buffers; 0: the total memory of the
     // largest device. A buffer larger than its device's total memory is
     // refused whatever this says.
     size_t                          max_session_bytes = 0;
-};
-
-// Tensor contents by SHA-256, in memory up to a byte budget (least recently
-// used first out) and, with a folder, in files named by the hash. A file's
-// content is checked against its name before use.
-class ContentCache {
-  public:
-    ContentCache(std::string dir, size_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
-
-    std::shared_ptr<const std::vector<uint8_t>> find(const Sha256 & key);
-    void put(const Sha256 & key, std::vector<uint8_t> bytes);
-    // Whether content of this size would be kept (in memory or in a file).
-    bool keeps(size_t size) const { return size <= max_bytes_ || !dir_.empty(); }
-
-  private:
-    void insert_locked(const Sha256 & key, std::shared_ptr<const std::vector<uint8_t>> bytes);
-
-    struct Entry {
-        std::shared_ptr<const std::vector<uint8_t>> bytes;
-        std::list<Sha256>::iterator                 lru;
-    };
-    std::mutex                   mutex_;
-    std::string                  dir_;
-    size_t                       max_bytes_;
-    size_t                       bytes_ = 0;
-    std::map<Sha256, Entry>      entries_;
-    std::list<Sha256>            lru_; // most recent first
 };
 
 struct Session {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,31 @@ Sha256 content_key(const void * data, size_t size) {
         t.join();
     }
     return sha256(joined.data(), joined.size());
+}
+
+Sha256 content_probe(const void * data, size_t size) {
+    const auto * bytes = static_cast<const uint8_t *>(data);
+    uint8_t      n[8];
+    for (int i = 0; i < 8; ++i) {
+        n[i] = uint8_t(uint64_t(size) >> (8 * i));
+    }
+    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX *)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    bool ok = md != nullptr && EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) == 1 &&
+              EVP_DigestUpdate(md.get(), n, sizeof(n)) == 1;
+    if (size <= k_probe_samples * k_probe_sample_bytes) {
+        ok = ok && EVP_DigestUpdate(md.get(), bytes, size) == 1;
+    } else {
+        const size_t span = size - k_probe_sample_bytes; // where the last piece starts
+        for (size_t i = 0; i < k_probe_samples; ++i) {
+            const size_t at = i + 1 == k_probe_samples ? span : span / (k_probe_samples - 1) * i;
+            ok = ok && EVP_DigestUpdate(md.get(), bytes + at, k_probe_sample_bytes) == 1;
+        }
+    }
+    Sha256       out{};
+    unsigned int len = 0;
+    ok = ok && EVP_DigestFinal_ex(md.get(), out.data(), &len) == 1;
+    LOOM_ASSERT(ok && len == out.size());
+    return out;
 }
 
 std::string to_hex(const Sha256 & h) {
