@@ -86,6 +86,46 @@ TEST_F(Rules, RopeForgedParamsAreRefused) {
 // A unary or gated node whose op param names no such op (a value outside
 // the enum's range, as a fuzzed message carried): refused, and named
 // "UNKNOWN" in the reason, never converted to an enum value out of range.
+// Results some constructors lay out their own way pass (rope in place on a
+// strided view, the depthwise convolution on channels-first data), as do
+// the precisions a caller sets on mul_mat_id; the same nodes with strides
+// whose elements overlap, or a precision that is none, are refused.
+TEST_F(Rules, ResultsInTheirConstructorsLayoutPassAndForgedOnesAreRefused) {
+    ggml_context * c    = ctx.get();
+    ggml_tensor *  x    = ggml_new_tensor_3d(c, GGML_TYPE_F32, 32, 3, 5);
+    ggml_tensor *  view = ggml_view_3d(c, x, 16, 3, 5, x->nb[1], x->nb[2], 0);
+    ggml_tensor *  rope = ggml_rope_ext_inplace(c, view, positions(5), nullptr, 16, 0, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
+                                                32.0f, 1.0f);
+    ASSERT_FALSE(ggml_is_contiguous(rope));
+    EXPECT_TRUE(ok(rope)) << why;
+    ggml_tensor * whcn   = ggml_new_tensor_4d(c, GGML_TYPE_F32, 6, 9, 7, 1); // [C, W, H, N] in memory
+    ggml_tensor * input  = ggml_permute(c, whcn, 2, 0, 1, 3);                // seen as [W, H, C, N]
+    ggml_tensor * kernel = ggml_new_tensor_4d(c, GGML_TYPE_F32, 3, 3, 1, 6);
+    ggml_tensor * dw     = ggml_conv_2d_dw_direct(c, kernel, input, 1, 1, 1, 1, 1, 1);
+    ASSERT_FALSE(ggml_is_contiguous(dw));
+    EXPECT_TRUE(ok(dw)) << why;
+    ggml_tensor * as  = ggml_new_tensor_3d(c, GGML_TYPE_F32, 8, 4, 3);
+    ggml_tensor * ids = ggml_new_tensor_2d(c, GGML_TYPE_I32, 2, 5);
+    ggml_tensor * b   = ggml_new_tensor_3d(c, GGML_TYPE_F32, 8, 2, 5);
+    ggml_tensor * mm  = ggml_mul_mat_id(c, as, b, ids);
+    ASSERT_TRUE(ggml_prec_set_src(mm, GGML_PREC_F32, 1));
+    EXPECT_TRUE(ok(mm)) << why;
+
+    ggml_tensor forged = *dw;
+    forged.nb[2]       = forged.nb[0]; // two channels on the same bytes
+    EXPECT_FALSE(ok(&forged));
+    EXPECT_NE(why.find("overlap"), std::string::npos) << why;
+    ggml_tensor forged_view = *view, forged_rope = *rope;
+    forged_view.nb[2] = forged_rope.nb[2] = view->nb[1]; // the tokens on each other
+    forged_rope.src[0] = &forged_view;
+    EXPECT_FALSE(ok(&forged_rope));
+    EXPECT_NE(why.find("overlap"), std::string::npos) << why;
+    ggml_tensor bad_prec  = *mm;
+    bad_prec.op_params[3] = 7;
+    EXPECT_FALSE(ok(&bad_prec));
+    EXPECT_NE(why.find("precision"), std::string::npos) << why;
+}
+
 TEST_F(Rules, UnknownUnaryAndGluOpsAreRefused) {
     ggml_tensor * u = ggml_silu(ctx.get(), rows(8, 2));
     ggml_tensor * g = ggml_swiglu(ctx.get(), rows(8, 2));

@@ -31,17 +31,51 @@ constexpr size_t k_max_connections = 256;
 // between the socket and the tensor; smaller ones through staging.
 constexpr uint64_t k_direct_block_bytes = uint64_t(64) << 10;
 
-bool send_reply(bulk::Stream & io, const grpc::Status & st, const std::string & payload = {}) {
+void append_reply(std::string * out, const grpc::Status & st, const std::string & payload) {
     const std::string msg = st.ok() ? std::string() : st.error_message();
     Reply             r{};
     r.code          = uint32_t(st.error_code());
     r.message_bytes = uint32_t(msg.size());
     r.size          = payload.size();
-    std::string out(reinterpret_cast<const char *>(&r), sizeof(r));
-    out += msg;
-    out += payload;
+    out->append(reinterpret_cast<const char *>(&r), sizeof(r));
+    *out += msg;
+    *out += payload;
+}
+
+bool send_reply(bulk::Stream & io, const grpc::Status & st, const std::string & payload = {}) {
+    std::string out;
+    append_reply(&out, st, payload);
     return io.write_all(out.data(), out.size());
 }
+
+// Replies of a connection not yet written. A client sends the frames of a
+// step (inputs, compute, read the output) back to back and waits only at
+// the end, so the replies of frames that arrive while others are waiting
+// go out together, in one write and one wake-up of the client, once it has
+// sent nothing more (or the replies pile up).
+class Replies {
+  public:
+    explicit Replies(bulk::Stream & io) : io_(io) {}
+
+    void add(const grpc::Status & st, const std::string & payload) { append_reply(&out_, st, payload); }
+    bool flush() {
+        const bool ok = out_.empty() || io_.write_all(out_.data(), out_.size());
+        out_.clear();
+        return ok;
+    }
+    // Flushes unless the next frame is already there.
+    bool flush_if_idle() {
+        if (out_.empty() || (out_.size() < k_max_held && io_.wait_readable(0))) {
+            return true;
+        }
+        return flush();
+    }
+
+  private:
+    static constexpr size_t k_max_held = size_t(64) << 10;
+    bulk::Stream &          io_;
+    std::string             out_;
+};
 
 grpc::Status refused(const std::string & why) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
@@ -261,19 +295,21 @@ void BulkServer::serve(int fd) {
     }
     std::vector<uint8_t> staging;
     std::string          meta;
+    Replies              replies(*io);
     while (s) {
         Frame f{};
-        if (!io->wait_readable(-1) || !io->read_all(&f, sizeof(f))) {
+        if (!replies.flush_if_idle() || !io->wait_readable(-1) || !io->read_all(&f, sizeof(f))) {
             break;
         }
         if (f.meta_bytes > bulk::k_max_meta_bytes) {
-            send_reply(*io, refused("bulk frame: " + std::to_string(f.meta_bytes) + " bytes of description"));
+            replies.add(refused("bulk frame: " + std::to_string(f.meta_bytes) + " bytes of description"), {});
             break;
         }
         meta.resize(f.meta_bytes);
         if (!io->read_all(meta.data(), meta.size())) {
-            send_reply(*io, refused("bulk frame: the connection ended or stalled before its " +
-                                    std::to_string(f.meta_bytes) + " bytes of description arrived"));
+            replies.add(refused("bulk frame: the connection ended or stalled before its " +
+                                std::to_string(f.meta_bytes) + " bytes of description arrived"),
+                        {});
             break;
         }
         bool         io_ok      = true;  // false: the connection can no longer be used
@@ -322,7 +358,7 @@ void BulkServer::serve(int fd) {
                     sent_reply = true;
                     Reply r{};
                     r.size = f.size;
-                    io_ok  = io->write_all(&r, sizeof(r));
+                    io_ok  = replies.flush() && io->write_all(&r, sizeof(r));
                     if (ggml_backend_buffer_is_host(t.buffer)) {
                         io_ok = io_ok &&
                                 io->write_all(static_cast<const uint8_t *>(t.data) + f.offset, size_t(f.size));
@@ -367,7 +403,7 @@ void BulkServer::serve(int fd) {
                     sent_reply = true;
                     Reply r{};
                     r.size = f.size;
-                    io_ok  = io->write_all(&r, sizeof(r)) && send_blocks(*io, t, req, &staging);
+                    io_ok  = replies.flush() && io->write_all(&r, sizeof(r)) && send_blocks(*io, t, req, &staging);
                     return grpc::Status::OK;
                 });
                 break;
@@ -400,10 +436,14 @@ void BulkServer::serve(int fd) {
                 io_ok = false;
                 break;
         }
-        if (sent_reply ? !io_ok : !send_reply(*io, st, st.ok() ? payload : std::string()) || !io_ok) {
+        if (!sent_reply) {
+            replies.add(st, st.ok() ? payload : std::string());
+        }
+        if (!io_ok) {
             break;
         }
     }
+    (void) replies.flush(); // the last ones, also the reason of a refusal that ends the connection
     if (s) {
         core_.release_bulk(*s, fd);
     }

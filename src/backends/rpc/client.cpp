@@ -592,6 +592,7 @@ class RpcDevice final : public ggml_backend_device {
         }
         std::string why;
         if (!check_node(op, &why)) {
+            LOOM_LOG_DEBUG("%s: the server does not compute %s: %s\n", name_.c_str(), ggml_op_desc(op), why.c_str());
             return false;
         }
         GraphMessage msg;
@@ -638,6 +639,10 @@ class RpcDevice final : public ggml_backend_device {
         conn_->prepare(ctx);
         Supported  rep;
         const bool ok = conn_->check(conn_->stub().SupportsOp(&ctx, msg, &rep), "SupportsOp", false) && rep.supported();
+        if (!ok && !rep.reason().empty()) {
+            LOOM_LOG_DEBUG("%s: the server does not compute %s: %s\n", name_.c_str(), ggml_op_desc(op),
+                           rep.reason().c_str());
+        }
         std::lock_guard<std::mutex> lock(cache_mutex_);
         supported_[key] = ok;
         return ok;

@@ -219,6 +219,9 @@ grpc::Status ServerCore::supports_op(Session & s, const GraphMessage & req, Supp
     }
     std::string why;
     out->set_supported(rebuild_graph(req, nullptr, options_.devices[req.device()], &why) != nullptr);
+    if (!out->supported()) {
+        out->set_reason(why);
+    }
     return grpc::Status::OK;
 }
 

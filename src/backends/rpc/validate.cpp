@@ -440,6 +440,26 @@ bool check_blocks(const ggml_tensor * t, uint64_t offset, uint64_t block, uint64
     return true;
 }
 
+// Whether the strides give each element bytes apart from the others': in
+// the order of their strides, each dimension steps past the whole of the
+// ones before it.
+bool elements_apart(const ggml_tensor * t) {
+    int order[4] = {0, 1, 2, 3};
+    std::sort(order, order + 4, [t](int a, int b) { return t->nb[a] < t->nb[b]; });
+    uint64_t span = ggml_type_size(t->type) * uint64_t(t->ne[order[0]]) / uint64_t(ggml_blck_size(t->type));
+    if (t->nb[order[0]] != ggml_type_size(t->type) && t->ne[order[0]] > 1) {
+        return false;
+    }
+    for (int k = 1; k < 4; ++k) {
+        const int d = order[k];
+        if (t->ne[d] > 1 && t->nb[d] < span) {
+            return false;
+        }
+        span = std::max<uint64_t>(span, t->ne[d] > 1 ? t->nb[d] * uint64_t(t->ne[d]) : span);
+    }
+    return true;
+}
+
 bool check_node(const ggml_tensor * node, std::string * why) {
     if (node->op <= GGML_OP_NONE || node->op >= GGML_OP_COUNT) {
         return fail_with(why, "node without a valid op");
@@ -457,8 +477,19 @@ bool check_node(const ggml_tensor * node, std::string * why) {
             return fail_with(why, std::string(ggml_op_desc(node)) + ": unexpected source " + std::to_string(i));
         }
     }
-    // Kernels write results contiguously, except into the destinations of copies.
-    if (node->op != GGML_OP_CPY && node->op != GGML_OP_SET_ROWS && !ggml_is_contiguous(node)) {
+    // Kernels write results contiguously, except into the destinations of
+    // copies, and in the layouts some constructors give their results: rope
+    // in place on a strided view (its source's strides), the depthwise
+    // convolution on channels-first data (ggml_conv_2d_dw_direct). Those
+    // strides must give every element bytes of its own, so the result lies
+    // within its extent whichever way a kernel walks it.
+    const bool own_layout = ((node->op == GGML_OP_ROPE || node->op == GGML_OP_ROPE_BACK) &&
+                             node->src[0] != nullptr && std::equal(node->nb, node->nb + 4, node->src[0]->nb)) ||
+                            node->op == GGML_OP_CONV_2D_DW;
+    if (own_layout && !ggml_is_contiguous(node) && !elements_apart(node)) {
+        return fail_with(why, std::string(ggml_op_desc(node)) + ": the result's elements overlap");
+    }
+    if (node->op != GGML_OP_CPY && node->op != GGML_OP_SET_ROWS && !own_layout && !ggml_is_contiguous(node)) {
         return fail_with(why, std::string(ggml_op_desc(node)) + ": the result must be contiguous");
     }
     return op_rules(node, why);

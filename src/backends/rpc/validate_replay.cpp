@@ -74,13 +74,23 @@ Replay replay_of(ggml_op op) {
 }
 
 // What differs between the node and the constructor's tensor; empty when nothing.
-std::string difference(const ggml_tensor * n, const ggml_tensor * r) {
+std::string difference(const ggml_tensor * n, ggml_tensor * r) {
     if (r->op != n->op) return "the constructor builds another op";
     if (r->type != n->type) return std::string("the result is ") + ggml_type_name(r->type) + ", not " +
                                    ggml_type_name(n->type);
     for (int d = 0; d < GGML_MAX_DIMS; ++d) {
         if (r->ne[d] != n->ne[d]) return "the result's shape differs from its sources' in dimension " + std::to_string(d);
         if (r->nb[d] != n->nb[d]) return "the result's strides differ in dimension " + std::to_string(d);
+    }
+    if (n->op == GGML_OP_MUL_MAT_ID) {
+        // The precisions a caller sets after the constructor
+        // (ggml_prec_set_acc, ggml_prec_set_src), where they are precisions.
+        for (int slot : {0, 3}) {
+            const int32_t p = n->op_params[slot];
+            if (p != GGML_PREC_DEFAULT && p != GGML_PREC_F32) return "a precision that is not one";
+        }
+        ggml_prec_set_acc(r, ggml_prec(n->op_params[0]));
+        ggml_prec_set_src(r, ggml_prec(n->op_params[3]), 1);
     }
     if (std::memcmp(r->op_params, n->op_params, sizeof(n->op_params)) != 0) return "op params the constructor does not set";
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
