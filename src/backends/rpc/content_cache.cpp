@@ -2,6 +2,8 @@
 
 #include "content_cache.h"
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,12 +12,30 @@
 #include <utility>
 #include <vector>
 
-#include "../cpu/repack.h"
 #include "core/common.h"
 
 namespace loom::rpc {
 
-Blob::Blob(size_t size) : data_(static_cast<uint8_t *>(loom::cpu::host_alloc(size))), size_(size) {}
+namespace {
+
+// Large blocks on 2 MiB pages where the system gives them (madvise).
+uint8_t * alloc_pages(size_t size) {
+    constexpr size_t huge = size_t(2) << 20;
+    if (size == 0) {
+        return nullptr;
+    }
+    const size_t align = size >= huge ? huge : 64;
+    const size_t n     = (size + align - 1) / align * align;
+    void *       p     = std::aligned_alloc(align, n);
+    if (p != nullptr && align == huge) {
+        ::madvise(p, n, MADV_HUGEPAGE);
+    }
+    return static_cast<uint8_t *>(p);
+}
+
+} // namespace
+
+Blob::Blob(size_t size) : data_(alloc_pages(size)), size_(size) {}
 
 Blob::~Blob() {
     std::free(data_);
