@@ -590,10 +590,16 @@ class RpcDevice final : public ggml_backend_device {
         if (loom::is_view_op(op->op) || op->op == GGML_OP_NONE) {
             return true;
         }
+        auto refused = [&](const std::string & why) {
+            if (!why.empty()) {
+                LOOM_LOG_DEBUG("%s: the server does not compute %s: %s\n", name_.c_str(), ggml_op_desc(op),
+                               why.c_str());
+            }
+            return false;
+        };
         std::string why;
         if (!check_node(op, &why)) {
-            LOOM_LOG_DEBUG("%s: the server does not compute %s: %s\n", name_.c_str(), ggml_op_desc(op), why.c_str());
-            return false;
+            return refused(why);
         }
         GraphMessage msg;
         msg.set_device(index_);
@@ -639,9 +645,8 @@ class RpcDevice final : public ggml_backend_device {
         conn_->prepare(ctx);
         Supported  rep;
         const bool ok = conn_->check(conn_->stub().SupportsOp(&ctx, msg, &rep), "SupportsOp", false) && rep.supported();
-        if (!ok && !rep.reason().empty()) {
-            LOOM_LOG_DEBUG("%s: the server does not compute %s: %s\n", name_.c_str(), ggml_op_desc(op),
-                           rep.reason().c_str());
+        if (!ok) {
+            refused(rep.reason());
         }
         std::lock_guard<std::mutex> lock(cache_mutex_);
         supported_[key] = ok;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <random>
 
 #include <sys/socket.h>
@@ -356,11 +355,6 @@ grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest
     if (!decode_tensor(req.tensor(), lookup, &t, &why) || !check_range(&t, req.offset(), req.size(), &why)) {
         return invalid("SetTensorHash", why);
     }
-    const bool by_probe = !req.store() && req.sha256().empty();
-    if (by_probe ? req.probe().size() != sizeof(Sha256) : !req.store() && req.sha256().size() != sizeof(Sha256)) {
-        return invalid("SetTensorHash", by_probe ? "the probe must be a SHA-256 of 32 bytes"
-                                                 : "the hash must be a SHA-256 of 32 bytes");
-    }
     if (req.store()) {
         // The client uploaded the range: keep what it holds.
         if (!cache_.keeps(size_t(req.size()))) {
@@ -378,21 +372,24 @@ grpc::Status ServerCore::set_tensor_hash(Session & s, const SetTensorHashRequest
         out->set_found(true);
         return grpc::Status::OK;
     }
-    std::optional<Sha256> probe;
-    if (req.probe().size() == sizeof(Sha256)) {
-        probe.emplace();
-        std::memcpy(probe->data(), req.probe().data(), probe->size());
-    } else if (!req.probe().empty()) {
+    // A lookup by probe (no hash), or by hash with the probe or without.
+    const bool by_probe = req.sha256().empty();
+    if (by_probe ? req.probe().size() != sizeof(Sha256) : req.sha256().size() != sizeof(Sha256)) {
+        return invalid("SetTensorHash", by_probe ? "the probe must be a SHA-256 of 32 bytes"
+                                                 : "the hash must be a SHA-256 of 32 bytes");
+    }
+    if (!req.probe().empty() && req.probe().size() != sizeof(Sha256)) {
         return invalid("SetTensorHash", "the probe must be a SHA-256 of 32 bytes");
     }
+    Sha256 probe, key;
+    std::memcpy(probe.data(), req.probe().data(), req.probe().size());
     if (by_probe) {
         out->set_found(false);
-        out->set_probe_known(cache_.enabled() && cache_.may_hold(*probe));
+        out->set_probe_known(cache_.may_hold(probe));
         return grpc::Status::OK;
     }
-    Sha256 key;
     std::memcpy(key.data(), req.sha256().data(), key.size());
-    auto bytes = cache_.enabled() ? cache_.find(key, size_t(req.size()), probe ? &*probe : nullptr) : nullptr;
+    auto bytes = cache_.find(key, size_t(req.size()), req.probe().empty() ? nullptr : &probe);
     if (!bytes) {
         out->set_found(false);
         return grpc::Status::OK;
