@@ -15,6 +15,8 @@
 //   flash_attn_ext F32 K/V         1e-9   float dot products and softmax
 //   flash_attn_ext F16 K/V         1e-6   q rounded to f16 for the K dot products, V accumulated
 //                                         in f16 as ggml does (each ~2^-11 relative)
+//   flash_attn_ext BF16 K/V        5e-5   q rounded to bf16 for the K dot products
+//   flash_attn_ext quantized K/V   2e-4   q quantized to K's activation type (Q8_0, Q8_1, Q8_K)
 
 #include <cmath>
 #include <cstring>
@@ -356,10 +358,25 @@ const AttnCase kAttnCases[] = {
     {48, 48, 9, 41, 4, 2, 1, GGML_TYPE_F32, true, GGML_TYPE_F32, {1, 1, 0, 0}, 0.144f, 0.0f, 0.0f, true, true},
     {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
     {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_F32, false, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    // Quantized and bf16 caches (llama.cpp's -ctk / -ctv): the K rows dotted
+    // in their own type, the V rows converted to f32.
+    {64, 64, 5, 37, 4, 2, 1, GGML_TYPE_Q8_0, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, true},
+    {64, 64, 5, 37, 4, 2, 1, GGML_TYPE_Q4_0, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    {32, 32, 3, 17, 6, 3, 2, GGML_TYPE_Q4_1, true, GGML_TYPE_F16, {2, 1, 3, 0}, 0.18f, 8.0f, 0.0f, true, true},
+    {64, 64, 9, 41, 4, 4, 1, GGML_TYPE_Q5_0, true, GGML_TYPE_F32, {1, 1, 0, 0}, 1.0f, 0.0f, 20.0f, false, false},
+    {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_Q5_1, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, true},
+    {32, 32, 5, 37, 4, 2, 1, GGML_TYPE_IQ4_NL, false, GGML_TYPE_F16, {1, 1, 0, 0}, 0.177f, 0.0f, 0.0f, false, false},
+    {64, 64, 5, 70, 4, 2, 1, GGML_TYPE_BF16, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, true, true},
+    {256, 256, 3, 70, 2, 1, 1, GGML_TYPE_Q4_K, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.0625f, 0.0f, 0.0f, false, true},
 };
 
 double attn_threshold(ggml_type kv) {
-    return kv == GGML_TYPE_F32 ? 1e-9 : 1e-6;
+    switch (kv) {
+        case GGML_TYPE_F32: return 1e-9;
+        case GGML_TYPE_F16: return 1e-6;
+        case GGML_TYPE_BF16: return 5e-5;
+        default: return 2e-4;
+    }
 }
 
 // A causal-looking mask: -inf above a random diagonal (never in column 0),

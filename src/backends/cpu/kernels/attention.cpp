@@ -14,8 +14,12 @@
 // S == 0 and is written as zeros.
 //
 // As in mul_mat, q is first converted to the operand type of k's dot
-// product (f16 for f16 k), so k rows are dotted in their own type.
-// v is accumulated in f32 whatever its type.
+// product (f16 for f16 k, q8_0 for q4_0 k, q8_1 for q4_1 k ...: ggml's
+// vec_dot_type), so k rows are dotted in their own type, through the kernel
+// table's matrix-vector product where it has one for the type, else one
+// portable dot product per row. v is accumulated in f32 whatever its type:
+// f32 and f16 rows are read in place, the rows of other types (bf16, the
+// block types of quantized caches) converted to f32 a block at a time.
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +28,7 @@
 
 #include "core/common.h"
 #include "core/fp16.h"
+#include "core/types.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "kernels.h"
 #include "vec.h"
@@ -37,22 +42,52 @@ constexpr size_t SCRATCH_ALIGN = 64;
 // Positions per block (a multiple of GEMV_ROW_ALIGN).
 constexpr int64_t KV_BLOCK = 64;
 
+// v rows read in place by the table's row accumulation.
+bool v_in_place(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
+}
+
 struct Slices {
     size_t acc;    // DV floats
-    size_t q;      // q row as k's operand type (at most DK floats)
+    size_t q;      // q row as k's operand type
     size_t scores; // KV_BLOCK floats, then the block's mask terms
-    size_t per_thread() const { return acc + q + scores; }
+    size_t v;      // KV_BLOCK rows of v as f32 (0 where v is read in place)
+    size_t per_thread() const { return acc + q + scores + v; }
 };
 
 Slices slices(const ggml_tensor * op) {
-    const int64_t dk = op->src[1]->ne[0];
-    const int64_t dv = op->src[2]->ne[0];
-    return {align_up(size_t(dv) * sizeof(float), SCRATCH_ALIGN), align_up(size_t(dk) * sizeof(float), SCRATCH_ALIGN),
-            2 * KV_BLOCK * sizeof(float)};
+    const ggml_tensor * k  = op->src[1];
+    const ggml_tensor * v  = op->src[2];
+    const int64_t       dk = k->ne[0];
+    const int64_t       dv = v->ne[0];
+    const VecDotInfo    kd = row_dot_info(k->type);
+    const size_t        q  = std::max(size_t(dk) * sizeof(float), kd.dot != nullptr ? ggml_row_size(kd.operand, dk) : 0);
+    return {align_up(size_t(dv) * sizeof(float), SCRATCH_ALIGN), align_up(q, SCRATCH_ALIGN),
+            2 * KV_BLOCK * sizeof(float),
+            v_in_place(v->type) ? 0 : align_up(size_t(KV_BLOCK * dv) * sizeof(float), SCRATCH_ALIGN)};
 }
 
-bool is_kv_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
+// k rows of this type and length have a dot product against a row q can
+// be converted to.
+bool k_type_ok(ggml_type t, int64_t dk) {
+    const VecDotInfo info = row_dot_info(t);
+    if (info.dot == nullptr || dk % ggml_blck_size(t) != 0 || dk % ggml_blck_size(info.operand) != 0) {
+        return false;
+    }
+    switch (info.operand) {
+        case GGML_TYPE_F32:
+        case GGML_TYPE_F16:
+        case GGML_TYPE_BF16:
+        case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q8_1:
+        case GGML_TYPE_Q8_K: return true;
+        default: return false;
+    }
+}
+
+bool v_type_ok(ggml_type t, int64_t dv) {
+    return v_in_place(t) ||
+           (type_is_valid(t) && type_row(t).to_float != nullptr && dv % ggml_blck_size(t) == 0);
 }
 
 inline const char * at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
@@ -67,8 +102,8 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * v    = dst->src[2];
     const ggml_tensor * mask  = dst->src[3];
     const ggml_tensor * sinks = dst->src[4];
-    LOOM_ASSERT(dst->op == GGML_OP_FLASH_ATTN_EXT && q->type == GGML_TYPE_F32 && is_kv_type(k->type) &&
-                is_kv_type(v->type) && dst->type == GGML_TYPE_F32);
+    LOOM_ASSERT(dst->op == GGML_OP_FLASH_ATTN_EXT && q->type == GGML_TYPE_F32 && k_type_ok(k->type, k->ne[0]) &&
+                v_type_ok(v->type, v->ne[0]) && dst->type == GGML_TYPE_F32);
 
     const int64_t DK     = k->ne[0];
     const int64_t DV     = v->ne[0];
@@ -92,14 +127,15 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
     }
 
     const KernelTable & kt       = kernels(p.use_ref);
-    const VecDotInfo    kdot     = vec_dot_info(k->type, p.use_ref);
-    const GemvFn        kgemv    = k->type == GGML_TYPE_F16 ? kt.gemv_f16 : kt.gemv_f32;
+    const VecDotInfo    kdot     = row_dot_info(k->type);
+    const GemvFn        kgemv    = table_gemv(kt, k->type); // null: kdot.dot per row
     const int64_t       rk2      = n_head / k->ne[2];
     const int64_t       rk3      = q->ne[3] / k->ne[3];
     const int64_t       rv2      = n_head / v->ne[2];
     const int64_t       rv3      = q->ne[3] / v->ne[3];
     const bool          mask_f16 = mask != nullptr && mask->type == GGML_TYPE_F16;
     const MadRowsFn     vmad     = v->type == GGML_TYPE_F16 ? kt.mad_rows_f16 : kt.mad_rows_f32;
+    const ggml_to_float_t v_to_f32 = v_in_place(v->type) ? nullptr : type_row(v->type).to_float;
 
     const Slices sl = slices(dst);
     LOOM_ASSERT(p.wsize >= sl.per_thread() * size_t(p.nth));
@@ -108,6 +144,7 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
     void *  q_op    = scratch + sl.acc;
     float * scores  = reinterpret_cast<float *>(scratch + sl.acc + sl.q);
     float * mterm   = scores + KV_BLOCK;
+    float * vrows   = reinterpret_cast<float *>(scratch + sl.acc + sl.q + sl.scores); // v_to_f32's rows
 
     const Range r = split_range(n_q * n_head * q->ne[3], p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
@@ -134,7 +171,13 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
                     continue;
                 }
             }
-            kgemv(DK, kmat + ic0 * k->nb[1], k->nb[1], n, q_op, 0, 1, scores, size_t(n));
+            if (kgemv != nullptr) {
+                kgemv(DK, kmat + ic0 * k->nb[1], k->nb[1], n, q_op, 0, 1, scores, size_t(n));
+            } else {
+                for (int64_t i = 0; i < n; ++i) {
+                    scores[i] = kdot.dot(DK, kmat + (ic0 + i) * k->nb[1], q_op);
+                }
+            }
             if (softcap != 0.0f) {
                 for (int64_t i = 0; i < n; ++i) {
                     const float s = softcap * std::tanh(scores[i] * scale);
@@ -163,7 +206,14 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
             }
             const float sum = float(kt.exp_sub_sum_f32(n, scores, M));
             S               = S * rescale + sum;
-            vmad(DV, acc, vmat + ic0 * v->nb[1], v->nb[1], n, scores);
+            if (v_to_f32 == nullptr) {
+                vmad(DV, acc, vmat + ic0 * v->nb[1], v->nb[1], n, scores);
+            } else {
+                for (int64_t i = 0; i < n; ++i) {
+                    v_to_f32(vmat + (ic0 + i) * v->nb[1], vrows + i * DV, DV);
+                }
+                kt.mad_rows_f32(DV, acc, vrows, size_t(DV) * sizeof(float), n, scores);
+            }
         }
 
         if (sinks != nullptr) {
@@ -200,7 +250,8 @@ bool supports_attention(const ggml_tensor * op) {
     if (sinks != nullptr && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < q->ne[2] || !ggml_is_contiguous(sinks))) {
         return false;
     }
-    if (q->type != GGML_TYPE_F32 || !is_kv_type(k->type) || !is_kv_type(v->type) || op->type != GGML_TYPE_F32) {
+    if (q->type != GGML_TYPE_F32 || !k_type_ok(k->type, k->ne[0]) || !v_type_ok(v->type, v->ne[0]) ||
+        op->type != GGML_TYPE_F32) {
         return false;
     }
     if (mask != nullptr && mask->type != GGML_TYPE_F32 && mask->type != GGML_TYPE_F16) {

@@ -16,7 +16,7 @@
 //    on the thread count.
 //  - per column (the reference path, b given already in the operand type,
 //    and experts with fewer columns): b converted into the operand type of
-//    the experts' dot product (id_dot_info), then items of ROW_BLOCK rows
+//    the experts' dot product (row_dot_info), then items of ROW_BLOCK rows
 //    of one expert's matrix, each taking that expert's columns against its
 //    rows, one column per call of the table's matrix-vector product (the
 //    portable dot products on the reference path).
@@ -54,58 +54,9 @@ bool convertible_operand(ggml_type t) {
            t == GGML_TYPE_Q8_1 || t == GGML_TYPE_Q8_K;
 }
 
-// The dot product of vec.h for the types it has, else the portable one of
-// quant_dot.h against the type of gemv_quant's columns; dot == nullptr for
-// the other types.
-VecDotInfo id_dot_info(ggml_type t) {
-    const VecDotInfo info = vec_dot_info(t);
-    if (info.dot != nullptr) {
-        return info;
-    }
-    VecDotFn dot = nullptr;
-    switch (t) {
-        case GGML_TYPE_Q4_1: dot = dot_q4_1_q8_1; break;
-        case GGML_TYPE_Q5_0: dot = dot_q5_0_q8_0; break;
-        case GGML_TYPE_Q5_1: dot = dot_q5_1_q8_1; break;
-        case GGML_TYPE_Q2_K: dot = dot_q2_K_q8_K; break;
-        case GGML_TYPE_Q3_K: dot = dot_q3_K_q8_K; break;
-        case GGML_TYPE_Q4_K: dot = dot_q4_K_q8_K; break;
-        case GGML_TYPE_Q5_K: dot = dot_q5_K_q8_K; break;
-        case GGML_TYPE_Q6_K: dot = dot_q6_K_q8_K; break;
-        case GGML_TYPE_IQ4_NL: dot = dot_iq4_nl_q8_0; break;
-        case GGML_TYPE_MXFP4: dot = dot_mxfp4_q8_0; break;
-        case GGML_TYPE_IQ4_XS: dot = dot_iq4_xs_q8_K; break;
-        case GGML_TYPE_IQ2_XXS: dot = dot_iq2_xxs_q8_K; break;
-        case GGML_TYPE_IQ2_XS: dot = dot_iq2_xs_q8_K; break;
-        case GGML_TYPE_IQ2_S: dot = dot_iq2_s_q8_K; break;
-        case GGML_TYPE_IQ3_XXS: dot = dot_iq3_xxs_q8_K; break;
-        case GGML_TYPE_IQ3_S: dot = dot_iq3_s_q8_K; break;
-        case GGML_TYPE_IQ1_S: dot = dot_iq1_s_q8_K; break;
-        case GGML_TYPE_IQ1_M: dot = dot_iq1_m_q8_K; break;
-        case GGML_TYPE_TQ1_0: dot = dot_tq1_0_q8_K; break;
-        case GGML_TYPE_TQ2_0: dot = dot_tq2_0_q8_K; break;
-        default: return info;
-    }
-    return {quant_operand_type(t), dot};
-}
-
-// The selected table's matrix-vector product for the weight type (null
-// where it has none): the per-column path calls it for ROW_BLOCK rows of
-// one column at a time, as mul_mat's matrix-vector path would.
-GemvFn table_gemv(const KernelTable & kt, ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F32: return kt.gemv_f32;
-        case GGML_TYPE_F16: return kt.gemv_f16;
-        case GGML_TYPE_BF16: return kt.gemv_bf16;
-        case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
-        case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
-        default: return kt.gemv_quant[t];
-    }
-}
-
 // b is read in place when it already is the operand, with contiguous rows.
 bool b_in_place(const ggml_tensor * as, const ggml_tensor * b) {
-    return b->type == id_dot_info(as->type).operand && b->nb[0] == ggml_type_size(b->type);
+    return b->type == row_dot_info(as->type).operand && b->nb[0] == ggml_type_size(b->type);
 }
 
 // One column of dst: slot e of token t.
@@ -186,8 +137,8 @@ Layout layout(const ggml_tensor * op, int n_threads) {
     const ggml_tensor * b   = op->src[1];
     const ggml_tensor * ids = op->src[2];
     Layout              l;
-    if (!b_in_place(as, b) && id_dot_info(as->type).dot != nullptr) {
-        l.packed = align_up(ggml_row_size(id_dot_info(as->type).operand, b->ne[0]) * size_t(ggml_nrows(b)),
+    if (!b_in_place(as, b) && row_dot_info(as->type).dot != nullptr) {
+        l.packed = align_up(ggml_row_size(row_dot_info(as->type).operand, b->ne[0]) * size_t(ggml_nrows(b)),
                             SCRATCH_ALIGN);
     }
     const size_t n_as   = size_t(as->ne[2]);
@@ -312,7 +263,7 @@ void compute_mul_mat_id(const ComputeParams & p, ggml_tensor * dst) {
 
     VecDotInfo info = vec_dot_info(as->type, p.use_ref);
     if (info.dot == nullptr) {
-        info = id_dot_info(as->type);
+        info = row_dot_info(as->type);
     }
     const GemvFn gemv = p.use_ref ? nullptr : table_gemv(best_kernels(), as->type);
     const int64_t    K        = as->ne[0];
@@ -412,7 +363,7 @@ bool supports_mul_mat_id(const ggml_tensor * op) {
     }
     const ggml_tensor * as   = op->src[0];
     const ggml_tensor * b    = op->src[1];
-    const VecDotInfo    info = id_dot_info(as->type);
+    const VecDotInfo    info = row_dot_info(as->type);
     if (info.dot == nullptr || !convertible_operand(info.operand) || as->nb[0] != ggml_type_size(as->type) ||
         as->ne[0] % ggml_blck_size(info.operand) != 0) {
         return false;

@@ -6,6 +6,7 @@
 #include "core/common.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
+#include "quant_dot.h"
 
 namespace loom::cpu {
 
@@ -147,6 +148,55 @@ VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref) {
         default: break;
     }
     return info;
+}
+
+// The dot product of vec.h for the types it has, else the portable one of
+// quant_dot.h against the type of gemv_quant's columns; dot == nullptr for
+// the other types.
+VecDotInfo row_dot_info(ggml_type t) {
+    const VecDotInfo info = vec_dot_info(t);
+    if (info.dot != nullptr) {
+        return info;
+    }
+    VecDotFn dot = nullptr;
+    switch (t) {
+        case GGML_TYPE_Q4_1: dot = dot_q4_1_q8_1; break;
+        case GGML_TYPE_Q5_0: dot = dot_q5_0_q8_0; break;
+        case GGML_TYPE_Q5_1: dot = dot_q5_1_q8_1; break;
+        case GGML_TYPE_Q2_K: dot = dot_q2_K_q8_K; break;
+        case GGML_TYPE_Q3_K: dot = dot_q3_K_q8_K; break;
+        case GGML_TYPE_Q4_K: dot = dot_q4_K_q8_K; break;
+        case GGML_TYPE_Q5_K: dot = dot_q5_K_q8_K; break;
+        case GGML_TYPE_Q6_K: dot = dot_q6_K_q8_K; break;
+        case GGML_TYPE_IQ4_NL: dot = dot_iq4_nl_q8_0; break;
+        case GGML_TYPE_MXFP4: dot = dot_mxfp4_q8_0; break;
+        case GGML_TYPE_IQ4_XS: dot = dot_iq4_xs_q8_K; break;
+        case GGML_TYPE_IQ2_XXS: dot = dot_iq2_xxs_q8_K; break;
+        case GGML_TYPE_IQ2_XS: dot = dot_iq2_xs_q8_K; break;
+        case GGML_TYPE_IQ2_S: dot = dot_iq2_s_q8_K; break;
+        case GGML_TYPE_IQ3_XXS: dot = dot_iq3_xxs_q8_K; break;
+        case GGML_TYPE_IQ3_S: dot = dot_iq3_s_q8_K; break;
+        case GGML_TYPE_IQ1_S: dot = dot_iq1_s_q8_K; break;
+        case GGML_TYPE_IQ1_M: dot = dot_iq1_m_q8_K; break;
+        case GGML_TYPE_TQ1_0: dot = dot_tq1_0_q8_K; break;
+        case GGML_TYPE_TQ2_0: dot = dot_tq2_0_q8_K; break;
+        default: return info;
+    }
+    return {quant_operand_type(t), dot};
+}
+
+// The selected table's matrix-vector product for the weight type (null
+// where it has none): the per-column path calls it for ROW_BLOCK rows of
+// one column at a time, as mul_mat's matrix-vector path would.
+GemvFn table_gemv(const KernelTable & kt, ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32: return kt.gemv_f32;
+        case GGML_TYPE_F16: return kt.gemv_f16;
+        case GGML_TYPE_BF16: return kt.gemv_bf16;
+        case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
+        case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
+        default: return kt.gemv_quant[t];
+    }
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/types.h"
 #include "ggml.h"
 
@@ -42,6 +43,14 @@ VecDotInfo vec_dot_info(ggml_type weight_type);
 // portable ones when use_ref is set.
 VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref);
 
+// vec_dot_info's dot products, and for the other block types that have one
+// the portable dot product of quant_dot.h against their activation type
+// (quant_operand_type); dot == nullptr for the rest.
+VecDotInfo row_dot_info(ggml_type weight_type);
+// The kernel table's matrix-vector product for the weight type (null where
+// the table has none), with the operands of row_dot_info.
+GemvFn table_gemv(const KernelTable & kt, ggml_type weight_type);
+
 // ---- conversions ----
 
 // Converts n f32 values, read stride bytes apart, into a row of type
@@ -54,7 +63,6 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
 // out[i] = slope * m[i] for n values of an f32 or f16 mask row: one
 // rounding after an exact conversion, through the kernel table's row
 // functions (the same bits as a scalar loop).
-struct KernelTable;
 void mask_terms(const KernelTable & kt, const void * m, bool f16, float slope, int64_t n, float * out);
 
 // y[i] += x[i] * s
