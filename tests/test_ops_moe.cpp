@@ -111,6 +111,33 @@ TEST(OpsMulMatId, ManyTokensPerExpert) {
     check_modes(ctx, ggml_mul_mat_id(ctx, as, b, ids), mul_mat_id_ref(A, B, I, 2), threshold(GGML_TYPE_Q8_0));
 }
 
+// Every other block type with a dot product: the K-quants, i-quants and
+// ternary types against Q8_K, the others against Q8_0 or Q8_1 (NVFP4, Q1_0
+// and Q2_0 by decoding both rows), on the per-column path (one token per
+// expert) and the grouped one (20 tokens over 2 experts).
+TEST(OpsMulMatId, EveryBlockType) {
+    const ggml_type types[] = {GGML_TYPE_Q4_1,  GGML_TYPE_Q5_0,   GGML_TYPE_Q5_1,  GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                               GGML_TYPE_Q4_K,  GGML_TYPE_Q5_K,   GGML_TYPE_Q6_K,  GGML_TYPE_IQ4_NL,
+                               GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0,
+                               GGML_TYPE_Q2_0,  GGML_TYPE_TQ1_0,  GGML_TYPE_TQ2_0};
+    std::mt19937 rng(29);
+    for (ggml_type type : types) {
+        for (int64_t n_tok : {int64_t(1), int64_t(20)}) {
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " tokens " + std::to_string(n_tok));
+            const int64_t K = 256, M = 19, n_as = 2, n_used = 2;
+            Context       ctx;
+            ggml_tensor * as  = ggml_new_tensor_3d(ctx, type, K, M, n_as);
+            ggml_tensor * b   = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, n_used, n_tok);
+            ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, n_tok);
+            const Array   A   = fill_random(as, rng);
+            const Array   B   = fill_random(b, rng);
+            const auto    I   = fill_ids(ids, rng, 0, n_as - 1);
+            ggml_tensor * out = ggml_mul_mat_id(ctx, as, b, ids);
+            check_modes(ctx, out, mul_mat_id_ref(A, B, I, n_used), threshold(type));
+        }
+    }
+}
+
 TEST(OpsMulMatId, ExpertWithMoreColumnsThanOneProduct) {
     // Expert 0 is chosen by every token's first slot: 300 columns, more than
     // one grouped product takes (GROUP_COLS in matmul_id.cpp), so its

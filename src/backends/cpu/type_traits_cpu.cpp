@@ -47,34 +47,6 @@ float dot_q8_0_any(int64_t n, const void * x, const void * y) {
     return dot_q8_0_q8_0(n, static_cast<const block_q8_0 *>(x), static_cast<const block_q8_0 *>(y));
 }
 
-// The dot product of a row of X with a row of Y by decoding both, a chunk
-// of whole blocks of each at a time, and summing in double: the portable
-// vec_dot of the types without a dot product of their own (NVFP4, Q1_0,
-// Q2_0), against ggml's vec_dot_type.
-template <ggml_type X, ggml_type Y>
-float dot_decoded(int64_t n, const void * x, const void * y) {
-    constexpr int64_t k_chunk = 256;
-    const TypeInfo &  tx      = type_row(X);
-    const TypeInfo &  ty      = type_row(Y);
-    // Q8_K, an activation type only, has no to_float in the type table.
-    ggml_to_float_t   y_float = Y == GGML_TYPE_Q8_K ? dequantize_row_q8_K : ty.to_float;
-    LOOM_ASSERT(tx.to_float != nullptr && y_float != nullptr);
-    LOOM_ASSERT(k_chunk % tx.blck_size == 0 && k_chunk % ty.blck_size == 0);
-    float       fx[k_chunk], fy[k_chunk];
-    double      sum = 0.0;
-    const auto * px = static_cast<const char *>(x);
-    const auto * py = static_cast<const char *>(y);
-    for (int64_t i = 0; i < n; i += k_chunk) {
-        const int64_t m = std::min(k_chunk, n - i);
-        tx.to_float(px + (i / tx.blck_size) * int64_t(tx.type_size), fx, m);
-        y_float(py + (i / ty.blck_size) * int64_t(ty.type_size), fy, m);
-        for (int64_t j = 0; j < m; ++j) {
-            sum += double(fx[j]) * double(fy[j]);
-        }
-    }
-    return float(sum);
-}
-
 void fp32_to_i32(const float * x, void * y, int64_t n) {
     auto * out = static_cast<int32_t *>(y);
     for (int64_t i = 0; i < n; ++i) {
@@ -115,9 +87,9 @@ struct CpuTraitsTable {
         set(GGML_TYPE_TQ1_0, vec_dot<dot_tq1_0_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_TQ2_0, vec_dot<dot_tq2_0_q8_K>, GGML_TYPE_Q8_K);
         set(GGML_TYPE_MXFP4, vec_dot<dot_mxfp4_q8_0>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_NVFP4, vec_dot<dot_decoded<GGML_TYPE_NVFP4, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q1_0, vec_dot<dot_decoded<GGML_TYPE_Q1_0, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q2_0, vec_dot<dot_decoded<GGML_TYPE_Q2_0, GGML_TYPE_Q8_0>>, GGML_TYPE_Q8_0);
+        set(GGML_TYPE_NVFP4, vec_dot<dot_nvfp4_q8_0>, GGML_TYPE_Q8_0);
+        set(GGML_TYPE_Q1_0, vec_dot<dot_q1_0_q8_0>, GGML_TYPE_Q8_0);
+        set(GGML_TYPE_Q2_0, vec_dot<dot_q2_0_q8_0>, GGML_TYPE_Q8_0);
         // As in ggml, these take no f32 activations (their encoders search,
         // too slow for activations).
         for (ggml_type t : {GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_S}) {

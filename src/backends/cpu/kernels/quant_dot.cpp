@@ -1,7 +1,10 @@
 #include "quant_dot.h"
 
+#include <algorithm>
+
 #include "core/common.h"
 #include "core/fp16.h"
+#include "core/types.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
@@ -256,6 +259,48 @@ float dot_iq4_xs_q8_K(int64_t n, const void * vx, const void * vy) {
         sum += fp16_to_fp32(x[i].d) * y[i].d * float(isum);
     }
     return sum;
+}
+
+namespace {
+
+// The dot product of a row of X with a row of Y by decoding both, a chunk
+// of whole blocks of each at a time, and summing in double: the portable
+// vec_dot of the types without a dot product of their own (NVFP4, Q1_0,
+// Q2_0), against ggml's vec_dot_type.
+template <ggml_type X, ggml_type Y>
+float dot_decoded(int64_t n, const void * x, const void * y) {
+    constexpr int64_t k_chunk = 256;
+    const TypeInfo &  tx      = type_row(X);
+    const TypeInfo &  ty      = type_row(Y);
+    // Q8_K, an activation type only, has no to_float in the type table.
+    ggml_to_float_t   y_float = Y == GGML_TYPE_Q8_K ? dequantize_row_q8_K : ty.to_float;
+    LOOM_ASSERT(tx.to_float != nullptr && y_float != nullptr);
+    LOOM_ASSERT(k_chunk % tx.blck_size == 0 && k_chunk % ty.blck_size == 0);
+    float       fx[k_chunk], fy[k_chunk];
+    double      sum = 0.0;
+    const auto * px = static_cast<const char *>(x);
+    const auto * py = static_cast<const char *>(y);
+    for (int64_t i = 0; i < n; i += k_chunk) {
+        const int64_t m = std::min(k_chunk, n - i);
+        tx.to_float(px + (i / tx.blck_size) * int64_t(tx.type_size), fx, m);
+        y_float(py + (i / ty.blck_size) * int64_t(ty.type_size), fy, m);
+        for (int64_t j = 0; j < m; ++j) {
+            sum += double(fx[j]) * double(fy[j]);
+        }
+    }
+    return float(sum);
+}
+
+} // namespace
+
+float dot_nvfp4_q8_0(int64_t n, const void * x, const void * y) {
+    return dot_decoded<GGML_TYPE_NVFP4, GGML_TYPE_Q8_0>(n, x, y);
+}
+float dot_q1_0_q8_0(int64_t n, const void * x, const void * y) {
+    return dot_decoded<GGML_TYPE_Q1_0, GGML_TYPE_Q8_0>(n, x, y);
+}
+float dot_q2_0_q8_0(int64_t n, const void * x, const void * y) {
+    return dot_decoded<GGML_TYPE_Q2_0, GGML_TYPE_Q8_0>(n, x, y);
 }
 
 } // namespace loom::cpu

@@ -35,5 +35,10 @@ float dot_iq1_s_q8_K(int64_t n, const void * x, const void * y);
 float dot_iq1_m_q8_K(int64_t n, const void * x, const void * y);
 float dot_tq1_0_q8_K(int64_t n, const void * x, const void * y);
 float dot_tq2_0_q8_K(int64_t n, const void * x, const void * y);
+// The types without a dot product of their own, against Q8_0 as in ggml:
+// both rows decoded, a chunk of whole blocks at a time, summed in double.
+float dot_nvfp4_q8_0(int64_t n, const void * x, const void * y);
+float dot_q1_0_q8_0(int64_t n, const void * x, const void * y);
+float dot_q2_0_q8_0(int64_t n, const void * x, const void * y);
 
 } // namespace loom::cpu

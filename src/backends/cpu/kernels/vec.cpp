@@ -180,6 +180,10 @@ VecDotInfo row_dot_info(ggml_type t) {
         case GGML_TYPE_IQ1_M: dot = dot_iq1_m_q8_K; break;
         case GGML_TYPE_TQ1_0: dot = dot_tq1_0_q8_K; break;
         case GGML_TYPE_TQ2_0: dot = dot_tq2_0_q8_K; break;
+        // No activation type of the table's (quant_operand_type): ggml's, Q8_0.
+        case GGML_TYPE_NVFP4: return {GGML_TYPE_Q8_0, dot_nvfp4_q8_0};
+        case GGML_TYPE_Q1_0: return {GGML_TYPE_Q8_0, dot_q1_0_q8_0};
+        case GGML_TYPE_Q2_0: return {GGML_TYPE_Q8_0, dot_q2_0_q8_0};
         default: return info;
     }
     return {quant_operand_type(t), dot};
