@@ -69,6 +69,26 @@ TEST(OpsNorm, NonContiguousSource) {
     check_modes(ctx, ggml_rms_norm(ctx, a, 1e-5f), ref::rms_norm(A, double(1e-5f)), kF32);
 }
 
+// Rows whose elements are apart (dims 0 and 1 swapped, as test-backend-ops'
+// noncontig_rows): gathered into dst, then normalised; in place, such a row
+// has nowhere of its own to go and is refused.
+TEST(OpsNorm, TransposedRows) {
+    std::mt19937  rng(73);
+    Context       ctx;
+    ggml_tensor * base = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 5, 67, 2, 3);
+    fill_random(base, rng, -2.0, 1.0);
+    ggml_tensor * a = ggml_permute(ctx, base, 1, 0, 2, 3); // [67, 5, 2, 3], elements 5 floats apart
+    const Array   A = read_tensor(a);
+    check_modes(ctx, ggml_norm(ctx, a, 1e-5f), ref::norm(A, double(1e-5f)), kF32);
+    check_modes(ctx, ggml_rms_norm(ctx, a, 1e-5f), ref::rms_norm(A, double(1e-5f)), kF32);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_TRUE(ggml_backend_supports_op(cpu, ggml_norm(ctx, a, 1e-5f)));
+    EXPECT_FALSE(ggml_backend_supports_op(cpu, ggml_norm_inplace(ctx, a, 1e-5f)));
+    EXPECT_FALSE(ggml_backend_supports_op(cpu, ggml_group_norm(ctx, a, 1, 1e-5f)));
+    ggml_backend_free(cpu);
+}
+
 TEST(OpsNorm, Inplace) {
     std::mt19937  rng(71);
     Context       ctx;

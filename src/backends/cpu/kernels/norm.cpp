@@ -3,7 +3,9 @@
 //
 // Each row or group is handled by one thread from start to end, so results
 // do not depend on the thread count. dst may be src itself (in-place): every
-// pass reads an element before it writes the same element.
+// pass reads an element before it writes the same element. NORM and
+// RMS_NORM also take src rows whose elements are apart (a permuted src):
+// such a row is first gathered into its dst row, then normalised there.
 
 #include <algorithm>
 #include <cmath>
@@ -93,6 +95,12 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool rms) {
         const int64_t i3 = ir / (ne1 * ne2);
         const float * x  = at(static_cast<const float *>(src->data), i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3]);
         float *       y  = at(static_cast<float *>(dst->data), i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+        if (src->nb[0] != sizeof(float) && ne0 > 1) {
+            for (int64_t i = 0; i < ne0; ++i) {
+                y[i] = *at(x, size_t(i) * src->nb[0]);
+            }
+            x = y;
+        }
         if (rms) {
             rms_norm_row(x, y, ne0, eps);
         } else {
@@ -188,8 +196,15 @@ bool supports_norm(const ggml_tensor * op) {
     if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 || !ggml_are_same_shape(src, op)) {
         return false;
     }
-    // Rows are read as plain float arrays.
-    return (src->nb[0] == sizeof(float) || src->ne[0] == 1) && (op->nb[0] == sizeof(float) || op->ne[0] == 1);
+    // dst rows are plain float arrays; so are src rows of GROUP_NORM, while
+    // NORM and RMS_NORM gather strided ones into dst first, which must then
+    // be memory of its own (not a view, as an in-place result is).
+    const bool dst_rows = op->nb[0] == sizeof(float) || op->ne[0] == 1;
+    const bool src_rows = src->nb[0] == sizeof(float) || src->ne[0] == 1;
+    if (src_rows) {
+        return dst_rows;
+    }
+    return op->op != GGML_OP_GROUP_NORM && dst_rows && op->view_src == nullptr;
 }
 
 } // namespace loom::cpu
