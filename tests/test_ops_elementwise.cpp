@@ -543,6 +543,40 @@ TEST(OpsConcat, EachDim) {
     }
 }
 
+// Block types: rows of whole blocks copied as they are (the result dequantizes
+// to exactly the operands' values); dim 0 only in whole blocks.
+TEST(OpsConcat, BlockTypes) {
+    for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K}) {
+        const int64_t blk = ggml_blck_size(type);
+        for (int dim = 0; dim < 4; ++dim) {
+            std::mt19937 rng(83 + unsigned(dim));
+            Shape        sa = {blk * rand_int(rng, 1, 2), odd_size(rng, 1, 5), rand_int(rng, 1, 3), rand_int(rng, 1, 3)};
+            Shape        sb = sa;
+            sb[size_t(dim)] = dim == 0 ? blk : odd_size(rng, 1, 5);
+            SCOPED_TRACE(std::string(ggml_type_name(type)) + " dim " + std::to_string(dim));
+            Context       ctx;
+            ggml_tensor * a = new_tensor(ctx, type, sa);
+            ggml_tensor * b = new_tensor(ctx, type, sb);
+            const Array   A = fill_random(a, rng);
+            const Array   B = fill_random(b, rng);
+            check_modes(ctx, ggml_concat(ctx, a, b, dim), ref::concat(A, B, dim), kExact, 0.0);
+        }
+    }
+    Context       ctx;
+    ggml_tensor * a   = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 32, 2);
+    ggml_tensor * b   = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 32, 2);
+    ggml_tensor * out = ggml_concat(ctx, a, b, 0);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_TRUE(ggml_backend_supports_op(cpu, out));
+    // Rows that are runs of blocks, reached through other strides.
+    ggml_tensor * a3  = ggml_new_tensor_3d(ctx, GGML_TYPE_Q8_0, 32, 2, 3);
+    ggml_tensor * t   = ggml_permute(ctx, a3, 0, 2, 1, 3);
+    ggml_tensor * odd = ggml_concat(ctx, ggml_cont(ctx, t), t, 2);
+    EXPECT_TRUE(ggml_backend_supports_op(cpu, odd)); // rows are still runs of blocks
+    ggml_backend_free(cpu);
+}
+
 TEST(OpsConcat, NonContiguousOperand) {
     std::mt19937  rng(61);
     Context       ctx;
