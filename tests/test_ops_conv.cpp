@@ -498,6 +498,18 @@ TEST(OpsConv, Conv3DAndIm2Col3D) {
     ggml_tensor * none = ggml_im2col_3d(ctx, a1, b, 5, 2, 1, 2, 1, 0, 1, 1, 2, 1, GGML_TYPE_F32);
     EXPECT_EQ(ggml_nelements(none), 0);
     EXPECT_EQ(compute(ctx, none, 2), GGML_STATUS_SUCCESS);
+    // Channels past the last whole batch are not read: 5 channels of IC 2
+    // are two batches, the same as the first 4 channels alone.
+    ggml_tensor * b5  = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 7, 6, 5, 5);
+    fill_random(b5, rng);
+    ggml_tensor * b4  = ggml_view_4d(ctx, b5, 7, 6, 5, 4, b5->nb[1], b5->nb[2], b5->nb[3], 0);
+    ggml_tensor * odd = ggml_im2col_3d(ctx, a, b5, IC, 2, 1, 2, 1, 0, 1, 1, 2, 1, GGML_TYPE_F32);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_TRUE(ggml_backend_supports_op(cpu, odd));
+    EXPECT_TRUE(ggml_backend_supports_op(cpu, none));
+    ggml_backend_free(cpu);
+    check_modes(ctx, odd, im2col3d(read_tensor(b4), k, IC, c), kExact, 0.0);
     check_modes(ctx, ggml_conv_3d(ctx, a, b, IC, 2, 1, 2, 1, 0, 1, 1, 2, 1),
                 conv3d(A, rounded(B, GGML_TYPE_F16), IC, c), kF16);
     check_modes(ctx, ggml_conv_3d_direct(ctx, a, b, 2, 1, 2, 1, 0, 1, 1, 2, 1, int(IC), int(N), int(OC)),
