@@ -120,8 +120,10 @@ Array hc_post_ref(const Array & x, const Array & res, const Array & post, const 
 TEST(OpsDsv4, LightningIndexer) {
     for (unsigned seed : seeds()) {
         std::mt19937 rng(seed);
-        for (ggml_type kt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
-            const int64_t n_embd = odd_size(rng, 1, 33), n_head = rand_int(rng, 1, 5), n_batch = odd_size(rng, 1, 7);
+        // Block-type keys (a quantized indexer cache) decoded whole.
+        for (ggml_type kt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_1}) {
+            const int64_t n_embd = ggml_is_quantized(kt) ? 32 * rand_int(rng, 1, 3) : odd_size(rng, 1, 33);
+            const int64_t n_head = rand_int(rng, 1, 5), n_batch = odd_size(rng, 1, 7);
             const int64_t n_kv = odd_size(rng, 1, 19), n_stream = rand_int(rng, 1, 2) * 2, n_mask = n_stream / 2;
             SCOPED_TRACE(std::string(ggml_type_name(kt)) + " embd " + std::to_string(n_embd) + " kv " +
                          std::to_string(n_kv));

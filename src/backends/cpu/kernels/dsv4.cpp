@@ -1,6 +1,8 @@
 // GGML_OP_LIGHTNING_INDEXER and the DeepSeek V4 hyper-connection operators
 // GGML_OP_DSV4_HC_COMB, DSV4_HC_PRE and DSV4_HC_POST, in f32 (keys of the
-// indexer also in f16 and bf16). Every source is read through its strides.
+// indexer also in f16, bf16 and every block type with a to_float, whose
+// rows are runs of whole blocks). Every other source is read through its
+// strides.
 //
 // The indexer splits the keys among the threads: a thread converts each of
 // its key rows once (into its part of the scratch) and scores it against
@@ -13,6 +15,7 @@
 
 #include "core/common.h"
 #include "core/fp16.h"
+#include "core/types.h"
 #include "kernels.h"
 
 namespace loom::cpu {
@@ -44,7 +47,11 @@ bool indexer_fits(const ggml_tensor * op) {
         return false;
     }
     if (k->type != GGML_TYPE_F32 && k->type != GGML_TYPE_F16 && k->type != GGML_TYPE_BF16) {
-        return false;
+        // Block types: each key row decoded whole.
+        if (!type_is_valid(k->type) || !ggml_is_quantized(k->type) || type_row(k->type).to_float == nullptr ||
+            k->nb[0] != ggml_type_size(k->type) || k->ne[0] % ggml_blck_size(k->type) != 0) {
+            return false;
+        }
     }
     return k->ne[0] == q->ne[0] && k->ne[1] == 1 && k->ne[3] == q->ne[3] && w->ne[0] == q->ne[1] &&
            w->ne[1] == q->ne[2] && w->ne[2] == 1 && w->ne[3] == q->ne[3] && m->ne[0] == k->ne[2] &&
@@ -71,7 +78,10 @@ void compute_indexer(const ComputeParams & p, ggml_tensor * dst) {
     for (int64_t s = 0; s < n_stream; ++s) {
         for (int64_t j = r.begin; j < r.end; ++j) {
             const char * row = static_cast<const char *>(k->data) + j * k->nb[2] + s * k->nb[3];
-            for (int64_t e = 0; e < n_embd; ++e) {
+            if (ggml_is_quantized(k->type)) {
+                type_row(k->type).to_float(row, key, n_embd);
+            }
+            for (int64_t e = 0; e < n_embd && !ggml_is_quantized(k->type); ++e) {
                 const char * at = row + e * k->nb[0];
                 switch (k->type) {
                     case GGML_TYPE_F16: key[e] = fp16_to_fp32(*reinterpret_cast<const ggml_fp16_t *>(at)); break;
