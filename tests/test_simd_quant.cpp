@@ -394,6 +394,55 @@ TEST(SimdQuant, GemvAgainstPortable) {
     }
 }
 
+// Note [Rows decoded once] (kernels/matmul.cpp): rows decoded by the
+// table's decode_rows and multiplied by gemv_decoded give the bits of the
+// type's gemv_quant entry, for every row and column count.
+TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
+    int checked = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(26);
+        for (ggml_type t : kTypes) {
+            if (kt->decode_rows[t] == nullptr) {
+                continue;
+            }
+            ASSERT_NE(kt->gemv_decoded, nullptr) << kt->name;
+            ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
+            for (int64_t K : {256, 1280}) {
+                const int64_t nrows = 19;
+                const size_t  lda   = ggml_row_size(t, K) + 2;
+                const size_t  ldb   = ggml_row_size(GGML_TYPE_Q8_K, K) + 4;
+                OffBuffer     a(lda * size_t(nrows), 2);
+                OffBuffer     b(ldb * GEMV_MAX_COLS, 4);
+                for (int64_t r = 0; r < nrows; ++r) {
+                    random_blocks(rng, t, K / ggml_blck_size(t), a.ptr + size_t(r) * lda);
+                }
+                for (int c = 0; c < GEMV_MAX_COLS; ++c) {
+                    const std::vector<float> x = random_floats(rng, size_t(K));
+                    quantize_column(GGML_TYPE_Q8_K, x.data(), b.ptr + size_t(c) * ldb, K);
+                }
+                std::vector<unsigned char> dec(decoded_row_bytes(K) * size_t(nrows) + 1);
+                kt->decode_rows[t](K, a.ptr, lda, nrows, dec.data() + 1); // off any alignment
+                for (int64_t rows : {int64_t(1), int64_t(7), nrows}) {
+                    for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(rows) + " cols " + std::to_string(ncols));
+                        const size_t       ldd = size_t(rows);
+                        std::vector<float> want(ldd * size_t(ncols)), got(ldd * size_t(ncols));
+                        kt->gemv_quant[t](K, a.ptr, lda, rows, b.ptr, ldb, ncols, want.data(), ldd);
+                        kt->gemv_decoded(K, dec.data() + 1, decoded_row_bytes(K), rows, b.ptr, ldb, ncols,
+                                         got.data(), ldd);
+                        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+                    }
+                }
+                ++checked;
+            }
+        }
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here decodes rows once";
+    }
+}
+
 TEST(SimdQuant, QuantizeQ8_KSameBits) {
     FOR_EACH_SIMD_TABLE(kt) {
         ASSERT_NE(kt->quantize_row_q8_K, nullptr) << kt->name;

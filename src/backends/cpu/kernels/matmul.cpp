@@ -386,12 +386,44 @@ constexpr int64_t GEMV_ITEM_MACS = 32768;
 // them.
 constexpr size_t GEMV_HEADER = 64;
 
+// Rows of an item without prepared columns: whole groups of GEMV_ROW_ALIGN,
+// at least GEMV_ITEM_MACS multiply-adds against nc columns.
+int64_t gemv_min_rows(int64_t K, int64_t nc) {
+    const int64_t macs_per_row = std::max<int64_t>(1, K * std::min<int64_t>(nc, GEMV_MAX_COLS));
+    return std::clamp<int64_t>(GEMV_ITEM_MACS / macs_per_row, GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) / GEMV_ROW_ALIGN *
+           GEMV_ROW_ALIGN;
+}
+
+// Note [Rows decoded once]
+// The grid i-quants and the ternary types spend most of a product on
+// decoding their rows (grid lookups, sign patterns). With more columns than
+// one gemv call takes, an item's rows are decoded once into the thread's
+// scratch (KernelTable::decode_rows) and every column group of the item
+// meets the decoded rows (gemv_decoded) instead of decoding them again per
+// group. The levels, scales and block scales are the decoder's own, so the
+// bits are those of the type's gemv_quant entry.
+DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
+    if (kt.gemv_decoded == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS || a->type < 0 ||
+        a->type >= GGML_TYPE_COUNT) {
+        return nullptr;
+    }
+    return kt.decode_rows[a->type];
+}
+
+// Bytes of one thread's decoded rows (0 where rows are not decoded once).
+size_t decoded_thread_bytes(const ggml_tensor * a, const ggml_tensor * b) {
+    if (rows_decoder(best_kernels(), a, b) == nullptr) {
+        return 0;
+    }
+    return align_up(size_t(gemv_min_rows(a->ne[0], b->ne[1])) * decoded_row_bytes(a->ne[0]), SCRATCH_ALIGN);
+}
+
 // Bytes of one product's part of the scratch after the header: b packed,
-// b's prepared columns, and each thread's partial sums.
+// b's prepared columns, each thread's partial sums and decoded rows.
 size_t gemv_region_bytes(const ggml_tensor * a, const ggml_tensor * b, int n_threads) {
     const QGemmKernels qg = qgemm_for(best_kernels(), a, b);
     return align_up(packed_b_bytes(a, b) + qgemm_prepared_bytes(qg, b) +
-                        qgemm_thread_acc_bytes(qg, b) * size_t(std::max(n_threads, 1)),
+                        (qgemm_thread_acc_bytes(qg, b) + decoded_thread_bytes(a, b)) * size_t(std::max(n_threads, 1)),
                     SCRATCH_ALIGN);
 }
 
@@ -437,6 +469,10 @@ class GemvProduct {
     char *              acc_base_;
     int64_t             nb_k_, kc_;
     bool                merge_;
+    DecodeRowsFn        decode_;      // Note [Rows decoded once]; null: rows read as they are
+    GemvFn              gemv_decoded_;
+    size_t              dec_bytes_;   // per thread
+    char *              dec_base_;
 };
 
 GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * region, size_t region_size, int nth)
@@ -466,10 +502,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     NC_                        = heads_ ? r2 : N;
     NB_                        = heads_ ? a_->ne[2] * dst->ne[3] : nbatch;
     ldb_c_                     = heads_ ? (packed ? row_size_ : b_->nb[2]) : ldb_;
-    const int64_t macs_per_row = std::max<int64_t>(1, K_ * std::min<int64_t>(NC_, GEMV_MAX_COLS));
-    const int64_t min_rows =
-        std::clamp<int64_t>(GEMV_ITEM_MACS / macs_per_row, GEMV_ROW_ALIGN, 64 * GEMV_ROW_ALIGN) / GEMV_ROW_ALIGN *
-        GEMV_ROW_ALIGN;
+    const int64_t min_rows     = gemv_min_rows(K_, NC_);
     item_rows_ = qg_.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
     n_ru_      = (M + item_rows_ - 1) / item_rows_;
     n_cg_      = (NC_ + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
@@ -486,6 +519,12 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     // consecutive items of a chunk that belong to one matrix go to the kernel
     // in one call, which reads them as two streams (Note [Repacked quads]).
     merge_ = is_repacked(a_) && per_cg_ == n_cg_ && n_cg_ == 1 && (kc_ == nb_k_ || qg_.gemm == nullptr);
+    // Note [Rows decoded once]: only where an item meets several column groups.
+    decode_       = qg_.gemm == nullptr && !heads_ && per_cg_ > 1 ? rows_decoder(kt, a_, b_) : nullptr;
+    gemv_decoded_ = kt.gemv_decoded;
+    dec_bytes_    = decoded_thread_bytes(a_, b_);
+    dec_base_     = acc_base_ + acc_bytes_ * size_t(nth);
+    LOOM_ASSERT(decode_ == nullptr || (dec_bytes_ >= size_t(item_rows_) * decoded_row_bytes(K_) && !merge_));
 }
 
 void GemvProduct::prepare(const KernelTable & kt, int ith, int nth) const {
@@ -555,6 +594,17 @@ void GemvProduct::run(int ith, int64_t begin, int64_t end) const {
             }
             continue;
         }
+        const char * rows_a   = a_rows;
+        size_t       rows_lda = a->nb[1];
+        GemvFn       fn       = gemv_;
+        if (decode_ != nullptr) {
+            // Note [Rows decoded once]
+            char * dec = dec_base_ + dec_bytes_ * size_t(ith);
+            decode_(K_, a_rows, a->nb[1], rows, dec);
+            rows_a   = dec;
+            rows_lda = decoded_row_bytes(K_);
+            fn       = gemv_decoded_;
+        }
         for (int64_t cg = cg0; cg < cg0 + per_cg_; ++cg) {
             const int64_t c0    = cg * GEMV_MAX_COLS;
             const int     ncols = int(std::min<int64_t>(GEMV_MAX_COLS, NC_ - c0));
@@ -571,7 +621,7 @@ void GemvProduct::run(int ith, int64_t begin, int64_t end) const {
                 continue;
             }
             auto * out = reinterpret_cast<float *>(d_mat + c0 * dst->nb[1]) + m0;
-            gemv_(K_, a_rows, a->nb[1], rows, bop_.column(c0, i2, i3), ldb_, ncols, out, ldd_);
+            fn(K_, rows_a, rows_lda, rows, bop_.column(c0, i2, i3), ldb_, ncols, out, ldd_);
         }
     }
 }

@@ -59,6 +59,14 @@ template <class F> inline void with_gemv_cols(int ncols, F && f) {
 // (1 <= ncols <= GEMV_MAX_COLS). Rows of a are lda bytes apart and columns
 // of b ldb bytes apart, each K elements of its type (K a multiple of the
 // block size). Weights are read once for all ncols columns.
+// A super-block decoded for gemv_decoded: 256 signed levels, the 16 group
+// scales (int16), the block's scale with the type's constant factor (f32).
+constexpr size_t DECODED_BLOCK_BYTES = 320;
+inline size_t    decoded_row_bytes(int64_t K) {
+    return size_t(K / QK_K) * DECODED_BLOCK_BYTES;
+}
+using DecodeRowsFn = void (*)(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
+
 using GemvFn = void (*)(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                         float * dst, size_t ldd);
 
@@ -273,6 +281,15 @@ struct KernelTable {
     // Products of those types on prepared columns, as qgemm_q4_0 (the same
     // bits as their gemv_quant entry); null where the table has none.
     QGemmKernels qgemm_quant[GGML_TYPE_COUNT] = {};
+    // Rows of the grid i-quants and the ternary types decoded once, for
+    // products whose items meet several groups of columns (Note [Rows
+    // decoded once] in kernels/matmul.cpp): decode_rows writes nrows rows
+    // of K values, decoded_row_bytes(K) bytes apart, and gemv_decoded
+    // multiplies such rows with Q8_K columns, with gemv_quant's contract
+    // and the bits of the type's gemv_quant entry. Null where the table has
+    // none.
+    DecodeRowsFn decode_rows[GGML_TYPE_COUNT] = {};
+    GemvFn       gemv_decoded                 = nullptr;
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;

@@ -345,6 +345,73 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
     }
 }
 
+// Note [Rows decoded once]
+// A decoded super-block as gemv_decoded reads it: the eight level
+// registers, the scales of its 16 groups, and d.
+struct StoredBlock {
+    int8_t  q[QK_K];
+    int16_t sc[16];
+    float   d;
+    char    pad[DECODED_BLOCK_BYTES - QK_K - 32 - sizeof(float)];
+};
+static_assert(sizeof(StoredBlock) == DECODED_BLOCK_BYTES);
+
+template <class D>
+void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    using W          = typename D::W;
+    const int64_t nb = K / QK_K;
+    auto *        o  = static_cast<StoredBlock *>(out);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r) * lda);
+        for (int64_t i = 0; i < nb; ++i, ++o) {
+            IDecoded w;
+            D::decode(x[i], w);
+            for (int j = 0; j < 8; ++j) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->q + 32 * j), w.q[j]);
+                o->sc[2 * j]     = int16_t(_mm256_extract_epi16(w.sc[j], 0));
+                o->sc[2 * j + 1] = int16_t(_mm256_extract_epi16(w.sc[j], 8));
+            }
+            o->d = w.d;
+        }
+    }
+}
+
+// The decoded block back in registers: the same levels, scales and d as
+// the decoder gave, so iq_block computes the same bits.
+inline void iq_load_stored(const StoredBlock & s, IDecoded & w) {
+    for (int j = 0; j < 8; ++j) {
+        w.q[j]  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s.q + 32 * j));
+        w.sc[j] = iq_scales(s.sc[2 * j], s.sc[2 * j + 1]);
+    }
+    w.d = s.d;
+}
+
+template <int C>
+void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+                          float * dst, size_t ldd) {
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const StoredBlock *>(a + size_t(r) * lda);
+        __m256       acc[C];
+        for (int c = 0; c < C; ++c) {
+            acc[c] = _mm256_setzero_ps();
+        }
+        for (int64_t i = 0; i < nb; ++i) {
+            IDecoded w;
+            iq_load_stored(x[i], w);
+            for (int c = 0; c < C; ++c) {
+                acc[c] = iq_block(w, bc[c][i], acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            dst[size_t(c) * ldd + size_t(r)] = iq_hsum(acc[c]);
+        }
+    }
+}
+
 template <class D>
 void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
              float * dst, size_t ldd) {
@@ -356,6 +423,40 @@ void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
 
 } // namespace
 
+void gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd) {
+    const int64_t nb = K / QK_K;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    with_gemv_cols(ncols, [&](auto cols) { iq_gemv_decoded_cols<decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
+}
+void decode_rows_iq2_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ2XXSDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_iq2_xs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ2XSDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_iq2_s(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ2SDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_iq3_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ3XXSDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_iq3_s(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ3SDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_iq1_s(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ1SDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_iq1_m(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<IQ1MDecoder>(K, a, lda, nrows, out);
+}
+void decode_rows_tq1_0(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<TQ1Decoder>(K, a, lda, nrows, out);
+}
+void decode_rows_tq2_0(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    iq_decode_rows<TQ2Decoder>(K, a, lda, nrows, out);
+}
 void gemv_iq2_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                   float * dst, size_t ldd) {
     iq_gemv<IQ2XXSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);

@@ -87,6 +87,16 @@ const KernelTable k_avx2 = [] {
     t.gemv_quant[GGML_TYPE_IQ1_M] = avx2::gemv_iq1_m;
     t.gemv_quant[GGML_TYPE_TQ2_0] = avx2::gemv_tq2_0;
     t.gemv_quant[GGML_TYPE_TQ1_0] = avx2::gemv_tq1_0;
+    t.decode_rows[GGML_TYPE_IQ2_XXS] = avx2::decode_rows_iq2_xxs;
+    t.decode_rows[GGML_TYPE_IQ2_XS] = avx2::decode_rows_iq2_xs;
+    t.decode_rows[GGML_TYPE_IQ2_S] = avx2::decode_rows_iq2_s;
+    t.decode_rows[GGML_TYPE_IQ3_XXS] = avx2::decode_rows_iq3_xxs;
+    t.decode_rows[GGML_TYPE_IQ3_S] = avx2::decode_rows_iq3_s;
+    t.decode_rows[GGML_TYPE_IQ1_S] = avx2::decode_rows_iq1_s;
+    t.decode_rows[GGML_TYPE_IQ1_M] = avx2::decode_rows_iq1_m;
+    t.decode_rows[GGML_TYPE_TQ1_0] = avx2::decode_rows_tq1_0;
+    t.decode_rows[GGML_TYPE_TQ2_0] = avx2::decode_rows_tq2_0;
+    t.gemv_decoded = avx2::gemv_decoded;
     return t;
 }();
 
