@@ -420,8 +420,9 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
                     const std::vector<float> x = random_floats(rng, size_t(K));
                     quantize_column(GGML_TYPE_Q8_K, x.data(), b.ptr + size_t(c) * ldb, K);
                 }
-                std::vector<unsigned char> dec(decoded_row_bytes(K) * size_t(nrows) + 1);
-                kt->decode_rows[t](K, a.ptr, lda, nrows, dec.data() + 1); // off any alignment
+                // 4-byte aligned (the format's contract), off 32-byte boundaries.
+                OffBuffer dec(decoded_row_bytes(K) * size_t(nrows), 4);
+                kt->decode_rows[t](K, a.ptr, lda, nrows, dec.ptr);
                 for (int64_t rows : {int64_t(1), int64_t(7), nrows}) {
                     for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
                         SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " K " + std::to_string(K) +
@@ -429,7 +430,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
                         const size_t       ldd = size_t(rows);
                         std::vector<float> want(ldd * size_t(ncols)), got(ldd * size_t(ncols));
                         kt->gemv_quant[t](K, a.ptr, lda, rows, b.ptr, ldb, ncols, want.data(), ldd);
-                        kt->gemv_decoded(K, dec.data() + 1, decoded_row_bytes(K), rows, b.ptr, ldb, ncols,
+                        kt->gemv_decoded(K, dec.ptr, decoded_row_bytes(K), rows, b.ptr, ldb, ncols,
                                          got.data(), ldd);
                         ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
                     }

@@ -286,8 +286,8 @@ struct KernelTable {
     // decoded once] in kernels/matmul.cpp): decode_rows writes nrows rows
     // of K values, decoded_row_bytes(K) bytes apart, and gemv_decoded
     // multiplies such rows with Q8_K columns, with gemv_quant's contract
-    // and the bits of the type's gemv_quant entry. Null where the table has
-    // none.
+    // and the bits of the type's gemv_quant entry (decoded rows 4-byte
+    // aligned). Null where the table has none.
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT] = {};
     GemvFn       gemv_decoded                 = nullptr;
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
