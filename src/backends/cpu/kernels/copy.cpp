@@ -249,36 +249,9 @@ void compute_repeat(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// Block types: rows of whole blocks, copied as bytes (supports_copy).
-void concat_blocks(const ComputeParams & p, ggml_tensor * dst) {
-    const ggml_tensor * a   = dst->src[0];
-    const ggml_tensor * b   = dst->src[1];
-    const int           dim = op_param_i32(dst, 0);
-    const size_t        ra = ggml_row_size(a->type, a->ne[0]), rb = ggml_row_size(b->type, b->ne[0]);
-    auto row = [](const ggml_tensor * t, const int64_t (&i)[4]) {
-        return static_cast<char *>(t->data) + i[1] * t->nb[1] + i[2] * t->nb[2] + i[3] * t->nb[3];
-    };
-    const Range rr = split_range(ggml_nrows(dst), p.ith, p.nth);
-    for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
-        int64_t idx[4] = {0, ir % dst->ne[1], (ir / dst->ne[1]) % dst->ne[2], ir / (dst->ne[1] * dst->ne[2])};
-        char *  y      = row(dst, idx);
-        if (dim == 0) {
-            std::memcpy(y, row(a, idx), ra);
-            std::memcpy(y + ra, row(b, idx), rb);
-        } else if (idx[dim] < a->ne[dim]) {
-            std::memcpy(y, row(a, idx), ra);
-        } else {
-            idx[dim] -= a->ne[dim];
-            std::memcpy(y, row(b, idx), rb);
-        }
-    }
-}
-
+// Block types go through copy_same as whole blocks (supports_copy: rows of
+// whole blocks, each a contiguous run).
 void compute_concat(const ComputeParams & p, ggml_tensor * dst) {
-    if (ggml_is_quantized(dst->type)) {
-        concat_blocks(p, dst);
-        return;
-    }
     const ggml_tensor * a   = dst->src[0];
     const ggml_tensor * b   = dst->src[1];
     const int           dim = op_param_i32(dst, 0);
