@@ -71,18 +71,8 @@ Slices slices(const ggml_tensor * op) {
 // be converted to.
 bool k_type_ok(ggml_type t, int64_t dk) {
     const VecDotInfo info = row_dot_info(t);
-    if (info.dot == nullptr || dk % ggml_blck_size(t) != 0 || dk % ggml_blck_size(info.operand) != 0) {
-        return false;
-    }
-    switch (info.operand) {
-        case GGML_TYPE_F32:
-        case GGML_TYPE_F16:
-        case GGML_TYPE_BF16:
-        case GGML_TYPE_Q8_0:
-        case GGML_TYPE_Q8_1:
-        case GGML_TYPE_Q8_K: return true;
-        default: return false;
-    }
+    return info.dot != nullptr && convertible_operand(info.operand) && dk % ggml_blck_size(t) == 0 &&
+           dk % ggml_blck_size(info.operand) == 0;
 }
 
 bool v_type_ok(ggml_type t, int64_t dv) {

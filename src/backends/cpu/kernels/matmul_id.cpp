@@ -48,12 +48,6 @@ constexpr int64_t GROUP_COLS = 256;
 // the rows in cache while the columns pass).
 constexpr int64_t GROUP_MIN_COLS = 4;
 
-// The operand types convert_f32_row produces.
-bool convertible_operand(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
-           t == GGML_TYPE_Q8_1 || t == GGML_TYPE_Q8_K;
-}
-
 // b is read in place when it already is the operand, with contiguous rows.
 bool b_in_place(const ggml_tensor * as, const ggml_tensor * b) {
     return b->type == row_dot_info(as->type).operand && b->nb[0] == ggml_type_size(b->type);

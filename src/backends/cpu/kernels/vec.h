@@ -57,6 +57,11 @@ GemvFn table_gemv(const KernelTable & kt, ggml_type weight_type);
 // (F32, F16, BF16, Q8_0, Q8_1 or Q8_K, the quantized ones by the core's
 // reference quantizers; n a multiple of the block size).
 void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst, int64_t n);
+// The types convert_f32_row produces.
+inline bool convertible_operand(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
+           t == GGML_TYPE_Q8_1 || t == GGML_TYPE_Q8_K;
+}
 
 // ---- element-wise helpers ----
 
