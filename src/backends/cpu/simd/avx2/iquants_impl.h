@@ -421,75 +421,35 @@ void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
     with_gemv_cols(ncols, [&](auto cols) { iq_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
 
-} // namespace
+// Each type: its enum name, its function suffix, its decoder.
+#define LOOM_IQ_TYPES(X)                                                                                                 \
+    X(IQ2_XXS, iq2_xxs, IQ2XXSDecoder)                                                                                 \
+    X(IQ2_XS, iq2_xs, IQ2XSDecoder)                                                                                    \
+    X(IQ2_S, iq2_s, IQ2SDecoder)                                                                                       \
+    X(IQ3_XXS, iq3_xxs, IQ3XXSDecoder)                                                                                 \
+    X(IQ3_S, iq3_s, IQ3SDecoder)                                                                                       \
+    X(IQ1_S, iq1_s, IQ1SDecoder)                                                                                       \
+    X(IQ1_M, iq1_m, IQ1MDecoder)                                                                                       \
+    X(TQ2_0, tq2_0, TQ2Decoder)                                                                                        \
+    X(TQ1_0, tq1_0, TQ1Decoder)
 
-void gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                  float * dst, size_t ldd) {
+void iq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                     float * dst, size_t ldd) {
     const int64_t nb = K / QK_K;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
     with_gemv_cols(ncols, [&](auto cols) { iq_gemv_decoded_cols<decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
-void decode_rows_iq2_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ2XXSDecoder>(K, a, lda, nrows, out);
+
+} // namespace
+
+void add_iquant_kernels(KernelTable & t) {
+#define LOOM_IQ_SET(E, name, D)                                                                                          \
+    t.gemv_quant[GGML_TYPE_##E]  = iq_gemv<D>;                                                                         \
+    t.decode_rows[GGML_TYPE_##E] = iq_decode_rows<D>;
+    LOOM_IQ_TYPES(LOOM_IQ_SET)
+#undef LOOM_IQ_SET
+    t.gemv_decoded = iq_gemv_decoded;
 }
-void decode_rows_iq2_xs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ2XSDecoder>(K, a, lda, nrows, out);
-}
-void decode_rows_iq2_s(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ2SDecoder>(K, a, lda, nrows, out);
-}
-void decode_rows_iq3_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ3XXSDecoder>(K, a, lda, nrows, out);
-}
-void decode_rows_iq3_s(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ3SDecoder>(K, a, lda, nrows, out);
-}
-void decode_rows_iq1_s(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ1SDecoder>(K, a, lda, nrows, out);
-}
-void decode_rows_iq1_m(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<IQ1MDecoder>(K, a, lda, nrows, out);
-}
-void decode_rows_tq1_0(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<TQ1Decoder>(K, a, lda, nrows, out);
-}
-void decode_rows_tq2_0(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    iq_decode_rows<TQ2Decoder>(K, a, lda, nrows, out);
-}
-void gemv_iq2_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                  float * dst, size_t ldd) {
-    iq_gemv<IQ2XXSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_iq2_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                 float * dst, size_t ldd) {
-    iq_gemv<IQ2XSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_iq2_s(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    iq_gemv<IQ2SDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_iq3_xxs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                  float * dst, size_t ldd) {
-    iq_gemv<IQ3XXSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_iq3_s(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    iq_gemv<IQ3SDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_iq1_s(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    iq_gemv<IQ1SDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_iq1_m(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    iq_gemv<IQ1MDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_tq2_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    iq_gemv<TQ2Decoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-void gemv_tq1_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    iq_gemv<TQ1Decoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
+
+#undef LOOM_IQ_TYPES

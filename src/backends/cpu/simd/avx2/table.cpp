@@ -78,25 +78,7 @@ const KernelTable k_avx2 = [] {
     t.gemv_quant[GGML_TYPE_IQ4_NL] = avx2::gemv_iq4_nl;
     t.gemv_quant[GGML_TYPE_MXFP4]  = avx2::gemv_mxfp4;
     t.gemv_quant[GGML_TYPE_IQ4_XS] = avx2::gemv_iq4_xs;
-    t.gemv_quant[GGML_TYPE_IQ2_XXS] = avx2::gemv_iq2_xxs;
-    t.gemv_quant[GGML_TYPE_IQ2_XS] = avx2::gemv_iq2_xs;
-    t.gemv_quant[GGML_TYPE_IQ2_S] = avx2::gemv_iq2_s;
-    t.gemv_quant[GGML_TYPE_IQ3_XXS] = avx2::gemv_iq3_xxs;
-    t.gemv_quant[GGML_TYPE_IQ3_S] = avx2::gemv_iq3_s;
-    t.gemv_quant[GGML_TYPE_IQ1_S] = avx2::gemv_iq1_s;
-    t.gemv_quant[GGML_TYPE_IQ1_M] = avx2::gemv_iq1_m;
-    t.gemv_quant[GGML_TYPE_TQ2_0] = avx2::gemv_tq2_0;
-    t.gemv_quant[GGML_TYPE_TQ1_0] = avx2::gemv_tq1_0;
-    t.decode_rows[GGML_TYPE_IQ2_XXS] = avx2::decode_rows_iq2_xxs;
-    t.decode_rows[GGML_TYPE_IQ2_XS] = avx2::decode_rows_iq2_xs;
-    t.decode_rows[GGML_TYPE_IQ2_S] = avx2::decode_rows_iq2_s;
-    t.decode_rows[GGML_TYPE_IQ3_XXS] = avx2::decode_rows_iq3_xxs;
-    t.decode_rows[GGML_TYPE_IQ3_S] = avx2::decode_rows_iq3_s;
-    t.decode_rows[GGML_TYPE_IQ1_S] = avx2::decode_rows_iq1_s;
-    t.decode_rows[GGML_TYPE_IQ1_M] = avx2::decode_rows_iq1_m;
-    t.decode_rows[GGML_TYPE_TQ1_0] = avx2::decode_rows_tq1_0;
-    t.decode_rows[GGML_TYPE_TQ2_0] = avx2::decode_rows_tq2_0;
-    t.gemv_decoded = avx2::gemv_decoded;
+    avx2::add_iquant_kernels(t);
     return t;
 }();
 

@@ -13,6 +13,7 @@ struct block_q8_K;
 
 namespace loom::cpu {
 struct AdamwStep;
+struct KernelTable;
 }
 
 namespace loom::cpu::avx512 {

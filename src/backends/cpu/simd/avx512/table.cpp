@@ -83,25 +83,7 @@ const KernelTable * avx512_kernels() {
         t.qgemm_quant[GGML_TYPE_IQ4_NL] = {avx512::qcols_bytes, avx512::qcols_prepare_iq4_nl, avx512::qgemm_iq4_nl, 4};
         t.gemv_quant[GGML_TYPE_MXFP4]  = avx512::gemv_mxfp4;
         t.gemv_quant[GGML_TYPE_IQ4_XS] = avx512::gemv_iq4_xs;
-        t.gemv_quant[GGML_TYPE_IQ2_XXS] = avx512::gemv_iq2_xxs;
-        t.gemv_quant[GGML_TYPE_IQ2_XS] = avx512::gemv_iq2_xs;
-        t.gemv_quant[GGML_TYPE_IQ2_S] = avx512::gemv_iq2_s;
-        t.gemv_quant[GGML_TYPE_IQ3_XXS] = avx512::gemv_iq3_xxs;
-        t.gemv_quant[GGML_TYPE_IQ3_S] = avx512::gemv_iq3_s;
-        t.gemv_quant[GGML_TYPE_IQ1_S] = avx512::gemv_iq1_s;
-        t.gemv_quant[GGML_TYPE_IQ1_M] = avx512::gemv_iq1_m;
-        t.gemv_quant[GGML_TYPE_TQ2_0] = avx512::gemv_tq2_0;
-        t.gemv_quant[GGML_TYPE_TQ1_0] = avx512::gemv_tq1_0;
-        t.decode_rows[GGML_TYPE_IQ2_XXS] = avx512::decode_rows_iq2_xxs;
-        t.decode_rows[GGML_TYPE_IQ2_XS] = avx512::decode_rows_iq2_xs;
-        t.decode_rows[GGML_TYPE_IQ2_S] = avx512::decode_rows_iq2_s;
-        t.decode_rows[GGML_TYPE_IQ3_XXS] = avx512::decode_rows_iq3_xxs;
-        t.decode_rows[GGML_TYPE_IQ3_S] = avx512::decode_rows_iq3_s;
-        t.decode_rows[GGML_TYPE_IQ1_S] = avx512::decode_rows_iq1_s;
-        t.decode_rows[GGML_TYPE_IQ1_M] = avx512::decode_rows_iq1_m;
-        t.decode_rows[GGML_TYPE_TQ1_0] = avx512::decode_rows_tq1_0;
-        t.decode_rows[GGML_TYPE_TQ2_0] = avx512::decode_rows_tq2_0;
-        t.gemv_decoded = avx512::gemv_decoded;
+        avx512::add_iquant_kernels(t);
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
