@@ -403,8 +403,7 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 // group. The levels, scales and block scales are the decoder's own, so the
 // bits are those of the type's gemv_quant entry.
 DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
-    if (kt.gemv_decoded == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS || a->type < 0 ||
-        a->type >= GGML_TYPE_COUNT) {
+    if (kt.gemv_decoded == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS) {
         return nullptr;
     }
     return kt.decode_rows[a->type];

@@ -421,17 +421,17 @@ void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
     with_gemv_cols(ncols, [&](auto cols) { iq_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
 
-// Each type: its enum name, its function suffix, its decoder.
+// Each type: its enum name, its decoder.
 #define LOOM_IQ_TYPES(X)                                                                                                 \
-    X(IQ2_XXS, iq2_xxs, IQ2XXSDecoder)                                                                                 \
-    X(IQ2_XS, iq2_xs, IQ2XSDecoder)                                                                                    \
-    X(IQ2_S, iq2_s, IQ2SDecoder)                                                                                       \
-    X(IQ3_XXS, iq3_xxs, IQ3XXSDecoder)                                                                                 \
-    X(IQ3_S, iq3_s, IQ3SDecoder)                                                                                       \
-    X(IQ1_S, iq1_s, IQ1SDecoder)                                                                                       \
-    X(IQ1_M, iq1_m, IQ1MDecoder)                                                                                       \
-    X(TQ2_0, tq2_0, TQ2Decoder)                                                                                        \
-    X(TQ1_0, tq1_0, TQ1Decoder)
+    X(IQ2_XXS, IQ2XXSDecoder)                                                                                 \
+    X(IQ2_XS, IQ2XSDecoder)                                                                                    \
+    X(IQ2_S, IQ2SDecoder)                                                                                       \
+    X(IQ3_XXS, IQ3XXSDecoder)                                                                                 \
+    X(IQ3_S, IQ3SDecoder)                                                                                       \
+    X(IQ1_S, IQ1SDecoder)                                                                                       \
+    X(IQ1_M, IQ1MDecoder)                                                                                       \
+    X(TQ2_0, TQ2Decoder)                                                                                        \
+    X(TQ1_0, TQ1Decoder)
 
 void iq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                      float * dst, size_t ldd) {
@@ -444,7 +444,7 @@ void iq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const
 } // namespace
 
 void add_iquant_kernels(KernelTable & t) {
-#define LOOM_IQ_SET(E, name, D)                                                                                          \
+#define LOOM_IQ_SET(E, D)                                                                                          \
     t.gemv_quant[GGML_TYPE_##E]  = iq_gemv<D>;                                                                         \
     t.decode_rows[GGML_TYPE_##E] = iq_decode_rows<D>;
     LOOM_IQ_TYPES(LOOM_IQ_SET)
