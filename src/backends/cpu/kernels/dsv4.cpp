@@ -74,19 +74,22 @@ void compute_indexer(const ComputeParams & p, ggml_tensor * dst) {
     LOOM_ASSERT(p.wsize >= indexer_thread_bytes(dst) * size_t(p.nth));
     auto * key = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + indexer_thread_bytes(dst) * size_t(p.ith));
 
-    const Range r = split_range(k->ne[2], p.ith, p.nth);
+    // Block-type keys: each row decoded whole.
+    const ggml_to_float_t blocks_to_f32 = ggml_is_quantized(k->type) ? type_row(k->type).to_float : nullptr;
+    const Range           r             = split_range(k->ne[2], p.ith, p.nth);
     for (int64_t s = 0; s < n_stream; ++s) {
         for (int64_t j = r.begin; j < r.end; ++j) {
             const char * row = static_cast<const char *>(k->data) + j * k->nb[2] + s * k->nb[3];
-            if (ggml_is_quantized(k->type)) {
-                type_row(k->type).to_float(row, key, n_embd);
-            }
-            for (int64_t e = 0; e < n_embd && !ggml_is_quantized(k->type); ++e) {
-                const char * at = row + e * k->nb[0];
-                switch (k->type) {
-                    case GGML_TYPE_F16: key[e] = fp16_to_fp32(*reinterpret_cast<const ggml_fp16_t *>(at)); break;
-                    case GGML_TYPE_BF16: key[e] = bf16_to_fp32(*reinterpret_cast<const uint16_t *>(at)); break;
-                    default: key[e] = *reinterpret_cast<const float *>(at); break;
+            if (blocks_to_f32 != nullptr) {
+                blocks_to_f32(row, key, n_embd);
+            } else {
+                for (int64_t e = 0; e < n_embd; ++e) {
+                    const char * at = row + e * k->nb[0];
+                    switch (k->type) {
+                        case GGML_TYPE_F16: key[e] = fp16_to_fp32(*reinterpret_cast<const ggml_fp16_t *>(at)); break;
+                        case GGML_TYPE_BF16: key[e] = bf16_to_fp32(*reinterpret_cast<const uint16_t *>(at)); break;
+                        default: key[e] = *reinterpret_cast<const float *>(at); break;
+                    }
                 }
             }
             for (int64_t t = 0; t < n_batch; ++t) {
