@@ -7,7 +7,8 @@
 //    moving the same bytes, for each size;
 //  - the round trip of a small graph computation (the graph cached on the
 //    server, re-sent each time, and with its input set and its output read
-//    as an inference step does), against the same graph on the local CPU
+//    as an inference step does: waited for call by call, and issued on the
+//    stream with one synchronize), against the same graph on the local CPU
 //    and as a multiple of a 1-byte TCP ping-pong on loopback.
 // Medians of the repeats (the machine is shared; single runs are noisy,
 // ratios measured in the same run less so).
@@ -239,7 +240,7 @@ int main(int argc, char ** argv) {
 
     // A small graph: (a + b) * s on 256 floats, in a context of its own per backend.
     const int n_calls = 2000;
-    enum class Mode { same, alternate, step };
+    enum class Mode { same, alternate, step, stream };
     auto latency = [&](ggml_backend_t be, Mode mode) {
         ggml_init_params gp{};
         gp.mem_size = 16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead();
@@ -260,6 +261,16 @@ int main(int argc, char ** argv) {
         for (int r = 0; r < repeats; ++r) {
             const auto t0 = clock_type::now();
             for (int i = 0; i < n_calls; ++i) {
+                if (mode == Mode::stream) {
+                    // As a scheduler's step: input, computation and output
+                    // issued on the stream, one wait at the end.
+                    in[0] = float(i);
+                    ggml_backend_tensor_set_async(be, a, in.data(), 0, ggml_nbytes(a));
+                    ggml_backend_graph_compute_async(be, g1);
+                    ggml_backend_tensor_get_async(be, y, out.data(), 0, ggml_nbytes(y));
+                    ggml_backend_synchronize(be);
+                    continue;
+                }
                 if (mode == Mode::step) {
                     in[0] = float(i);
                     ggml_backend_tensor_set(a, in.data(), 0, ggml_nbytes(a));
@@ -282,12 +293,15 @@ int main(int argc, char ** argv) {
     const double same   = latency(rpc.get(), Mode::same);
     const double resend = latency(rpc.get(), Mode::alternate);
     const double step   = latency(rpc.get(), Mode::step);
+    const double stream = latency(rpc.get(), Mode::stream);
     std::printf("graph (a + b) * s on 256 floats, 2 nodes, %d calls, median of %d\n", n_calls, repeats);
     std::printf("  local CPU             %8.1f us\n", local);
     std::printf("  TCP 1-byte round trip %8.1f us\n", ping);
     std::printf("  RPC, graph cached     %8.1f us  (%.1f round trips)\n", same, same / ping);
     std::printf("  RPC, graph re-sent    %8.1f us  (%.1f round trips)\n", resend, resend / ping);
     std::printf("  RPC, set + compute + get %5.1f us  (%.1f round trips)\n", step, step / ping);
+    std::printf("  RPC, the same issued asynchronously, one synchronize %5.1f us  (%.1f round trips)\n", stream,
+                stream / ping);
 
     rpc.reset();
     loom_rpc_server_stop(server);

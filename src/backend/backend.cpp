@@ -143,7 +143,8 @@ ggml_status ggml_backend_graph_plan_compute(ggml_backend_t backend, ggml_backend
 ggml_status ggml_backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) {
     const ggml_status st = ggml_backend_graph_compute_async(backend, cgraph);
     backend->synchronize();
-    return st;
+    const ggml_status later = backend->take_async_status();
+    return st != GGML_STATUS_SUCCESS ? st : later;
 }
 
 ggml_status ggml_backend_graph_compute_async(ggml_backend_t backend, ggml_cgraph * cgraph) {

@@ -116,6 +116,11 @@ struct LOOM_BACKEND_CLASS ggml_backend {
         return false;
     }
     virtual void synchronize() {}
+    // The outcome of the computations graph_compute left running, known once
+    // synchronize returned: the first failure since the last call, which
+    // clears it; SUCCESS when none. A backend whose graph_compute reports
+    // every failure itself has nothing to add.
+    virtual ggml_status take_async_status() { return GGML_STATUS_SUCCESS; }
 
     // Events. The defaults suit a backend that can wait for its own stream:
     // recording finishes the stream, so the event is complete as soon as it

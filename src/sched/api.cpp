@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backend/backend_impl.h"
 #include "core/common.h"
 #include "sched.h"
 #include "trace.h"
@@ -175,8 +176,13 @@ bool ggml_backend_sched_alloc_graph(ggml_backend_sched_t sched, ggml_cgraph * gr
 }
 
 ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t sched, ggml_cgraph * graph) {
-    const ggml_status st = ggml_backend_sched_graph_compute_async(sched, graph);
+    ggml_status st = ggml_backend_sched_graph_compute_async(sched, graph);
     ggml_backend_sched_synchronize(sched);
+    for (ggml_backend_t b : sched->backends) {
+        if (const ggml_status later = b->take_async_status(); st == GGML_STATUS_SUCCESS) {
+            st = later;
+        }
+    }
     return st;
 }
 

@@ -230,6 +230,9 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
             member_status[j] = members_[j]->graph_compute(&view);
             start[j]         = graphs[j]->n_nodes;
             members_[j]->synchronize();
+            if (const ggml_status later = members_[j]->take_async_status(); member_status[j] == GGML_STATUS_SUCCESS) {
+                member_status[j] = later;
+            }
         });
         for (size_t j = 0; j < n; ++j) {
             if (member_status[j] != GGML_STATUS_SUCCESS) {

@@ -23,6 +23,11 @@
 //   get:     meta = TensorDesc; the reply is followed by `size` bytes.
 //   hash:    meta = SetTensorHashRequest; reply payload SetTensorHashReply.
 //   compute: meta = GraphComputeRequest; reply payload GraphComputeReply.
+//            A graph that ran and did not succeed is answered as a failure
+//            (ABORTED for GGML_STATUS_ABORTED, RESOURCE_EXHAUSTED for
+//            GGML_STATUS_ALLOC_FAILED, INTERNAL otherwise), so that a
+//            client that does not wait for the reply sees it among the
+//            failures of later syncs.
 //   set_2d:  meta = Transfer2d, offset 0 and size = count * block; then
 //            the blocks' bytes, back to back. Every block is checked (as
 //            SetTensor checks a range) before any byte is read.

@@ -24,6 +24,11 @@ constexpr size_t k_gather_bytes = size_t(1) << 20;
 // Replies left unread before a set waits for them (they fill the server's
 // socket buffer otherwise).
 constexpr size_t k_max_pending = 256;
+// Payload bytes of asynchronous reads left unread. The server writes a
+// reply whole before it reads the next frame, so unread replies must fit in
+// the two sockets' buffers, or client and server both wait on a write; a
+// loopback or LAN socket pair holds far more than this.
+constexpr size_t k_max_unread_bytes = size_t(256) << 10;
 
 int connect_to(const std::string & host, uint32_t port) {
     addrinfo hints{};
@@ -139,17 +144,27 @@ grpc::Status BulkChannel::read_reply_locked(uint32_t timeout_ms, bulk::Reply * r
     return grpc::Status(grpc::StatusCode(r->code), msg);
 }
 
-grpc::Status BulkChannel::drain_locked() {
+grpc::Status BulkChannel::drain_locked(uint64_t until) {
     grpc::Status first       = deferred_;
     deferred_                = grpc::Status::OK;
-    const bool   had_pending = pending_ > 0;
-    while (pending_ > 0 && !dead_) {
-        --pending_;
+    const bool   had_pending = !pending_.empty();
+    while (!pending_.empty() && !dead_ && sent_ - pending_.size() < until) {
+        const Expected e = pending_.front();
+        pending_.pop_front();
+        pending_bytes_ -= e.n;
         bulk::Reply  r{};
         grpc::Status st = read_reply_locked(io_timeout_ms_, &r);
-        std::string  skip(size_t(std::min<uint64_t>(st.ok() ? r.size : 0, bulk::k_max_meta_bytes)), '\0');
-        if (st.ok() && (r.size > skip.size() || !io_->read_all(skip.data(), skip.size()))) {
-            st = broken_locked("a reply");
+        if (st.ok() && e.dst != nullptr) {
+            if (r.size != e.n) {
+                st = broken_locked("a download (the server sent another size)");
+            } else if (!io_->read_all(e.dst, size_t(e.n))) {
+                st = broken_locked("a download");
+            }
+        } else if (st.ok()) {
+            std::string skip(size_t(std::min<uint64_t>(r.size, bulk::k_max_meta_bytes)), '\0');
+            if (r.size > skip.size() || !io_->read_all(skip.data(), skip.size())) {
+                st = broken_locked("a reply");
+            }
         }
         if (first.ok() && !st.ok()) {
             first = st;
@@ -159,8 +174,18 @@ grpc::Status BulkChannel::drain_locked() {
         // Frames whose outcome is unknown: reported once.
         first = grpc::Status(grpc::StatusCode::UNAVAILABLE, "bulk connection lost");
     }
-    pending_ = 0;
+    if (dead_) {
+        pending_.clear();
+        pending_bytes_ = 0;
+    }
     return first;
+}
+
+bool BulkChannel::expect_locked(Expected e) {
+    ++sent_;
+    pending_.push_back(e);
+    pending_bytes_ += e.n;
+    return true;
 }
 
 grpc::Status BulkChannel::lost_locked(const char * what) {
@@ -170,7 +195,8 @@ grpc::Status BulkChannel::lost_locked(const char * what) {
     }
     // The caller's failure stands for the frames whose replies are lost.
     deferred_ = grpc::Status::OK;
-    pending_  = 0;
+    pending_.clear();
+    pending_bytes_ = 0;
     return st;
 }
 
@@ -185,20 +211,29 @@ grpc::Status BulkChannel::sync() {
     return drain_locked();
 }
 
+uint64_t BulkChannel::mark() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sent_;
+}
+
+grpc::Status BulkChannel::wait_for(uint64_t frames) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return drain_locked(frames);
+}
+
 bool BulkChannel::set(const TensorDesc & d, uint64_t offset, const void * data, size_t n) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (dead_) {
         return false;
     }
-    if (pending_ >= k_max_pending) {
+    if (pending_.size() >= k_max_pending) {
         defer_locked(drain_locked());
     }
     if (!send_frame_locked(bulk::Op::set, d.SerializeAsString(), offset, n, data)) {
         (void) broken_locked("an upload");
         return false;
     }
-    ++pending_;
-    return true;
+    return expect_locked({});
 }
 
 grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data, size_t n) {
@@ -210,6 +245,7 @@ grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data
     if (!send_frame_locked(bulk::Op::get, d.SerializeAsString(), offset, n, nullptr)) {
         return lost_locked("a download");
     }
+    ++sent_;
     const grpc::Status earlier = drain_locked();
     if (dead_) {
         return earlier;
@@ -228,12 +264,37 @@ grpc::Status BulkChannel::get(const TensorDesc & d, uint64_t offset, void * data
     return earlier;
 }
 
+bool BulkChannel::get_async(const TensorDesc & d, uint64_t offset, void * data, size_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dead_) {
+        return false;
+    }
+    if (n > k_max_unread_bytes) {
+        // Read at once (the caller's wait, as a synchronous read).
+        if (!send_frame_locked(bulk::Op::get, d.SerializeAsString(), offset, n, nullptr)) {
+            (void) broken_locked("a download");
+            return false;
+        }
+        expect_locked({data, n});
+        defer_locked(drain_locked());
+        return true;
+    }
+    if (pending_.size() >= k_max_pending || pending_bytes_ + n > k_max_unread_bytes) {
+        defer_locked(drain_locked());
+    }
+    if (!send_frame_locked(bulk::Op::get, d.SerializeAsString(), offset, n, nullptr)) {
+        (void) broken_locked("a download");
+        return false;
+    }
+    return expect_locked({data, n});
+}
+
 bool BulkChannel::set_2d(const Transfer2d & req, const void * data, size_t stride_data) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (dead_) {
         return false;
     }
-    if (pending_ >= k_max_pending) {
+    if (pending_.size() >= k_max_pending) {
         defer_locked(drain_locked());
     }
     const uint64_t block = req.block();
@@ -268,8 +329,7 @@ bool BulkChannel::set_2d(const Transfer2d & req, const void * data, size_t strid
         (void) broken_locked("an upload");
         return false;
     }
-    ++pending_;
-    return true;
+    return expect_locked({});
 }
 
 grpc::Status BulkChannel::get_2d(const Transfer2d & req, void * data, size_t stride_data) {
@@ -282,6 +342,7 @@ grpc::Status BulkChannel::get_2d(const Transfer2d & req, void * data, size_t str
     if (!send_frame_locked(bulk::Op::get_2d, req.SerializeAsString(), 0, total, nullptr)) {
         return lost_locked("a download");
     }
+    ++sent_;
     const grpc::Status earlier = drain_locked();
     if (dead_) {
         return earlier;
@@ -324,16 +385,17 @@ grpc::Status BulkChannel::call(bulk::Op op, const google::protobuf::Message & re
     if (dead_) {
         return broken_locked("a call");
     }
-    if (rep == nullptr && pending_ >= k_max_pending) {
+    if (rep == nullptr && pending_.size() >= k_max_pending) {
         defer_locked(drain_locked());
     }
     if (!send_frame_locked(op, req.SerializeAsString(), 0, 0, nullptr)) {
-        return rep != nullptr ? lost_locked("a call") : broken_locked("a call");
+        return lost_locked("a call"); // its failure stands for the frames before it
     }
     if (rep == nullptr) {
-        ++pending_;
+        expect_locked({});
         return grpc::Status::OK;
     }
+    ++sent_;
     const grpc::Status earlier = drain_locked();
     if (dead_) {
         return earlier;

@@ -6,6 +6,7 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/support/status.h>
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,12 @@ class BulkChannel {
     bool set(const TensorDesc & d, uint64_t offset, const void * data, size_t n);
     // Reads [offset, offset + n) into data.
     grpc::Status get(const TensorDesc & d, uint64_t offset, void * data, size_t n);
+    // Asks for [offset, offset + n) without waiting: the bytes land in data
+    // when the reply is read (sync, wait_for, or any waited call), so data
+    // must stay valid until then. Large reads, and reads beyond the bytes
+    // the sockets can hold unread, wait at once (a server blocked writing a
+    // reply reads no frames). False when the connection failed first.
+    bool         get_async(const TensorDesc & d, uint64_t offset, void * data, size_t n);
     // The blocks of a 2D transfer in one frame: block i of req.block()
     // bytes at i * stride_data of data. set_2d does not wait, as set.
     bool         set_2d(const Transfer2d & req, const void * data, size_t stride_data);
@@ -46,12 +53,25 @@ class BulkChannel {
     // Reads the replies of the frames sent without waiting; the first of
     // their failures (OK when none).
     grpc::Status sync();
+    // The count of frames sent so far: wait_for(mark()) returns once every
+    // one of them is answered, with the first failure among the replies it
+    // read (failures read by others were returned to them).
+    uint64_t     mark();
+    grpc::Status wait_for(uint64_t frames);
 
   private:
     BulkChannel(std::unique_ptr<bulk::Stream> io, uint32_t io_timeout_ms)
         : io_(std::move(io)), io_timeout_ms_(io_timeout_ms) {}
 
-    grpc::Status drain_locked();
+    // What the reply of a frame sent without waiting carries: nothing to
+    // keep, or n payload bytes for dst.
+    struct Expected {
+        void *   dst = nullptr;
+        uint64_t n   = 0;
+    };
+
+    grpc::Status drain_locked(uint64_t until = UINT64_MAX);
+    bool         expect_locked(Expected e); // after a frame was sent
     bool         send_frame_locked(bulk::Op op, const std::string & meta, uint64_t offset, uint64_t size,
                                    const void * data);
     // Reads one reply header and its message; the payload stays unread.
@@ -67,7 +87,9 @@ class BulkChannel {
     std::unique_ptr<bulk::Stream> io_;
     uint32_t    io_timeout_ms_;
     bool        dead_    = false;
-    size_t       pending_ = 0; // replies not read yet
+    std::deque<Expected> pending_;      // replies not read yet, in order
+    uint64_t     sent_          = 0;     // frames sent
+    uint64_t     pending_bytes_ = 0;     // payload bytes of pending_
     grpc::Status deferred_;    // a failure read while no caller waited
     std::string frame_;       // reused: the bytes of a small frame
     std::vector<uint8_t> staging_; // reused: small blocks of a 2D download

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/backend_impl.h"
@@ -115,6 +116,7 @@ class RpcBuffer final : public ggml_backend_buffer {
         req.set_buffer(handle_);
         Empty rep;
         conn_.check(conn_.stub().FreeBuffer(&ctx, req, &rep), "FreeBuffer");
+        conn_.forget_graphs(); // the server drops its graphs with any buffer
     }
 
     void * base() override { return base_; }
@@ -356,6 +358,26 @@ ggml_backend_buffer * RpcBufferType::alloc_buffer(size_t size) {
     return new RpcBuffer(this, *conn_, rep.buffer(), size);
 }
 
+// An event of an RPC device: the count of frames sent on its connection's
+// bulk connection when it was recorded (Note [RPC streams]).
+struct RpcEvent final : ggml_backend_event {
+    RpcEvent(ggml_backend_device * dev, Connection & c) : ggml_backend_event(dev), conn(c) {}
+    Connection & conn;
+    uint64_t     frames = 0;
+};
+
+// Note [RPC streams]
+// The bulk connection is the stream of every backend of a server: the
+// server runs its frames in order, one at a time. So a graph computation is
+// sent and not waited for (graph_compute returns at once, as ggml's RPC
+// does), an upload queued behind it cannot overwrite what it reads, and an
+// asynchronous download lands when the replies before it have been read.
+// synchronize reads every reply still due; an event is the count of frames
+// sent when it was recorded, and waiting for it reads replies up to there.
+// A computation's failure comes back as a failed reply (bulk.h): logged when
+// it is read, it fails the next computation, and take_async_status reports
+// it, so ggml_backend_graph_compute still returns it. Without a bulk
+// connection every call waits, as before.
 class RpcBackend final : public ggml_backend {
   public:
     RpcBackend(ggml_backend_device * dev, std::shared_ptr<Connection> conn, uint32_t index, const char * name)
@@ -365,6 +387,17 @@ class RpcBackend final : public ggml_backend {
 
     ggml_status graph_compute(ggml_cgraph * graph) override;
 
+    void get_tensor_async(const ggml_tensor * t, void * data, size_t offset, size_t n) override {
+        auto * buf = dynamic_cast<RpcBuffer *>(t->buffer);
+        if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr && buf != nullptr && &buf->conn() == conn_.get()) {
+            TensorDesc d;
+            buf->describe(t, &d);
+            if (bulk->get_async(d, offset, data, n)) {
+                return;
+            }
+        }
+        ggml_backend_tensor_get(t, data, offset, n);
+    }
     // One transfer for all blocks (the buffer's), not one per block.
     void set_tensor_2d_async(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
                              size_t stride_tensor, size_t stride_data) override {
@@ -374,6 +407,54 @@ class RpcBackend final : public ggml_backend {
                              size_t stride_tensor, size_t stride_data) override {
         ggml_backend_tensor_get_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
     }
+    // From host memory: an upload on this stream, after the source's own
+    // stream has finished.
+    bool cpy_tensor_async(ggml_backend * backend_src, const ggml_tensor * src, ggml_tensor * dst) override {
+        auto * buf = dynamic_cast<RpcBuffer *>(dst->buffer);
+        if (buf == nullptr || &buf->conn() != conn_.get() || src->buffer == nullptr ||
+            !ggml_backend_buffer_is_host(src->buffer) || conn_->bulk() == nullptr) {
+            return false;
+        }
+        backend_src->synchronize();
+        ggml_backend_tensor_set(dst, src->data, 0, ggml_nbytes(src));
+        return true;
+    }
+
+    void synchronize() override {
+        if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr) {
+            settle(bulk->sync());
+        }
+    }
+    ggml_status take_async_status() override { return std::exchange(async_status_, GGML_STATUS_SUCCESS); }
+
+    void event_record(ggml_backend_event * event) override {
+        BulkChannel * bulk          = conn_->bulk();
+        static_cast<RpcEvent *>(event)->frames = bulk != nullptr ? bulk->mark() : 0;
+    }
+    // The same server runs the frames in order; another device's event is
+    // waited for here.
+    void event_wait(ggml_backend_event * event) override {
+        if (&static_cast<RpcEvent *>(event)->conn != conn_.get()) {
+            event->device->event_synchronize(event);
+        }
+    }
+
+    // A failure read among the replies: logged and kept for
+    // take_async_status, or else for the next computation.
+    void settle(const grpc::Status & st) {
+        if (!conn_->check(st, "a transfer or computation on the bulk connection", false) &&
+            async_status_ == GGML_STATUS_SUCCESS) {
+            async_status_ = status_of(st);
+        }
+    }
+    static ggml_status status_of(const grpc::Status & st) {
+        switch (st.error_code()) {
+            case grpc::StatusCode::OK: return GGML_STATUS_SUCCESS;
+            case grpc::StatusCode::ABORTED: return GGML_STATUS_ABORTED;
+            case grpc::StatusCode::RESOURCE_EXHAUSTED: return GGML_STATUS_ALLOC_FAILED;
+            default: return GGML_STATUS_FAILED;
+        }
+    }
 
   private:
     std::shared_ptr<Connection> conn_;
@@ -382,6 +463,7 @@ class RpcBackend final : public ggml_backend {
     std::string                 last_signature_;
     std::vector<uint8_t>        last_key_; // graph_key of the graph last sent
     std::vector<uint8_t>        key_;      // reused
+    ggml_status                 async_status_ = GGML_STATUS_SUCCESS;
 };
 
 // Every field of graph's nodes and their sources that its message carries,
@@ -494,14 +576,16 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
         LOOM_LOG_ERROR("RPC[%s]: an earlier transfer failed; the computation is not run\n", conn_->endpoint().c_str());
         return GGML_STATUS_FAILED;
     }
+    if (take_async_status() != GGML_STATUS_SUCCESS) {
+        LOOM_LOG_ERROR("RPC[%s]: an earlier computation failed; this one is not run\n", conn_->endpoint().c_str());
+        return GGML_STATUS_FAILED;
+    }
     if (!computes_anything(graph)) {
         return GGML_STATUS_SUCCESS;
     }
     GraphComputeRequest req;
     req.set_device(index_);
-    graph_key(graph, &key_);
-    const bool unchanged = !last_signature_.empty() && key_ == last_key_;
-    auto       serialize = [&]() {
+    auto serialize = [&]() {
         if (!serialize_graph(graph, *conn_, index_, req.mutable_graph())) {
             return false;
         }
@@ -511,41 +595,66 @@ ggml_status RpcBackend::graph_compute(ggml_cgraph * graph) {
         req.set_signature(h.data(), h.size());
         return true;
     };
-    if (unchanged) {
+    // A graph computed again unchanged is neither serialized nor hashed again.
+    graph_key(graph, &key_);
+    if (!last_signature_.empty() && key_ == last_key_) {
         req.set_signature(last_signature_);
-    } else if (!serialize()) {
+    } else if (serialize()) {
+        last_signature_ = req.signature();
+        last_key_.swap(key_);
+    } else {
+        last_signature_.clear();
         return GGML_STATUS_FAILED;
     }
-    for (int attempt = 0; attempt < 2; ++attempt) {
-        if (attempt > 0 && !req.has_graph() && !serialize()) {
+    // The message: the graph only when the server does not hold it (Note
+    // [Graphs the server holds]).
+    auto message = [&](bool resend, GraphComputeRequest * sent) {
+        sent->set_device(index_);
+        sent->set_signature(req.signature());
+        if (resend) {
+            if (!req.has_graph() && !serialize()) {
+                return false;
+            }
+            *sent->mutable_graph() = req.graph();
+        }
+        return true;
+    };
+    if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr) {
+        // Sent, not waited for (Note [RPC streams]).
+        grpc::Status st;
+        const bool   built = conn_->with_graphs([&](std::vector<std::string> & held) {
+            GraphComputeRequest sent;
+            if (!message(held[index_] != req.signature(), &sent)) {
+                return false;
+            }
+            st           = bulk->call(bulk::Op::compute, sent, nullptr, 0);
+            held[index_] = st.ok() ? req.signature() : std::string();
+            return true;
+        });
+        if (!built) {
             return GGML_STATUS_FAILED;
         }
-        // The graph travels only when it differs from the one sent last.
+        return conn_->check(st, "GraphCompute", false) ? GGML_STATUS_SUCCESS : GGML_STATUS_FAILED;
+    }
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        const bool resend =
+            attempt > 0 || conn_->with_graphs([&](std::vector<std::string> & held) { return held[index_]; }) !=
+                               req.signature();
         GraphComputeRequest sent;
-        const bool          resend = attempt > 0 || req.signature() != last_signature_;
-        sent.set_device(index_);
-        sent.set_signature(req.signature());
-        if (resend) {
-            *sent.mutable_graph() = req.graph();
+        if (!message(resend, &sent)) {
+            return GGML_STATUS_FAILED;
         }
-        GraphComputeReply rep;
-        grpc::Status      st;
-        if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr) {
-            st = bulk->call(bulk::Op::compute, sent, &rep, ClientConfig::get().compute_timeout());
-        } else {
-            grpc::ClientContext ctx;
-            conn_->prepare(ctx, true);
-            st = conn_->stub().GraphCompute(&ctx, sent, &rep);
-        }
+        GraphComputeReply   rep;
+        grpc::ClientContext ctx;
+        conn_->prepare(ctx, true);
+        const grpc::Status st = conn_->stub().GraphCompute(&ctx, sent, &rep);
         if (!resend && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
             continue; // the server no longer holds it
         }
         if (!conn_->check(st, "GraphCompute", false)) {
-            last_signature_.clear();
             return GGML_STATUS_FAILED;
         }
-        last_signature_ = req.signature();
-        last_key_.swap(key_);
+        conn_->with_graphs([&](std::vector<std::string> & held) { held[index_] = req.signature(); });
         return ggml_status(rep.status());
     }
     return GGML_STATUS_FAILED;
@@ -578,6 +687,20 @@ class RpcDevice final : public ggml_backend_device {
     }
     // Like ggml's RPC devices: an offload target for schedulers.
     enum ggml_backend_dev_type type() const override { return GGML_BACKEND_DEVICE_TYPE_GPU; }
+    // Computations and downloads that return before they end, and events
+    // (Note [RPC streams]).
+    ggml_backend_dev_caps caps() const override {
+        ggml_backend_dev_caps c = ggml_backend_device::caps();
+        c.async                 = true;
+        c.events                = true;
+        return c;
+    }
+    ggml_backend_event * event_new() override { return new RpcEvent(this, *conn_); }
+    void                 event_synchronize(ggml_backend_event * event) override {
+        if (BulkChannel * bulk = conn_->bulk(); bulk != nullptr) {
+            conn_->check(bulk->wait_for(static_cast<RpcEvent *>(event)->frames), "a transfer or computation on the bulk connection");
+        }
+    }
 
     ggml_backend * init_backend(const char * params) override {
         (void) params;

@@ -82,6 +82,7 @@ bool Connection::check(const grpc::Status & st, const char * what, bool mark) {
         return true;
     }
     failed_ = failed_ || mark;
+    forget_graphs(); // resent next time, whatever the server kept
     LOOM_LOG_ERROR("RPC[%s]: %s failed: %s (%s)\n", endpoint_.c_str(), what, st.error_message().c_str(),
                    code_name(st.error_code()));
     return false;
@@ -89,7 +90,7 @@ bool Connection::check(const grpc::Status & st, const char * what, bool mark) {
 
 void Connection::sync_bulk() {
     if (bulk_) {
-        check(bulk_->sync(), "SetTensor (bulk connection)");
+        check(bulk_->sync(), "a transfer or computation on the bulk connection");
     }
 }
 

@@ -62,6 +62,28 @@ class Connection {
 
     static const char * code_name(grpc::StatusCode c);
 
+    // Note [Graphs the server holds]
+    // The server keeps one graph per device and session: the last one sent
+    // that it could rebuild, until any buffer of the session is freed. The
+    // client keeps the signature of that graph here, for every backend on
+    // this connection, so that a graph computed again travels as its
+    // signature alone even when the computation is not waited for (a
+    // refusal could not be answered by sending the graph then).
+    // with_graphs runs fn(signatures) with the record locked: a caller that
+    // sends its frame inside fn keeps the record in the order of the frames.
+    template <class Fn> auto with_graphs(Fn && fn) {
+        std::lock_guard<std::mutex> lock(graphs_mutex_);
+        if (held_graphs_.size() < devices_.size()) {
+            held_graphs_.resize(devices_.size());
+        }
+        return fn(held_graphs_);
+    }
+    // A buffer was freed, or a computation failed: the server may hold none.
+    void forget_graphs() {
+        std::lock_guard<std::mutex> lock(graphs_mutex_);
+        for (std::string & s : held_graphs_) s.clear();
+    }
+
   private:
     explicit Connection(std::string endpoint) : endpoint_(std::move(endpoint)) {}
     bool connect();
@@ -78,6 +100,8 @@ class Connection {
     bool                                               content_cache_ = false;
     std::unique_ptr<BulkChannel>                       bulk_;
     std::atomic<bool>                                  failed_{false};
+    std::mutex                                         graphs_mutex_;
+    std::vector<std::string>                           held_graphs_; // per device (Note [Graphs the server holds])
 };
 
 } // namespace loom::rpc
