@@ -404,8 +404,9 @@ TEST_F(Rpc, ContentCacheAnswersProbesOfWhatItHolds) {
     EXPECT_NE(st.error_message().find("probe"), std::string::npos) << st.error_message();
 }
 
-// y = (W x + b) * s, split by a scheduler between CPU and remote devices.
-std::vector<float> run_split(const std::vector<ggml_backend_t> & backends, bool pin_to_first) {
+// y = (W x + b) * s, split by a scheduler between CPU and remote devices
+// (parallel: with the pipeline's copies and events).
+std::vector<float> run_split(const std::vector<ggml_backend_t> & backends, bool pin_to_first, bool parallel = false) {
     auto          ctx = context(32);
     ggml_tensor * w   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 64, 48);
     ggml_tensor * x   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 64, 5);
@@ -431,7 +432,7 @@ std::vector<float> run_split(const std::vector<ggml_backend_t> & backends, bool 
 
     std::vector<ggml_backend_t> list = backends;
     std::unique_ptr<ggml_backend_sched, decltype(&ggml_backend_sched_free)> sched(
-        ggml_backend_sched_new(list.data(), nullptr, int(list.size()), 256, false, true), &ggml_backend_sched_free);
+        ggml_backend_sched_new(list.data(), nullptr, int(list.size()), 256, parallel, true), &ggml_backend_sched_free);
     if (pin_to_first && list.size() > 2) {
         ggml_backend_sched_set_tensor_backend(sched.get(), h3, list[1]);
     }
@@ -468,10 +469,14 @@ TEST_F(Rpc, SchedulerSplitMatchesTheCpu) {
     const std::vector<float> want = run_split({cpu.get()}, false);
     const std::vector<float> one  = run_split({r1.get(), cpu.get()}, false);
     const std::vector<float> two  = run_split({r1.get(), r2.get(), cpu.get()}, true);
+    // With pipeline copies: the remote devices' events order the copies.
+    const std::vector<float> piped = run_split({r1.get(), r2.get(), cpu.get()}, true, true);
     ASSERT_EQ(one.size(), want.size());
+    ASSERT_EQ(piped.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
         EXPECT_NEAR(one[i], want[i], 1e-4f * std::max(1.0f, std::fabs(want[i]))) << i;
         EXPECT_NEAR(two[i], want[i], 1e-4f * std::max(1.0f, std::fabs(want[i]))) << i;
+        EXPECT_NEAR(piped[i], want[i], 1e-4f * std::max(1.0f, std::fabs(want[i]))) << i;
     }
 }
 
