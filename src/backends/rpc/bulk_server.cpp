@@ -42,6 +42,10 @@ void append_reply(std::string * out, const grpc::Status & st, const std::string 
     *out += payload;
 }
 
+// Downloads up to this size are answered among the other replies (Replies),
+// larger ones from the tensor's memory.
+constexpr uint64_t k_reply_with_others_bytes = uint64_t(64) << 10;
+
 // A computation that ran and did not succeed, as a failure (bulk.h).
 grpc::Status computation_failed(ggml_status st) {
     const grpc::StatusCode code = st == GGML_STATUS_ABORTED        ? grpc::StatusCode::ABORTED
@@ -363,6 +367,12 @@ void BulkServer::serve(int fd) {
                     break;
                 }
                 st = core_.with_range(*s, "GetTensor", d, f.offset, f.size, [&](ggml_tensor & t) {
+                    if (f.size <= k_reply_with_others_bytes) {
+                        // With the replies around it, in one write.
+                        payload.resize(size_t(f.size));
+                        t.buffer->get_tensor(&t, payload.data(), size_t(f.offset), size_t(f.size));
+                        return grpc::Status::OK;
+                    }
                     sent_reply = true;
                     Reply r{};
                     r.size = f.size;
