@@ -265,3 +265,34 @@ TEST_F(RpcStream, CopiesFromHostMemoryGoOnTheStream) {
 }
 
 } // namespace
+
+namespace {
+
+// A buffer the server refuses is NULL for its caller and nothing more: the
+// next computation runs (the refusal is not a failed transfer).
+TEST_F(RpcStream, ARefusedBufferDoesNotFailTheNextComputation) {
+    TestServer       server;
+    ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+    ASSERT_NE(backend, nullptr);
+    constexpr int64_t n = 16;
+    Step              st(backend.get(), n, 2.0f);
+    ASSERT_NE(st.buf, nullptr);
+    const std::vector<float> a = values(n, 1.0f), b = values(n, 2.0f);
+    ggml_backend_tensor_set(st.a, a.data(), 0, sizeof(float) * n);
+    ggml_backend_tensor_set(st.b, b.data(), 0, sizeof(float) * n);
+    {
+        loomtest::LogCapture log(true);
+        ggml_backend_buffer_t huge =
+            ggml_backend_buft_alloc_buffer(ggml_backend_get_default_buffer_type(backend.get()), size_t(1) << 50);
+        EXPECT_EQ(huge, nullptr);
+        EXPECT_TRUE(log.contains("AllocBuffer")) << log.text();
+    }
+    ASSERT_EQ(ggml_backend_graph_compute(backend.get(), st.g), GGML_STATUS_SUCCESS);
+    std::vector<float> out(n, 0.0f);
+    ggml_backend_tensor_get(st.y, out.data(), 0, sizeof(float) * n);
+    for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out[size_t(i)], (a[size_t(i)] + b[size_t(i)]) * 2.0f) << i;
+    }
+}
+
+} // namespace

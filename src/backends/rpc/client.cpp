@@ -352,7 +352,8 @@ ggml_backend_buffer * RpcBufferType::alloc_buffer(size_t size) {
     grpc::ClientContext ctx;
     conn_->prepare(ctx);
     AllocBufferReply rep;
-    if (!conn_->check(conn_->stub().AllocBuffer(&ctx, req, &rep), "AllocBuffer")) {
+    // A refusal is the caller's answer (NULL), not a failed transfer.
+    if (!conn_->check(conn_->stub().AllocBuffer(&ctx, req, &rep), "AllocBuffer", false)) {
         return nullptr;
     }
     return new RpcBuffer(this, *conn_, rep.buffer(), size);
