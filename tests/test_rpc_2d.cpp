@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/rpc/bulk.h"
+#include "backend_test_helpers.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
@@ -606,6 +607,36 @@ TEST_F(Rpc2dAttacks, InitTensorWithBadTensorsIsRefused) {
     EXPECT_EQ(test_inits(), before + 2);
     EXPECT_TRUE(init_call(*attacker, f32_desc(ha[0], kBuf - 40, 10)).ok());
     EXPECT_EQ(test_inits(), before + 2);
+}
+
+} // namespace
+
+namespace {
+
+// A tensor that computes nothing (a leaf, a view) is supported by a remote
+// device only when it fits in one of the device's buffers, as the device
+// says of itself; so a program that asks before it allocates (test-backend-ops)
+// is not sent to an allocation the server refuses.
+TEST_F(Rpc2d, LeavesLargerThanTheDevicesBuffersAreNotSupported) {
+    ASSERT_NE(test_device(), nullptr) << "cannot load " << LOOM_TESTDEV_PATH;
+    ASSERT_TRUE(loomtest::testdev_configure(test_device(), "max_buffer_size", "4096"));
+    TwoDeviceServer server;
+    ASSERT_TRUE(server.running());
+    ggml_backend_reg_t reg = ggml_backend_rpc_add_server(server.endpoint().c_str());
+    ASSERT_NE(reg, nullptr);
+    ggml_backend_dev_t remote = ggml_backend_dev_by_name(("RPC[" + server.endpoint() + "]TestDev0").c_str());
+    ASSERT_NE(remote, nullptr);
+    ggml_init_params ip{};
+    ip.mem_size = 8 * ggml_tensor_overhead();
+    ip.no_alloc = true;
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_tensor *    small = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 1024);
+    ggml_tensor *    large = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 1025);
+    EXPECT_TRUE(ggml_backend_dev_supports_op(remote, small));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(remote, large));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(remote, ggml_view_1d(ctx.get(), large, 1025, 0)));
+    EXPECT_TRUE(ggml_backend_dev_supports_op(remote, ggml_view_1d(ctx.get(), large, 16, 0)));
+    EXPECT_TRUE(loomtest::testdev_configure(test_device(), "max_buffer_size", "0"));
 }
 
 } // namespace

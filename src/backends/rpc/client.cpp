@@ -712,7 +712,9 @@ class RpcDevice final : public ggml_backend_device {
     // The server's own answer, asked once per node shape (cached).
     bool supports_op(const ggml_tensor * op) const override {
         if (loom::is_view_op(op->op) || op->op == GGML_OP_NONE) {
-            return true;
+            // Nothing to compute: the tensor need only fit in one of the
+            // device's buffers (as a local device with a binding limit says).
+            return ggml_nbytes(op) <= buft_->max_size();
         }
         auto refused = [&](const std::string & why) {
             if (!why.empty()) {
