@@ -42,6 +42,7 @@
 // Connect stream ends, and ending the session closes its bulk connection.
 // Numbers are little-endian.
 
+#include <grpcpp/support/status.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "ggml.h"
 
 namespace loom::rpc::bulk {
 
@@ -62,6 +65,23 @@ constexpr size_t   k_max_meta_bytes = size_t(64) << 20;
 constexpr uint32_t k_io_timeout_ms  = 30000; // server: longest wait for the next bytes of a frame
 
 enum class Op : uint32_t { set = 1, get = 2, hash = 3, compute = 4, set_2d = 5, get_2d = 6, init = 7 };
+
+// A computation that ran and did not succeed, as the failure its compute
+// frame is answered with, and back (the note above).
+inline grpc::Status computation_failed(ggml_status st) {
+    const grpc::StatusCode code = st == GGML_STATUS_ABORTED        ? grpc::StatusCode::ABORTED
+                                  : st == GGML_STATUS_ALLOC_FAILED ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                                                                   : grpc::StatusCode::INTERNAL;
+    return grpc::Status(code, std::string("the graph computation ended with ") + ggml_status_to_string(st));
+}
+inline ggml_status status_of(const grpc::Status & st) {
+    switch (st.error_code()) {
+        case grpc::StatusCode::OK: return GGML_STATUS_SUCCESS;
+        case grpc::StatusCode::ABORTED: return GGML_STATUS_ABORTED;
+        case grpc::StatusCode::RESOURCE_EXHAUSTED: return GGML_STATUS_ALLOC_FAILED;
+        default: return GGML_STATUS_FAILED;
+    }
+}
 
 struct Hello {
     char     magic[8];

@@ -46,14 +46,6 @@ void append_reply(std::string * out, const grpc::Status & st, const std::string 
 // larger ones from the tensor's memory.
 constexpr uint64_t k_reply_with_others_bytes = uint64_t(64) << 10;
 
-// A computation that ran and did not succeed, as a failure (bulk.h).
-grpc::Status computation_failed(ggml_status st) {
-    const grpc::StatusCode code = st == GGML_STATUS_ABORTED        ? grpc::StatusCode::ABORTED
-                                  : st == GGML_STATUS_ALLOC_FAILED ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                                                   : grpc::StatusCode::INTERNAL;
-    return grpc::Status(code, std::string("the graph computation ended with ") + ggml_status_to_string(st));
-}
-
 bool send_reply(bulk::Stream & io, const grpc::Status & st, const std::string & payload = {}) {
     std::string out;
     append_reply(&out, st, payload);
@@ -447,7 +439,7 @@ void BulkServer::serve(int fd) {
                 st = req.ParseFromString(meta) ? core_.graph_compute(*s, req, &rep)
                                                : refused("GraphCompute: malformed request");
                 if (st.ok() && rep.status() != GGML_STATUS_SUCCESS) {
-                    st = computation_failed(ggml_status(rep.status()));
+                    st = bulk::computation_failed(ggml_status(rep.status()));
                 }
                 payload = rep.SerializeAsString();
                 break;

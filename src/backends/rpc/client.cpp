@@ -429,7 +429,7 @@ class RpcBackend final : public ggml_backend {
     ggml_status take_async_status() override { return std::exchange(async_status_, GGML_STATUS_SUCCESS); }
 
     void event_record(ggml_backend_event * event) override {
-        BulkChannel * bulk          = conn_->bulk();
+        BulkChannel * bulk = conn_->bulk();
         static_cast<RpcEvent *>(event)->frames = bulk != nullptr ? bulk->mark() : 0;
     }
     // The same server runs the frames in order; another device's event is
@@ -445,15 +445,7 @@ class RpcBackend final : public ggml_backend {
     void settle(const grpc::Status & st) {
         if (!conn_->check(st, "a transfer or computation on the bulk connection", false) &&
             async_status_ == GGML_STATUS_SUCCESS) {
-            async_status_ = status_of(st);
-        }
-    }
-    static ggml_status status_of(const grpc::Status & st) {
-        switch (st.error_code()) {
-            case grpc::StatusCode::OK: return GGML_STATUS_SUCCESS;
-            case grpc::StatusCode::ABORTED: return GGML_STATUS_ABORTED;
-            case grpc::StatusCode::RESOURCE_EXHAUSTED: return GGML_STATUS_ALLOC_FAILED;
-            default: return GGML_STATUS_FAILED;
+            async_status_ = bulk::status_of(st);
         }
     }
 
