@@ -31,6 +31,27 @@ constexpr int64_t TILE = 8;
 // Positions of an im2col run at most (their rows stay in L1 together).
 constexpr int64_t RUN = 16;
 
+// n adjacent floats from src to dst. Kernel widths up to 8 are copies of a
+// size known to the compiler (a few moves), not calls of memcpy.
+template <int N>
+void copy_fixed(float * dst, const char * src) {
+    std::memcpy(dst, src, N * sizeof(float));
+}
+
+inline void copy_window(float * dst, const char * src, int64_t n) {
+    switch (n) {
+        case 1: copy_fixed<1>(dst, src); break;
+        case 2: copy_fixed<2>(dst, src); break;
+        case 3: copy_fixed<3>(dst, src); break;
+        case 4: copy_fixed<4>(dst, src); break;
+        case 5: copy_fixed<5>(dst, src); break;
+        case 6: copy_fixed<6>(dst, src); break;
+        case 7: copy_fixed<7>(dst, src); break;
+        case 8: copy_fixed<8>(dst, src); break;
+        default: std::memcpy(dst, src, size_t(n) * sizeof(float)); break;
+    }
+}
+
 // Where an image's element (x, y, z, channel c, batch n) lives, and the
 // kernel's window over it: the geometry every patch gather reads.
 struct Geometry {
@@ -63,6 +84,9 @@ struct Geometry {
     // out[0]), patch t at rows + t * stride: each line of the input is read
     // once for the run rather than once per position, and in order.
     void gather_run(const int64_t o[4], int64_t count, float * rows, size_t stride) const {
+        // F32 lines read element by element: a window wholly inside its line
+        // is k[0] adjacent floats.
+        const bool dense_x = type == GGML_TYPE_F32 && nb[0] == sizeof(float) && d[0] == 1;
         for (int64_t c = 0; c < channels; ++c) {
             const char * base = data + size_t(o[3]) * nb_n + size_t(c) * nb_c;
             for (int64_t kz = 0; kz < k[2]; ++kz) {
@@ -78,7 +102,9 @@ struct Geometry {
                     for (int64_t t = 0; t < count; ++t) {
                         const int64_t x0 = (o[0] + t) * s[0] - p[0];
                         float *       r  = r0 + t * stride;
-                        if (type == GGML_TYPE_F32) {
+                        if (dense_x && x0 >= 0 && x0 + k[0] <= in[0]) {
+                            copy_window(r, line + size_t(x0) * sizeof(float), k[0]);
+                        } else if (type == GGML_TYPE_F32) {
                             for (int64_t kx = 0; kx < k[0]; ++kx) {
                                 const int64_t ix = x0 + kx * d[0];
                                 float         v  = 0.0f;
