@@ -714,8 +714,8 @@ TEST(Simd, SoftmaxAndSiluSimdAgainstPortable) {
 // bits (from another row and in place, with and without a vector of
 // decays and a second term), its dot product is within the tolerance of
 // the dot products of a double-precision sum over the new state; the delta
-// rule's row and result follow a double-precision evaluation of the same
-// formulas.
+// rule's row and RWKV-7's rows, with their results, follow a double-precision
+// evaluation of the same formulas.
 TEST(Simd, RecurrenceRowsAgainstPortable) {
     FOR_EACH_SIMD_TABLE(kt) {
         std::mt19937 rng(16);
@@ -753,6 +753,41 @@ TEST(Simd, RecurrenceRowsAgainstPortable) {
                 }
                 EXPECT_NEAR(dw, exact, 1e-5 * mag + 1e-30);
                 EXPECT_NEAR(dg, exact, 1e-5 * mag + 1e-30);
+            }
+            for (bool inplace : {false, true}) {
+                // RWKV-7's rows against a double-precision evaluation: each
+                // row's sa, new state and output.
+                SCOPED_TRACE(std::string(kt->name) + " wkv7 n " + std::to_string(n) + (inplace ? " in place" : ""));
+                const int64_t rows = std::min<int64_t>(n, 5);
+                const size_t  m    = size_t(rows * n) + 2;
+                const auto    st = random_floats(rng, m), w = random_floats(rng, sz, 0.5f, 1.0f);
+                const auto    k = random_floats(rng, sz), v = random_floats(rng, size_t(rows) + 1);
+                std::vector<float> got = inplace ? st : std::vector<float>(m, -7.0f);
+                std::vector<float> out(size_t(rows) + 2, -7.0f);
+                kt->wkv7_rows_f32(n, rows, inplace ? got.data() + 1 : st.data() + 1, got.data() + 1, r.data() + 1,
+                                  w.data() + 1, k.data() + 1, v.data(), a.data() + 1, b.data() + 1, out.data() + 1);
+                for (int64_t i = 0; i < rows; ++i) {
+                    const float * row = st.data() + 1 + i * n;
+                    double        sa = 0.0, mag = 0.0;
+                    for (int64_t j = 0; j < n; ++j) {
+                        sa += double(row[j]) * a[size_t(j) + 1];
+                        mag += std::fabs(double(row[j]) * a[size_t(j) + 1]);
+                    }
+                    double o = 0.0, omag = 0.0;
+                    for (int64_t j = 0; j < n; ++j) {
+                        const size_t jj = size_t(j) + 1;
+                        const double y  = double(row[j]) * w[jj] + double(k[jj]) * v[size_t(i)] + double(b[jj]) * sa;
+                        const double tol = 1e-5 * (std::fabs(y) + std::fabs(b[jj]) * (mag + 1.0));
+                        ASSERT_NEAR(got[size_t(i * n) + jj], y, tol) << i << " " << j;
+                        o += y * r[jj];
+                        omag += std::fabs(y * r[jj]) + std::fabs(double(r[jj]) * b[jj]) * (mag + 1.0);
+                    }
+                    EXPECT_NEAR(out[size_t(i) + 1], o, 1e-5 * (omag + 1.0)) << i;
+                }
+                EXPECT_EQ(f32_bits(out[0]), f32_bits(-7.0f));
+                EXPECT_EQ(f32_bits(out[size_t(rows) + 1]), f32_bits(-7.0f));
+                EXPECT_EQ(f32_bits(got[0]), f32_bits(inplace ? st[0] : -7.0f));
+                EXPECT_EQ(f32_bits(got.back()), f32_bits(inplace ? st.back() : -7.0f));
             }
             for (bool vec_g : {false, true}) {
                 SCOPED_TRACE(std::string(kt->name) + " delta n " + std::to_string(n) + (vec_g ? " vector" : ""));

@@ -161,16 +161,11 @@ void compute_wkv7(const ComputeParams & p, ggml_tensor * dst) {
     const int64_t   S = sh.S;
     const KernelTable & kt = kernels(p.use_ref);
     // Row i: sa = a . row, then row = row w + v_i k + sa b (the first
-    // token's from the input state), out_i = row . r.
+    // token's from the input state), out_i = row . r; a head's rows in one
+    // call of the table (wkv7_rows_f32).
     run_rwkv(p, dst, sh, dst->src[6], [&](int64_t h, int64_t t, const float * prev, float * cur, float * out) {
         const int64_t base = (t * sh.H + h) * S;
-        const float * rs = r + base, *ws = w + base, *ks = k + base, *as = a + base, *bs = b + base;
-        for (int64_t i = 0; i < S; ++i) {
-            const float * pr = prev + i * S;
-            float *       cr = cur + i * S;
-            const float   sa = kt.dot_f32(S, as, pr);
-            out[i]           = kt.decay_dot_f32(S, pr, cr, ws, 0.0f, ks, v[base + i], bs, sa, rs);
-        }
+        kt.wkv7_rows_f32(S, S, prev, cur, r + base, w + base, k + base, v + base, a + base, b + base, out);
     });
 }
 

@@ -262,6 +262,14 @@ struct KernelTable {
     //                  s itself or another (a first token's input state).
     float (*decay_dot_f32)(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx,
                            const float * c, float cx, const float * r) = nullptr;
+    //   wkv7_rows_f32: RWKV-7's step of rows [0, rows) of an n-wide
+    //                  matrix, row i at s0 + i * n, written at s + i * n
+    //                  (s0 == s in place): sa = sum s0[j] a[j]; then
+    //                  s[j] = (s0[j] * w[j] + k[j] * v[i]) + b[j] * sa, and
+    //                  out[i] = sum s[j] r[j]. The token's vectors are read
+    //                  once for all the rows.
+    void (*wkv7_rows_f32)(int64_t n, int64_t rows, const float * s0, float * s, const float * r, const float * w,
+                          const float * k, const float * v, const float * a, const float * b, float * out) = nullptr;
     //   delta_row_f32: s[i] *= (g ? g[i] : g0); d = (v - sum s[i] k[i]) * beta;
     //                  s[i] += k[i] * d; returns the sum of s[i] * q[i].
     float (*delta_row_f32)(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,

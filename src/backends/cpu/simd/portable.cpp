@@ -110,6 +110,16 @@ float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, flo
     return sum;
 }
 
+void wkv7_rows_f32(int64_t n, int64_t rows, const float * s0, float * s, const float * r, const float * w,
+                   const float * k, const float * v, const float * a, const float * b, float * out) {
+    for (int64_t i = 0; i < rows; ++i) {
+        const float * from = s0 + i * n;
+        float         sa   = 0.0f;
+        for (int64_t j = 0; j < n; ++j) sa += from[j] * a[j];
+        out[i] = decay_dot_f32(n, from, s + i * n, w, 0.0f, k, v[i], b, sa, r);
+    }
+}
+
 float delta_row_f32(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
                     const float * q) {
     float sk = 0.0f;
@@ -234,6 +244,7 @@ const KernelTable k_portable = [] {
     t.adamw_f32    = adamw_f32;
     t.rope_f32     = rope_f32;
     t.decay_dot_f32 = decay_dot_f32;
+    t.wkv7_rows_f32 = wkv7_rows_f32;
     t.delta_row_f32 = delta_row_f32;
     return t;
 }();

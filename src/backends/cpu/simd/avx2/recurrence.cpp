@@ -105,6 +105,51 @@ float delta_row(int64_t n, float * s, const float * g, float g0, const float * k
 
 } // namespace
 
+void wkv7_rows_f32(int64_t n, int64_t rows, const float * s0, float * s, const float * r, const float * w,
+                   const float * k, const float * v, const float * a, const float * b, float * out) {
+    for (int64_t i = 0; i < rows; ++i) {
+        const float * from   = s0 + i * n;
+        float *       to     = s + i * n;
+        __m256        acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        int64_t       j      = 0;
+        for (; j + 16 <= n; j += 16) {
+            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(from + j), _mm256_loadu_ps(a + j), acc[0]);
+            acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(from + j + 8), _mm256_loadu_ps(a + j + 8), acc[1]);
+        }
+        for (; j + 8 <= n; j += 8) {
+            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(from + j), _mm256_loadu_ps(a + j), acc[0]);
+        }
+        float sa = hsum(_mm256_add_ps(acc[0], acc[1]));
+        for (; j < n; ++j) {
+            sa += from[j] * a[j];
+        }
+        const __m256 vsa  = _mm256_set1_ps(sa), vi = _mm256_set1_ps(v[i]);
+        __m256       o[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        auto         step = [&](int64_t at, __m256 & sum) {
+            __m256 y = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(from + at), _mm256_loadu_ps(w + at)),
+                                     _mm256_mul_ps(_mm256_loadu_ps(k + at), vi));
+            y        = _mm256_add_ps(y, _mm256_mul_ps(_mm256_loadu_ps(b + at), vsa));
+            _mm256_storeu_ps(to + at, y);
+            sum = _mm256_fmadd_ps(y, _mm256_loadu_ps(r + at), sum);
+        };
+        j = 0;
+        for (; j + 16 <= n; j += 16) {
+            step(j, o[0]);
+            step(j + 8, o[1]);
+        }
+        for (; j + 8 <= n; j += 8) {
+            step(j, o[0]);
+        }
+        float sum = hsum(_mm256_add_ps(o[0], o[1]));
+        for (; j < n; ++j) {
+            const float y = (from[j] * w[j] + k[j] * v[i]) + b[j] * sa;
+            to[j]         = y;
+            sum += y * r[j];
+        }
+        out[i] = sum;
+    }
+}
+
 float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx, const float * c,
                     float cx, const float * r) {
     if (a != nullptr) {

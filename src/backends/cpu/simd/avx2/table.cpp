@@ -62,6 +62,7 @@ const KernelTable k_avx2 = [] {
     t.rope_f32     = avx2::rope_f32;
     t.decay_dot_f32 = avx2::decay_dot_f32;
     t.delta_row_f32 = avx2::delta_row_f32;
+    t.wkv7_rows_f32 = avx2::wkv7_rows_f32;
     // Two rows per register (rows2.cpp), the columns prepared once per
     // product from four columns on.
     t.qgemm_q4_0 = {avx2::qcols2_bytes, avx2::qcols2_prepare_q4_0, avx2::qgemm2_q4_0, 4};

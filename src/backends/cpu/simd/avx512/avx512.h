@@ -99,6 +99,8 @@ void   rope_f32(int64_t half, const float * x, float * y, const float * cos, con
 // Row steps of the linear recurrences (kernel_table.h; recurrence.cpp).
 float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx, const float * c,
                     float cx, const float * r);
+void wkv7_rows_f32(int64_t n, int64_t rows, const float * s0, float * s, const float * r, const float * w,
+                   const float * k, const float * v, const float * a, const float * b, float * out);
 float delta_row_f32(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
                     const float * q);
 

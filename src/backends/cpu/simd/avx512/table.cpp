@@ -38,6 +38,7 @@ const KernelTable * avx512_kernels() {
         t.rope_f32          = avx512::rope_f32;
         t.decay_dot_f32     = avx512::decay_dot_f32;
         t.delta_row_f32     = avx512::delta_row_f32;
+        t.wkv7_rows_f32     = avx512::wkv7_rows_f32;
         t.binary_f32[0]     = avx512::binary_f32<0>;
         t.binary_f32[1]     = avx512::binary_f32<1>;
         t.binary_f32[2]     = avx512::binary_f32<2>;
