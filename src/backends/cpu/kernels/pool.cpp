@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/kernels/float_io.h"
 #include "backends/cpu/kernels/kernels.h"
@@ -31,50 +32,184 @@ size_t row_offset(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
 
 // ---- POOL_1D, POOL_2D ----
 
-// Windows that fall entirely into the padding give -FLT_MAX (max) or 0 (1D
-// average); 1D averages divide by the samples inside, 2D ones by k0*k1.
-void compute_pool(const ComputeParams & p, ggml_tensor * dst) {
-    const ggml_tensor * src   = dst->src[0];
-    const bool          two_d = dst->op == GGML_OP_POOL_2D;
-    const bool          avg   = op_param_i32(dst, 0) == GGML_OP_POOL_AVG;
-    const int64_t       k0    = op_param_i32(dst, 1);
-    const int64_t       k1    = two_d ? op_param_i32(dst, 2) : 1;
-    const int64_t       s0    = op_param_i32(dst, two_d ? 3 : 2);
-    const int64_t       s1    = two_d ? op_param_i32(dst, 4) : 1;
-    const int64_t       p0    = op_param_i32(dst, two_d ? 5 : 3);
-    const int64_t       p1    = two_d ? op_param_i32(dst, 6) : 0;
-    const int64_t       OW = dst->ne[0], OH = dst->ne[1], W = src->ne[0], H = two_d ? src->ne[1] : 1;
+struct PoolParams {
+    bool    two_d, avg;
+    int64_t k0, k1, s0, s1, p0, p1;
 
-    const Range rr = split_range(ggml_nrows(dst), p.ith, p.nth);
+    explicit PoolParams(const ggml_tensor * dst)
+        : two_d(dst->op == GGML_OP_POOL_2D), avg(op_param_i32(dst, 0) == GGML_OP_POOL_AVG), k0(op_param_i32(dst, 1)),
+          k1(two_d ? op_param_i32(dst, 2) : 1), s0(op_param_i32(dst, two_d ? 3 : 2)),
+          s1(two_d ? op_param_i32(dst, 4) : 1), p0(op_param_i32(dst, two_d ? 5 : 3)),
+          p1(two_d ? op_param_i32(dst, 6) : 0) {}
+};
+
+// The taps [lo, hi) of a window of k starting at `start` that fall inside a
+// line of n (empty when the window lies wholly in the padding).
+struct Taps {
+    int64_t lo, hi;
+};
+Taps taps(int64_t start, int64_t k, int64_t n) {
+    return {std::max<int64_t>(0, -start), std::max<int64_t>(0, std::min<int64_t>(k, n - start))};
+}
+
+// Windows that fall entirely into the padding give -FLT_MAX (max) or 0 (1D
+// average); 1D averages divide by the samples inside, 2D ones by k0*k1. A
+// sample is taken for the maximum when it is greater than the maximum so far
+// (NaN never is), and averages add the samples row by row, as ggml does.
+void pool_any(const PoolParams & q, const ggml_tensor * src, ggml_tensor * dst, const Range & rr) {
+    const int64_t OW = dst->ne[0], OH = dst->ne[1], W = src->ne[0], H = q.two_d ? src->ne[1] : 1;
     for (int64_t r = rr.begin; r < rr.end; ++r) {
         const int64_t i1 = r % OH, i2 = (r / OH) % dst->ne[2], i3 = r / (OH * dst->ne[2]);
         // 1D: row i1 of the source; 2D: the window rows start at i1*s1 - p1 of plane (i2, i3).
-        const char * plane = cdata(src) + row_offset(src, two_d ? 0 : i1, i2, i3);
-        float *      out   = reinterpret_cast<float *>(mdata(dst) + row_offset(dst, i1, i2, i3));
+        const char * plane = cdata(src) + row_offset(src, q.two_d ? 0 : i1, i2, i3);
+        char *       out   = mdata(dst) + row_offset(dst, i1, i2, i3);
+        const int64_t y0   = q.two_d ? i1 * q.s1 - q.p1 : 0;
+        const Taps   ty    = taps(y0, q.k1, H);
         for (int64_t ox = 0; ox < OW; ++ox) {
-            float   res   = avg ? 0.0f : -FLT_MAX;
-            int64_t count = 0;
-            for (int64_t ky = 0; ky < k1; ++ky) {
-                const int64_t iy = two_d ? i1 * s1 - p1 + ky : 0;
-                if (iy < 0 || iy >= H) {
-                    continue;
-                }
-                const char * line = plane + size_t(iy) * src->nb[1];
-                for (int64_t kx = 0; kx < k0; ++kx) {
-                    const int64_t ix = ox * s0 - p0 + kx;
-                    if (ix < 0 || ix >= W) {
-                        continue;
-                    }
-                    const float v = load_float(src->type, line + size_t(ix) * src->nb[0]);
-                    res           = avg ? res + v : std::max(res, v);
-                    ++count;
+            const int64_t x0  = ox * q.s0 - q.p0;
+            const Taps    tx  = taps(x0, q.k0, W);
+            float         res = q.avg ? 0.0f : -FLT_MAX;
+            for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+                const char * line = plane + size_t(y0 + ky) * src->nb[1];
+                for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
+                    const float v = load_float(src->type, line + size_t(x0 + kx) * src->nb[0]);
+                    res           = q.avg ? res + v : (v > res ? v : res);
                 }
             }
-            if (avg) {
-                res = two_d ? res / float(k0 * k1) : (count > 0 ? res / float(count) : 0.0f);
+            if (q.avg) {
+                const int64_t count = (ty.hi - ty.lo) * (tx.hi - tx.lo);
+                res = q.two_d ? res / float(q.k0 * q.k1) : (count > 0 ? res / float(count) : 0.0f);
             }
-            *reinterpret_cast<float *>(reinterpret_cast<char *>(out) + size_t(ox) * dst->nb[0]) = res;
+            *reinterpret_cast<float *>(out + size_t(ox) * dst->nb[0]) = res;
         }
+    }
+}
+
+// 2D maximum of an F32 source with contiguous lines: the window's lines are
+// first reduced to one line, column by column (a loop the compiler
+// vectorizes), whose windows then give the outputs. The result is ggml's:
+// the greatest sample, -FLT_MAX when there is none, NaN never taken (only
+// which of +0 and -0 wins a tie can differ).
+void pool_max_2d_f32(const PoolParams & q, const ggml_tensor * src, ggml_tensor * dst, const Range & rr) {
+    const int64_t      OW = dst->ne[0], OH = dst->ne[1], W = src->ne[0], H = src->ne[1];
+    std::vector<float> col(static_cast<size_t>(W));
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t i1 = r % OH, i2 = (r / OH) % dst->ne[2], i3 = r / (OH * dst->ne[2]);
+        const char *  plane = cdata(src) + row_offset(src, 0, i2, i3);
+        float *       out   = reinterpret_cast<float *>(mdata(dst) + row_offset(dst, i1, i2, i3));
+        const Taps    ty    = taps(i1 * q.s1 - q.p1, q.k1, H);
+        float *       m     = col.data();
+        std::fill(m, m + W, -FLT_MAX);
+        for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+            const float * line = reinterpret_cast<const float *>(plane + size_t(i1 * q.s1 - q.p1 + ky) * src->nb[1]);
+            for (int64_t x = 0; x < W; ++x) {
+                m[x] = line[x] > m[x] ? line[x] : m[x];
+            }
+        }
+        for (int64_t ox = 0; ox < OW; ++ox) {
+            const int64_t x0  = ox * q.s0 - q.p0;
+            const Taps    tx  = taps(x0, q.k0, W);
+            float         res = -FLT_MAX;
+            for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
+                res = m[x0 + kx] > res ? m[x0 + kx] : res;
+            }
+            out[ox] = res;
+        }
+    }
+}
+
+// acc[i] += the k taps at line[i*s], added one after the other; with k and s
+// known the compiler vectorizes across i, the order of additions unchanged.
+template <int K, int S>
+void add_windows(float * acc, const float * line, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        float r = acc[i];
+        for (int kx = 0; kx < K; ++kx) {
+            r += line[i * S + kx];
+        }
+        acc[i] = r;
+    }
+}
+void add_windows_any(float * acc, const float * line, int64_t n, int64_t k, int64_t s) {
+    for (int64_t i = 0; i < n; ++i) {
+        float r = acc[i];
+        for (int64_t kx = 0; kx < k; ++kx) {
+            r += line[i * s + kx];
+        }
+        acc[i] = r;
+    }
+}
+
+// 2D average of an F32 source with contiguous lines, in ggml's order of
+// additions (line by line of the window, left to right): the outputs whose
+// windows lie inside the line are summed a window line at a time across the
+// output row; those that reach into the padding one by one.
+void pool_avg_2d_f32(const PoolParams & q, const ggml_tensor * src, ggml_tensor * dst, const Range & rr) {
+    const int64_t OW = dst->ne[0], OH = dst->ne[1], W = src->ne[0], H = src->ne[1];
+    const float   area = float(q.k0 * q.k1);
+    // Outputs [in_lo, in_hi) have every tap inside the line.
+    const int64_t in_lo = std::min(OW, (q.p0 + q.s0 - 1) / q.s0);
+    const int64_t in_hi = W - q.k0 + q.p0 < 0 ? in_lo : std::clamp((W - q.k0 + q.p0) / q.s0 + 1, in_lo, OW);
+    const int64_t n_in  = in_hi - in_lo;
+    auto          add   = [&](float * acc, const float * from) {
+        if (q.k0 == 2 && q.s0 == 2) {
+            add_windows<2, 2>(acc, from, n_in);
+        } else if (q.k0 == 3 && q.s0 == 3) {
+            add_windows<3, 3>(acc, from, n_in);
+        } else if (q.k0 == 4 && q.s0 == 4) {
+            add_windows<4, 4>(acc, from, n_in);
+        } else if (q.k0 == 3 && q.s0 == 2) {
+            add_windows<3, 2>(acc, from, n_in);
+        } else {
+            add_windows_any(acc, from, n_in, q.k0, q.s0);
+        }
+    };
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t i1 = r % OH, i2 = (r / OH) % dst->ne[2], i3 = r / (OH * dst->ne[2]);
+        const char *  plane = cdata(src) + row_offset(src, 0, i2, i3);
+        float *       out   = reinterpret_cast<float *>(mdata(dst) + row_offset(dst, i1, i2, i3));
+        const Taps    ty    = taps(i1 * q.s1 - q.p1, q.k1, H);
+        auto          line  = [&](int64_t ky) {
+            return reinterpret_cast<const float *>(plane + size_t(i1 * q.s1 - q.p1 + ky) * src->nb[1]);
+        };
+        std::fill(out + in_lo, out + in_hi, 0.0f);
+        for (int64_t ky = ty.lo; ky < ty.hi && n_in > 0; ++ky) {
+            add(out + in_lo, line(ky) + (in_lo * q.s0 - q.p0));
+        }
+        for (int64_t ox = 0; ox < OW; ++ox) {
+            if (ox == in_lo && in_hi > in_lo) {
+                ox = in_hi - 1;
+                continue;
+            }
+            const int64_t x0  = ox * q.s0 - q.p0;
+            const Taps    tx  = taps(x0, q.k0, W);
+            float         res = 0.0f;
+            for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+                const float * l = line(ky);
+                for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
+                    res += l[x0 + kx];
+                }
+            }
+            out[ox] = res;
+        }
+        for (int64_t ox = 0; ox < OW; ++ox) {
+            out[ox] = out[ox] / area;
+        }
+    }
+}
+
+void compute_pool(const ComputeParams & p, ggml_tensor * dst) {
+    const ggml_tensor * src = dst->src[0];
+    const PoolParams    q(dst);
+    const Range         rr = split_range(ggml_nrows(dst), p.ith, p.nth);
+    const bool fast = q.two_d && !p.use_ref && src->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
+                      src->nb[1] % sizeof(float) == 0 && dst->nb[0] == sizeof(float);
+    if (fast && q.avg) {
+        pool_avg_2d_f32(q, src, dst, rr);
+    } else if (fast) {
+        pool_max_2d_f32(q, src, dst, rr);
+    } else {
+        pool_any(q, src, dst, rr);
     }
 }
 
