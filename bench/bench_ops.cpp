@@ -9,6 +9,10 @@
 // hardware threads by default, as ggml's perf mode sets.
 //
 //   bench_ops [--threads N] [--only TEXT] [--min-time SECONDS]
+//
+// It uses ggml's public headers only, so the same file built against ggml
+// times ggml's CPU backend on the cases that ggml's perf list lacks:
+//   g++ -O2 -std=c++17 bench/bench_ops.cpp -I$GGML/include -L$LIBS -lggml -lggml-base -lggml-cpu
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +30,12 @@
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
+
+// Built against ggml's own headers too (to time ggml beside loom), where
+// loom's macro is absent.
+#ifndef LOOM_BACKEND_API_VERSION
+#define LOOM_BACKEND_API_VERSION 0
+#endif
 
 namespace {
 
@@ -160,10 +170,42 @@ std::vector<Case> cases() {
                            ggml_tensor * k = ggml_new_tensor_4d(c, GGML_TYPE_F16, f.hs, f.kv, 8, 1);
                            ggml_tensor * v = ggml_new_tensor_4d(c, GGML_TYPE_F16, f.hs, f.kv, 8, 1);
                            ggml_tensor * m =
-                               ggml_new_tensor_2d(c, GGML_TYPE_F16, f.kv, GGML_PAD(f.nb, GGML_KQ_MASK_PAD));
+                               ggml_new_tensor_2d(c, GGML_TYPE_F16, f.kv, f.nb);
                            ggml_tensor * r = ggml_flash_attn_ext(c, q, k, v, m, 1.0f / std::sqrt(float(f.hs)), 0.0f, 0.0f);
-                           ggml_flash_attn_ext_set_prec(r, GGML_PREC_F32);
+                           ggml_prec_set_acc(r, GGML_PREC_F32);
                            return r;
+                       },
+                       false});
+    }
+    // Operators of convolutional and recurrent models that ggml's perf list
+    // lacks, at the shapes of real models: the max pool of a ResNet stem, the
+    // average pools of a vision tower's patch merge (Gemma 3's 4x4 over
+    // 64x64x1152) and a CNN's 2x2, and RWKV-7's time mixing (1.5B: 32 heads
+    // of 64) for one token and for a 512-token prompt.
+    struct Pool {
+        ggml_op_pool op;
+        int64_t      w, h, c;
+        int          k, s, pad;
+    };
+    for (const Pool & q : {Pool{GGML_OP_POOL_MAX, 112, 112, 64, 3, 2, 1}, Pool{GGML_OP_POOL_AVG, 64, 64, 1152, 4, 4, 0},
+                           Pool{GGML_OP_POOL_AVG, 56, 56, 256, 2, 2, 0}}) {
+        out.push_back({std::string("POOL_2D(pool_type=") + (q.op == GGML_OP_POOL_MAX ? "max" : "avg") +
+                           ",type_input=f32,ne_input=" + shape({q.w, q.h, q.c, 1}) + ",k=" + std::to_string(q.k) +
+                           ",s=" + std::to_string(q.s) + ",p=" + std::to_string(q.pad) + ")",
+                       [q](ggml_context * c) {
+                           return ggml_pool_2d(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, q.w, q.h, q.c, 1), q.op, q.k, q.k,
+                                               q.s, q.s, float(q.pad), float(q.pad));
+                       },
+                       false});
+    }
+    for (int64_t tokens : {1, 512}) {
+        out.push_back({"RWKV_WKV7(type=f32,head_count=32,head_size=64,n_seq_tokens=" + std::to_string(tokens) +
+                           ",n_seqs=1)",
+                       [tokens](ggml_context * c) {
+                           auto in = [&] { return ggml_new_tensor_3d(c, GGML_TYPE_F32, 64, 32, tokens); };
+                           ggml_tensor * r = in(), * w = in(), * k = in(), * v = in(), * a = in(), * b = in();
+                           ggml_tensor * state = ggml_new_tensor_2d(c, GGML_TYPE_F32, 64 * 64 * 32, 1);
+                           return ggml_rwkv_wkv7(c, r, w, k, v, a, b, state);
                        },
                        false});
     }
@@ -227,7 +269,7 @@ int main(int argc, char ** argv) {
     }
     ggml_backend_ptr cpu(ggml_backend_cpu_init());
     ggml_backend_cpu_set_n_threads(cpu.get(), threads);
-    std::printf("loom CPU backend, %d threads\n", threads);
+    std::printf("%s CPU backend, %d threads\n", LOOM_BACKEND_API_VERSION > 0 ? "loom" : "ggml", threads);
     std::mt19937 rng(42);
     for (const Case & c : cases()) {
         if (!only.empty() && c.label.find(only) == std::string::npos) continue;
