@@ -395,8 +395,10 @@ TEST(SimdQuant, GemvAgainstPortable) {
 }
 
 // Note [Rows decoded once] (kernels/matmul.cpp): rows decoded by the
-// table's decode_rows and multiplied by gemv_decoded give the bits of the
-// type's gemv_quant entry, for every row and column count.
+// table's decode_rows (one by one, or in VNNI panels of 16 rows: Note
+// [Decoded panels]) and multiplied by gemv_decoded give the bits of the
+// type's gemv_quant entry, for every row and column count (19 rows: a
+// panel and a part of one).
 TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
     int checked = 0;
     FOR_EACH_SIMD_TABLE(kt) {
@@ -421,7 +423,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
                     quantize_column(GGML_TYPE_Q8_K, x.data(), b.ptr + size_t(c) * ldb, K);
                 }
                 // 4-byte aligned (the format's contract), off 32-byte boundaries.
-                OffBuffer dec(decoded_row_bytes(K) * size_t(nrows), 4);
+                OffBuffer dec(decoded_rows_bytes(K, nrows), 4);
                 kt->decode_rows[t](K, a.ptr, lda, nrows, dec.ptr);
                 for (int64_t rows : {int64_t(1), int64_t(7), nrows}) {
                     for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {

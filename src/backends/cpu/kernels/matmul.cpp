@@ -400,8 +400,11 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 // one gemv call takes, an item's rows are decoded once into the thread's
 // scratch (KernelTable::decode_rows) and every column group of the item
 // meets the decoded rows (gemv_decoded) instead of decoding them again per
-// group. The levels, scales and block scales are the decoder's own, so the
-// bits are those of the type's gemv_quant entry.
+// group. The levels, scales and block scales are the decoder's own: on
+// the AVX2 table the bits are those of the type's gemv_quant entry; the
+// AVX-512 table decodes them into VNNI panels of 16 rows (Note [Decoded
+// panels]), whose f32 sums are added in another order. Such items take
+// whole panels of rows.
 DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
     if (kt.gemv_decoded == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS) {
         return nullptr;
@@ -409,12 +412,17 @@ DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const g
     return kt.decode_rows[a->type];
 }
 
+// Rows of an item whose rows are decoded once: whole panels.
+int64_t decoded_item_rows(int64_t K, int64_t nc) {
+    return (gemv_min_rows(K, nc) + DECODED_PANEL_ROWS - 1) / DECODED_PANEL_ROWS * DECODED_PANEL_ROWS;
+}
+
 // Bytes of one thread's decoded rows (0 where rows are not decoded once).
 size_t decoded_thread_bytes(const ggml_tensor * a, const ggml_tensor * b) {
     if (rows_decoder(best_kernels(), a, b) == nullptr) {
         return 0;
     }
-    return align_up(size_t(gemv_min_rows(a->ne[0], b->ne[1])) * decoded_row_bytes(a->ne[0]), SCRATCH_ALIGN);
+    return align_up(decoded_rows_bytes(a->ne[0], decoded_item_rows(a->ne[0], b->ne[1])), SCRATCH_ALIGN);
 }
 
 // Bytes of one product's part of the scratch after the header: b packed,
@@ -502,7 +510,10 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     NB_                        = heads_ ? a_->ne[2] * dst->ne[3] : nbatch;
     ldb_c_                     = heads_ ? (packed ? row_size_ : b_->nb[2]) : ldb_;
     const int64_t min_rows     = gemv_min_rows(K_, NC_);
-    item_rows_ = qg_.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS : min_rows;
+    const bool    may_decode   = qg_.gemm == nullptr && !heads_ && rows_decoder(kt, a_, b_) != nullptr;
+    item_rows_ = qg_.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS
+                 : may_decode                             ? decoded_item_rows(K_, NC_)
+                                                          : min_rows;
     n_ru_      = (M + item_rows_ - 1) / item_rows_;
     n_cg_      = (NC_ + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;
     const bool cut_col = NB_ * n_ru_ < nth && n_cg_ > 1;
@@ -523,7 +534,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     gemv_decoded_ = kt.gemv_decoded;
     dec_bytes_    = decoded_thread_bytes(a_, b_);
     dec_base_     = acc_base_ + acc_bytes_ * size_t(nth);
-    LOOM_ASSERT(decode_ == nullptr || (dec_bytes_ >= size_t(item_rows_) * decoded_row_bytes(K_) && !merge_));
+    LOOM_ASSERT(decode_ == nullptr || (dec_bytes_ >= decoded_rows_bytes(K_, item_rows_) && !merge_));
 }
 
 void GemvProduct::prepare(const KernelTable & kt, int ith, int nth) const {

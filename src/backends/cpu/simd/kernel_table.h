@@ -59,11 +59,20 @@ template <class F> inline void with_gemv_cols(int ncols, F && f) {
 // (1 <= ncols <= GEMV_MAX_COLS). Rows of a are lda bytes apart and columns
 // of b ldb bytes apart, each K elements of its type (K a multiple of the
 // block size). Weights are read once for all ncols columns.
-// A super-block decoded for gemv_decoded: 256 signed levels, the 16 group
-// scales (int16), the block's scale with the type's constant factor (f32).
+// A super-block of one row decoded for gemv_decoded, at most
+// DECODED_BLOCK_BYTES: 256 signed levels, the 16 group scales (int16), the
+// block's scale with the type's constant factor (f32), and in VNNI panels
+// an int32 bias (Note [Decoded panels]).
 constexpr size_t DECODED_BLOCK_BYTES = 320;
 inline size_t    decoded_row_bytes(int64_t K) {
     return size_t(K / QK_K) * DECODED_BLOCK_BYTES;
+}
+// A table may decode rows in panels of up to DECODED_PANEL_ROWS rows (the
+// AVX-512 table's VNNI layout, Note [Decoded panels]): the bytes nrows
+// decoded rows take count whole panels.
+constexpr int64_t DECODED_PANEL_ROWS = 16;
+inline size_t     decoded_rows_bytes(int64_t K, int64_t nrows) {
+    return size_t((nrows + DECODED_PANEL_ROWS - 1) / DECODED_PANEL_ROWS * DECODED_PANEL_ROWS) * decoded_row_bytes(K);
 }
 using DecodeRowsFn = void (*)(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 
@@ -292,10 +301,14 @@ struct KernelTable {
     // Rows of the grid i-quants and the ternary types decoded once, for
     // products whose items meet several groups of columns (Note [Rows
     // decoded once] in kernels/matmul.cpp): decode_rows writes nrows rows
-    // of K values, decoded_row_bytes(K) bytes apart, and gemv_decoded
-    // multiplies such rows with Q8_K columns, with gemv_quant's contract
-    // and the bits of the type's gemv_quant entry (decoded rows 4-byte
-    // aligned). Null where the table has none.
+    // of K values into decoded_rows_bytes(K, nrows) bytes, a row or panel
+    // per decoded_row_bytes(K) a row, and gemv_decoded multiplies such
+    // rows (lda = decoded_row_bytes(K)) with Q8_K columns, with
+    // gemv_quant's contract (decoded rows 4-byte aligned). Its results are
+    // the bits of the type's gemv_quant entry where rows are decoded one by
+    // one (the AVX2 table); VNNI panels (the AVX-512 table, Note [Decoded
+    // panels]) add the same integer sums in another f32 order. Null where
+    // the table has none.
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT] = {};
     GemvFn       gemv_decoded                 = nullptr;
     // Activations to Q8_K (n a multiple of 256); same bits as the core's

@@ -22,6 +22,8 @@ namespace loom::cpu::avx2 {
 
 #include "iquants_impl.h"
 
+#undef LOOM_IQ_TYPES
+
 } // namespace loom::cpu::avx2
 
 #include "target_end.h"

@@ -19,8 +19,9 @@
 // and 8-15); the levels meet the column's bytes through the sign trick
 // (maddubs of |level| with the column's bytes carrying the level's sign:
 // |pair| <= 2 * 62 * 127, no saturation; y is never -128), madd with the
-// scales gives exact int32 sums, and the block adds d * y.d * isum, d
-// carrying the type's constant factor (1/8, 1/4, a power of two). The grids
+// scales gives exact int32 sums, and the block's total adds d * y.d * isum
+// (Note [Block totals]), d carrying the type's constant factor (1/8, 1/4, a
+// power of two). The grids
 // are read with gathers of the entries the indices name (indices masked to
 // the grid's size, so any bytes decode), the sign patterns expanded to
 // bytes by a shuffle and a bit test. A super-block is decoded once per row
@@ -305,15 +306,66 @@ struct TQ1Decoder {
     }
 };
 
-// acc + the product of a decoded super-block with a column's block.
-inline __m256 iq_block(const IDecoded & w, const block_q8_K & y, __m256 acc) {
+// The int32 sums of a decoded super-block with a column's block, in eight
+// lanes (lane l: values 32j + 4l .. 32j + 4l + 3 of every j).
+inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
         const __m256i q = iq_load(y.qs + 32 * j);
         const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w.q[j]), _mm256_sign_epi8(q, w.q[j]));
         isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
     }
-    return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
+    return isum;
+}
+
+// The totals of eight blocks' lane sums, block b's in lane b.
+inline __m256i iq_totals8(const __m256i * v) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Note [Block totals]
+// A row's product with a column: each super-block's exact integer total,
+// then, eight blocks at a time, lane b of an f32 sum adds d * y.d times the
+// total of block 8t + b (blocks past the last add 0 * 0), and the lanes are
+// added in iq_hsum's order. Every kernel of these types computes exactly
+// that, whatever its layout (the VNNI panels of avx512/iquant_panels.h too),
+// so a column's results do not depend on the path the product takes.
+// decode(i, w) gives block i of the row.
+template <int C, class Decode>
+void iq_row(int64_t nb, const block_q8_K * const * bc, Decode && decode, float * dst, size_t ldd) {
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) {
+        acc[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i0 = 0; i0 < nb; i0 += 8) {
+        __m256i             part[C][8];
+        alignas(32) float   scale[C][8];
+        const int64_t       n = nb - i0 < 8 ? nb - i0 : 8;
+        for (int64_t b = 0; b < 8; ++b) {
+            if (b >= n) {
+                for (int c = 0; c < C; ++c) {
+                    part[c][b]  = _mm256_setzero_si256();
+                    scale[c][b] = 0.0f;
+                }
+                continue;
+            }
+            IDecoded w;
+            decode(i0 + b, w);
+            for (int c = 0; c < C; ++c) {
+                part[c][b]  = iq_block_sums(w, bc[c][i0 + b]);
+                scale[c][b] = bc[c][i0 + b].d * w.d;
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            acc[c] = _mm256_fmadd_ps(_mm256_load_ps(scale[c]), _mm256_cvtepi32_ps(iq_totals8(part[c])), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        dst[size_t(c) * ldd] = iq_hsum(acc[c]);
+    }
 }
 
 template <class D, int C>
@@ -326,22 +378,11 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
     }
     for (int64_t r = 0; r < nrows; ++r) {
         const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
-        __m256       acc[C];
-        for (int c = 0; c < C; ++c) {
-            acc[c] = _mm256_setzero_ps();
-        }
-        for (int64_t i = 0; i < nb; ++i) {
+        iq_row<C>(nb, bc, [&](int64_t i, IDecoded & w) {
             // The same place in the next row, which follows in memory.
             _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
-            IDecoded w;
             D::decode(x[i], w);
-            for (int c = 0; c < C; ++c) {
-                acc[c] = iq_block(w, bc[c][i], acc[c]);
-            }
-        }
-        for (int c = 0; c < C; ++c) {
-            dst[size_t(c) * ldd + size_t(r)] = iq_hsum(acc[c]);
-        }
+        }, dst + r, ldd);
     }
 }
 
@@ -377,7 +418,7 @@ void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
 }
 
 // The decoded block back in registers: the same levels, scales and d as
-// the decoder gave, so iq_block computes the same bits.
+// the decoder gave, so iq_block_sums computes the same sums.
 inline void iq_load_stored(const StoredBlock & s, IDecoded & w) {
     for (int j = 0; j < 8; ++j) {
         w.q[j]  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s.q + 32 * j));
@@ -395,20 +436,7 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
     }
     for (int64_t r = 0; r < nrows; ++r) {
         const auto * x = reinterpret_cast<const StoredBlock *>(a + size_t(r) * lda);
-        __m256       acc[C];
-        for (int c = 0; c < C; ++c) {
-            acc[c] = _mm256_setzero_ps();
-        }
-        for (int64_t i = 0; i < nb; ++i) {
-            IDecoded w;
-            iq_load_stored(x[i], w);
-            for (int c = 0; c < C; ++c) {
-                acc[c] = iq_block(w, bc[c][i], acc[c]);
-            }
-        }
-        for (int c = 0; c < C; ++c) {
-            dst[size_t(c) * ldd + size_t(r)] = iq_hsum(acc[c]);
-        }
+        iq_row<C>(nb, bc, [&](int64_t i, IDecoded & w) { iq_load_stored(x[i], w); }, dst + r, ldd);
     }
 }
 
@@ -421,7 +449,7 @@ void iq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
     with_gemv_cols(ncols, [&](auto cols) { iq_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
 }
 
-// Each type: its enum name, its decoder.
+// Each type: its enum name, its decoder (the including file undefines it).
 #define LOOM_IQ_TYPES(X)                                                                                                 \
     X(IQ2_XXS, IQ2XXSDecoder)                                                                                 \
     X(IQ2_XS, IQ2XSDecoder)                                                                                    \
@@ -451,5 +479,3 @@ void add_iquant_kernels(KernelTable & t) {
 #undef LOOM_IQ_SET
     t.gemv_decoded = iq_gemv_decoded;
 }
-
-#undef LOOM_IQ_TYPES

@@ -32,6 +32,11 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 
 #include "../quant_gemv.inc"
 
+// Rows of the grid i-quants and the ternary types decoded once into VNNI
+// panels of 16 rows, and their product (iquants.cpp, Note [Decoded
+// panels]): replaces add_iquant_kernels' decode_rows and gemv_decoded.
+void add_iquant_panel_kernels(KernelTable & t);
+
 // Q5_0 and IQ4_NL with four rows per register (gemv.cpp), for every column
 // count, with qgemm_q5_0 and qgemm_iq4_nl on prepared columns (the same
 // bits); the table's gemv_quant entries for these types.
