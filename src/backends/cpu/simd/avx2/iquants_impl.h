@@ -332,18 +332,23 @@ inline __m256i iq_totals8(const __m256i * v) {
 // total of block 8t + b (blocks past the last add 0 * 0), and the lanes are
 // added in iq_hsum's order. Every kernel of these types computes exactly
 // that, whatever its layout (the VNNI panels of avx512/iquant_panels.h too),
-// so a column's results do not depend on the path the product takes.
-// decode(i, w) gives block i of the row.
-template <int C, class Decode>
-void iq_row(int64_t nb, const block_q8_K * const * bc, Decode && decode, float * dst, size_t ldd) {
+// so a column's results do not depend on the path the product takes; on
+// the AVX-512 table IQ4_XS follows it too (avx512/iq4_xs.h).
+// block(i, part, b) puts block i's lane sums with each column c in
+// part[c][b] (eight int32 lanes whose sum is the block's exact total) and
+// returns the weights' d.
+template <int C, class Block>
+void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, float * dst, size_t ldd) {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) {
         acc[c] = _mm256_setzero_ps();
     }
-    for (int64_t i0 = 0; i0 < nb; i0 += 8) {
-        __m256i             part[C][8];
-        alignas(32) float   scale[C][8];
-        const int64_t       n = nb - i0 < 8 ? nb - i0 : 8;
+    // Eight blocks from i0, n of them in the row; called with n = 8 for
+    // every whole group, so that the loop over them is unconditional and
+    // the decoder's constants leave it.
+    auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+        __m256i           part[C][8];
+        alignas(32) float scale[C][8];
         for (int64_t b = 0; b < 8; ++b) {
             if (b >= n) {
                 for (int c = 0; c < C; ++c) {
@@ -352,20 +357,38 @@ void iq_row(int64_t nb, const block_q8_K * const * bc, Decode && decode, float *
                 }
                 continue;
             }
-            IDecoded w;
-            decode(i0 + b, w);
+            const float d = block(i0 + b, part, b);
             for (int c = 0; c < C; ++c) {
-                part[c][b]  = iq_block_sums(w, bc[c][i0 + b]);
-                scale[c][b] = bc[c][i0 + b].d * w.d;
+                scale[c][b] = bc[c][i0 + b].d * d;
             }
         }
         for (int c = 0; c < C; ++c) {
             acc[c] = _mm256_fmadd_ps(_mm256_load_ps(scale[c]), _mm256_cvtepi32_ps(iq_totals8(part[c])), acc[c]);
         }
+    };
+    int64_t i0 = 0;
+    for (; i0 + 8 <= nb; i0 += 8) {
+        add8(i0, 8);
+    }
+    if (i0 < nb) {
+        add8(i0, nb - i0);
     }
     for (int c = 0; c < C; ++c) {
         dst[size_t(c) * ldd] = iq_hsum(acc[c]);
     }
+}
+
+// The same with decode(i, w) giving block i of the row.
+template <int C, class Decode>
+void iq_row(int64_t nb, const block_q8_K * const * bc, Decode && decode, float * dst, size_t ldd) {
+    iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
+        IDecoded w;
+        decode(i, w);
+        for (int c = 0; c < C; ++c) {
+            part[c][slot] = iq_block_sums(w, bc[c][i]);
+        }
+        return w.d;
+    }, dst, ldd);
 }
 
 template <class D, int C>

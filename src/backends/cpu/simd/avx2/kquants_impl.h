@@ -297,9 +297,8 @@ template <bool Fold, bool Signed> inline __m256 kq_block(const KDecoded & w, con
 // instructions, not by the weights' bytes, so they run about twice as fast.
 // The integer sums per column are those of the 256-bit code; the f32
 // additions differ in order (the eight lanes hold other partial sums).
-// IQ4_XS has signed levels, which maddubs cannot take without the sign
-// trick, and AVX-512 has no byte sign instruction; it takes the levels
-// plus 128 as unsigned bytes instead (Note [IQ4_XS on 512-bit registers]).
+// IQ4_XS, whose levels are signed, has its own kernels on that table
+// (avx512/iq4_xs.h, Note [IQ4_XS on 512-bit registers]).
 struct KDecoded512 {
     __m512i u[4];
     __m512i sc[4];
@@ -339,70 +338,7 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
     acc = _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(s8), acc);
     return _mm256_fnmadd_ps(_mm256_set1_ps(y.d * w.dmin), _mm256_cvtepi32_ps(msum), acc);
 }
-// Note [IQ4_XS on 512-bit registers]
-// A level l (-127 .. 113) is stored as the unsigned byte l + 128, four
-// registers of 64 values. vpdpbusd sums four products of those bytes with
-// the column's into an int32 without saturation (maddubs would saturate:
-// 2 * 241 * 127 > 32767); each lane is multiplied by its group's scale
-// (ls - 32) and the lanes added. What the offset added, 128 * scale * (the
-// column's sum over the group), meets the column's bsums through madd with
-// 128 * scale per group of 16, and is taken off as an integer: the lanes
-// hold exact integers whose sum is the portable one. Converted to f32 per
-// lane, as the 256-bit code converts its lanes, a lane rounds only past
-// 2^24 (extreme levels, scales and columns all of one sign).
-struct IQ4Decoded512 {
-    __m512i u[4];  // levels + 128 of values 64j .. 64j + 63
-    __m512i sc[4]; // int32 scales of groups 2j (lanes 0-7) and 2j + 1 (8-15)
-    __m256i bias;  // int16 128 * scale per group of 16
-    float   d;
-};
-
-inline void iq4_xs_decode512(const block_iq4_xs & x, IQ4Decoded512 & o) {
-    const __m128i t16   = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)),
-                                        _mm_set1_epi8(char(0x80)));
-    const __m512i table = _mm512_maskz_broadcast_i32x4(0xffff, t16);
-    const __m256i m4    = _mm256_set1_epi8(0x0f);
-    for (int j = 0; j < 4; ++j) {
-        // Groups 2j and 2j + 1: low nibbles of each 16 bytes, then high.
-        const __m256i q  = kq_load(x.qs + 32 * j);
-        const __m512i lh = kq_join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-        o.u[j]           = _mm512_shuffle_epi8(table, _mm512_maskz_shuffle_i64x2(0xff, lh, lh, _MM_SHUFFLE(3, 1, 2, 0)));
-    }
-    // The eight six-bit scales as int32 lanes (ls - 32), built in registers:
-    // lane g takes nibble g of scales_l and bit pair g of scales_h.
-    uint32_t sl;
-    std::memcpy(&sl, x.scales_l, sizeof sl);
-    const __m256i lo4 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(sl)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                         _mm256_set1_epi32(0xf));
-    const __m256i hi2 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-                                         _mm256_set1_epi32(3));
-    const __m256i ls  = _mm256_sub_epi32(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), _mm256_set1_epi32(32));
-    const __m512i s   = kq_join(ls, _mm256_setzero_si256());
-    for (int j = 0; j < 4; ++j) {
-        o.sc[j] = _mm512_maskz_permutexvar_epi32(0xffff, kq_join(_mm256_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1)), s);
-    }
-    // 128 * scale (|.| <= 4096) in the int16 lanes of its two groups of 16:
-    // the low half of int32 lane k / 2.
-    o.bias = _mm256_maskz_permutexvar_epi16(0xffff, _mm256_setr_epi16(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14),
-                                            _mm256_slli_epi32(ls, 7));
-    o.d    = kq_half(x.d);
-}
-
-inline __m256 iq4_block512(const IQ4Decoded512 & w, const block_q8_K & y, __m256 acc) {
-    const __m512i zero = _mm512_setzero_si512();
-    __m512i       isum = zero;
-    for (int j = 0; j < 4; ++j) {
-        const __m512i p = _mm512_dpbusd_epi32(zero, w.u[j], _mm512_loadu_si512(y.qs + 64 * j));
-        isum            = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, w.sc[j]));
-    }
-    const __m256i s8   = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xff, isum, 0),
-                                          _mm512_maskz_extracti64x4_epi64(0xff, isum, 1));
-    const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
-    return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(s8, msum)), acc);
-}
 #endif
-
-
 
 #if !defined(LOOM_KQ_512)
 // IQ4_XS on 256-bit registers, each group of 32 decoded and met by the
@@ -459,17 +395,6 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
             if constexpr (D::signed_levels) {
                 static_assert(sizeof(W) == sizeof(block_iq4_xs)); // the one decoder with signed levels
                 iq4_xs_fused<C>(reinterpret_cast<const block_iq4_xs &>(x[i]), bc, i, acc);
-                continue;
-            }
-#endif
-#if defined(LOOM_KQ_512)
-            if constexpr (D::signed_levels) {
-                static_assert(sizeof(W) == sizeof(block_iq4_xs)); // the one decoder with signed levels
-                IQ4Decoded512 w5;
-                iq4_xs_decode512(x[i], w5);
-                for (int c = 0; c < C; ++c) {
-                    acc[c] = iq4_block512(w5, bc[c][i], acc[c]);
-                }
                 continue;
             }
 #endif
@@ -575,10 +500,12 @@ void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
                float * dst, size_t ldd) {
     kq_gemv<Q6KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
+#if !defined(LOOM_KQ_512)
 void gemv_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                  float * dst, size_t ldd) {
     kq_gemv<IQ4XSDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
+#endif
 void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n) {
     kq_quantize_q8_K(x, y, n);
 }

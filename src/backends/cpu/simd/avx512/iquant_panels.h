@@ -1,4 +1,4 @@
-// Decoded rows of the grid i-quants and the ternary types as panels of 16
+// Decoded rows of the grid i-quants, the ternary types and IQ4_XS as panels of 16
 // rows for VNNI (Note [Decoded panels]). avx512/iquants.cpp includes this
 // file inside namespace loom::cpu::avx512 under the AVX-512 target, after
 // avx2/iquants_impl.h, whose decoders it uses.
@@ -20,8 +20,10 @@
 // times it added into f32 sum b % 8 of block b, and those eight added in
 // iq_hsum's order. The offset adds 128 * sum over groups (scale * sum of
 // levels) to a row's total; the decoder stores that as the row's bias,
-// taken off before the conversion to f32. The integer sums are exact
-// (|level| <= 62, |scale| <= 31). A panel's rows past the item's last are
+// taken off before the conversion to f32. The integer sums are exact: with
+// |level| <= 127 and |scale| <= 32 (IQ4_XS; the grid types stay within 62
+// and 31) a group's sum is at most 16 * 255 * 127 * 32 and a block's 16
+// times that, below 2^31. A panel's rows past the item's last are
 // zero: they add nothing and are not stored.
 
 namespace {
@@ -164,5 +166,6 @@ void add_iquant_panel_kernels(KernelTable & t) {
 #define LOOM_IQ_PANEL_SET(E, D) t.decode_rows[GGML_TYPE_##E] = panel_decode_rows<D>;
     LOOM_IQ_TYPES(LOOM_IQ_PANEL_SET)
 #undef LOOM_IQ_PANEL_SET
+    t.decode_rows[GGML_TYPE_IQ4_XS] = panel_decode_rows<IQ4Levels>;
     t.gemv_decoded = panel_gemv_decoded;
 }

@@ -1,8 +1,8 @@
 // The AVX-512 table's matrix-vector products of the grid i-quants and the
 // ternary types: the 256-bit code of avx2/iquants_impl.h (Note [I-quant
 // products]) compiled for AVX-512, as avx512/kquants.cpp compiles the
-// K-quant products; rows decoded once go into VNNI panels
-// (iquant_panels.h, Note [Decoded panels]).
+// K-quant products; IQ4_XS on 512-bit registers (iq4_xs.h); rows decoded
+// once go into VNNI panels (iquant_panels.h, Note [Decoded panels]).
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -24,6 +24,7 @@
 namespace loom::cpu::avx512 {
 
 #include "../avx2/iquants_impl.h"
+#include "iq4_xs.h"
 #include "iquant_panels.h"
 
 #undef LOOM_IQ_TYPES
