@@ -238,44 +238,23 @@ struct Q2KDecoder {
     }
 };
 
+#if !defined(LOOM_KQ_512)
+// IQ4_XS's rows are decoded group by group as the columns meet them
+// (iq4_xs_fused); the AVX-512 table has kernels of its own
+// (avx512/iq4_xs.h).
 struct IQ4XSDecoder {
     using W = block_iq4_xs;
-    static constexpr bool fold          = true;
     static constexpr bool signed_levels = true;
-    static void decode(const W & x, KDecoded & o) {
-        const __m256i table =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
-        const __m128i m4    = _mm_set1_epi8(0x0f);
-        for (int j = 0; j < 8; ++j) {
-            // Group j: 16 bytes, low nibbles values 0..15, high ones 16..31.
-            const __m128i q   = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 16 * j));
-            const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-            o.u[j]            = _mm256_shuffle_epi8(table, nib);
-            const int ls      = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((x.scales_h >> (2 * j)) & 3) << 4);
-            o.sc[j]           = _mm256_set1_epi16(int16_t(ls - 32));
-        }
-        o.bias = _mm256_setzero_si256();
-        o.d    = kq_half(x.d);
-    }
 };
+#endif
 
 // acc + the product of a decoded super-block with a column's block; Fold:
-// the bias is an offset of the levels, taken off as integers; Signed: the
-// levels are signed bytes.
-template <bool Fold, bool Signed> inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
+// the bias is an offset of the levels, taken off as integers.
+template <bool Fold> inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-        const __m256i q = kq_load(y.qs + 32 * j);
-        __m256i       p;
-        if constexpr (Signed) {
-            p = _mm256_maddubs_epi16(_mm256_sign_epi8(w.u[j], w.u[j]), _mm256_sign_epi8(q, w.u[j]));
-        } else {
-            p = _mm256_maddubs_epi16(w.u[j], q);
-        }
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
-    }
-    if constexpr (Signed) {
-        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
+        const __m256i p = _mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j));
+        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
     }
     const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
     if constexpr (Fold) {
@@ -344,8 +323,8 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
 // IQ4_XS on 256-bit registers, each group of 32 decoded and met by the
 // columns at once: a super-block decoded whole (eight level registers and
 // eight scale registers) does not fit the 16 registers beside the columns'
-// sums. The same integer operations as kq_block's signed path, the same
-// bits.
+// sums. The levels meet the columns through the sign trick (maddubs of
+// |level| with the column's bytes carrying the level's sign).
 template <int C>
 inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
     const __m256i table =
@@ -374,6 +353,24 @@ inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, 
 }
 #endif
 
+// acc[c] + the product of block i of a row, x, with column c's block i.
+template <class D, int C>
+inline void kq_block_cols(const typename D::W & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
+    KDecoded w;
+    D::decode(x, w);
+#if defined(LOOM_KQ_512)
+    KDecoded512 w5;
+    kq_widen(w, w5);
+    for (int c = 0; c < C; ++c) {
+        acc[c] = kq_block512<D::fold>(w5, bc[c][i], acc[c]);
+    }
+#else
+    for (int c = 0; c < C; ++c) {
+        acc[c] = kq_block<D::fold>(w, bc[c][i], acc[c]);
+    }
+#endif
+}
+
 template <class D, int C>
 void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
                   size_t ldd) {
@@ -393,26 +390,13 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
             _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
 #if !defined(LOOM_KQ_512)
             if constexpr (D::signed_levels) {
-                static_assert(sizeof(W) == sizeof(block_iq4_xs)); // the one decoder with signed levels
-                iq4_xs_fused<C>(reinterpret_cast<const block_iq4_xs &>(x[i]), bc, i, acc);
-                continue;
+                iq4_xs_fused<C>(x[i], bc, i, acc);
+            } else {
+                kq_block_cols<D, C>(x[i], bc, i, acc);
             }
+#else
+            kq_block_cols<D, C>(x[i], bc, i, acc);
 #endif
-            KDecoded w;
-            D::decode(x[i], w);
-#if defined(LOOM_KQ_512)
-            if constexpr (!D::signed_levels) {
-                KDecoded512 w5;
-                kq_widen(w, w5);
-                for (int c = 0; c < C; ++c) {
-                    acc[c] = kq_block512<D::fold>(w5, bc[c][i], acc[c]);
-                }
-                continue;
-            }
-#endif
-            for (int c = 0; c < C; ++c) {
-                acc[c] = kq_block<D::fold, D::signed_levels>(w, bc[c][i], acc[c]);
-            }
         }
         for (int c = 0; c < C; ++c) {
             dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);

@@ -15,9 +15,10 @@
 // off as an integer: the eight lanes hold exact integers whose sum is the
 // block's total. (Keeping |l| and the signs as a mask, with the column's
 // bytes negated by a masked subtraction for maddubs and vpdpwssd, measured
-// 1.45x slower with eight columns on Zen 5.) The totals then go into f32 as the grid i-quants' do
-// (Note [Block totals] in avx2/iquants_impl.h), so the VNNI panels, into
-// which IQ4Levels decodes the rows for many columns, give the same bits.
+// 1.45x slower with eight columns on Zen 5.) The totals then go into f32
+// as the grid i-quants' do (Note [Block totals] in avx2/iquants_impl.h), so
+// the VNNI panels, into which IQ4Levels decodes the rows for many columns,
+// give the same bits.
 
 namespace {
 

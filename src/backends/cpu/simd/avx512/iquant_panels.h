@@ -1,5 +1,5 @@
-// Decoded rows of the grid i-quants, the ternary types and IQ4_XS as panels of 16
-// rows for VNNI (Note [Decoded panels]). avx512/iquants.cpp includes this
+// Decoded rows of the grid i-quants, the ternary types and IQ4_XS as
+// panels of 16 rows for VNNI (Note [Decoded panels]). avx512/iquants.cpp includes this
 // file inside namespace loom::cpu::avx512 under the AVX-512 target, after
 // avx2/iquants_impl.h, whose decoders it uses.
 //
