@@ -257,4 +257,28 @@ bool RpcBuffer::hash_call(const SetTensorHashRequest & req, SetTensorHashReply *
     return conn_.check(conn_.stub().SetTensorHash(&ctx, req, rep != nullptr ? rep : &ignored), "SetTensorHash");
 }
 
+void RpcBuffer::set_tensor_2d(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
+                              size_t stride_tensor, size_t stride_data) {
+    if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+        const Transfer2d req = transfer_2d(t, offset, n, n_copies, stride_tensor);
+        if (bulk->set_2d(req, data, stride_data)) {
+            return;
+        }
+    }
+    ggml_backend_buffer::set_tensor_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
+}
+
+void RpcBuffer::get_tensor_2d(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
+                              size_t stride_tensor, size_t stride_data) {
+    if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
+        const grpc::Status st = bulk->get_2d(transfer_2d(t, offset, n, n_copies, stride_tensor), data, stride_data);
+        if (st.ok() || conn_.bulk() != nullptr) {
+            conn_.check(st, "GetTensor2d");
+            return;
+        }
+        // The connection broke: again through gRPC.
+    }
+    ggml_backend_buffer::get_tensor_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
+}
+
 } // namespace loom::rpc

@@ -75,28 +75,9 @@ class RpcBuffer final : public ggml_backend_buffer {
 
     // One frame on the bulk connection; without one, a call per block.
     void set_tensor_2d(ggml_tensor * t, const void * data, size_t offset, size_t n, size_t n_copies,
-                       size_t stride_tensor, size_t stride_data) override {
-        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
-            const Transfer2d req = transfer_2d(t, offset, n, n_copies, stride_tensor);
-            if (bulk->set_2d(req, data, stride_data)) {
-                return;
-            }
-        }
-        ggml_backend_buffer::set_tensor_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
-    }
-
+                       size_t stride_tensor, size_t stride_data) override;
     void get_tensor_2d(const ggml_tensor * t, void * data, size_t offset, size_t n, size_t n_copies,
-                       size_t stride_tensor, size_t stride_data) override {
-        if (BulkChannel * bulk = conn_.bulk(); bulk != nullptr) {
-            const grpc::Status st = bulk->get_2d(transfer_2d(t, offset, n, n_copies, stride_tensor), data, stride_data);
-            if (st.ok() || conn_.bulk() != nullptr) {
-                conn_.check(st, "GetTensor2d");
-                return;
-            }
-            // The connection broke: again through gRPC.
-        }
-        ggml_backend_buffer::get_tensor_2d(t, data, offset, n, n_copies, stride_tensor, stride_data);
-    }
+                       size_t stride_tensor, size_t stride_data) override;
 
     // On the server, for devices that need it (views share their source's
     // memory, which was initialised with the source). Through the bulk

@@ -9,10 +9,10 @@
 //    product (vec_dot_info), then one portable dot product per element;
 //  - matrix-vector (matmul_gemv.cpp; up to GEMV_MAX_COLS columns per
 //    matrix, and every quantized type with a dot product here or a
-//    gemv_quant entry in the table, such as the K-quants against Q8_K on AVX2 and AVX-512): b
-//    converted the same way by the kernel table, then the
-//    table's gemv over blocks of rows, each weight read once for a group of
-//    columns; with more columns of Q4_0/Q8_0 weights, where the table can,
+//    gemv_quant entry in the table, such as the K-quants against Q8_K on
+//    AVX2 and AVX-512): b converted the same way by the kernel table, then
+//    the table's gemv over blocks of rows, each weight read once for a
+//    group of columns; with more columns of Q4_0/Q8_0 weights, where the table can,
 //    the columns are also prepared once for all rows and the rows blocked
 //    for the caches (Note [Prepared-column blocking]), with the same bits;
 //  - matrix-matrix (f32, f16 and bf16 weights with more columns): the
@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <optional>
 
 #include "core/common.h"
 #include "core/types.h"

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <optional>
 
 #include "backends/cpu/repack.h"
