@@ -382,16 +382,24 @@ TEST(Simd, GemvAllTypes) {
 // Every product on prepared columns a table offers (and the AVX-512
 // four-rows kernel for Q4_0, which processors without VBMI use).
 struct QGemmCase {
-    std::string  name;
-    ggml_type    type;
-    QGemmKernels k;
+    std::string          name;
+    ggml_type            type;
+    QGemmKernels         k;
+    const KernelTable *  table = nullptr; // whose gemv gives the same bits, if any
 };
 
 std::vector<QGemmCase> qgemm_cases() {
     std::vector<QGemmCase> out;
     for (const KernelTable * kt : simd_tables()) {
-        if (kt->qgemm_q4_0.gemm != nullptr) out.push_back({std::string(kt->name) + " q4_0", GGML_TYPE_Q4_0, kt->qgemm_q4_0});
-        if (kt->qgemm_q8_0.gemm != nullptr) out.push_back({std::string(kt->name) + " q8_0", GGML_TYPE_Q8_0, kt->qgemm_q8_0});
+        if (kt->qgemm_q4_0.gemm != nullptr) {
+            // The AVX-512 tables multiply Q4_0 a row at a time without
+            // prepared columns, adding in another order.
+            const bool same = std::string(kt->name).rfind("avx512", 0) != 0;
+            out.push_back({std::string(kt->name) + " q4_0", GGML_TYPE_Q4_0, kt->qgemm_q4_0, same ? kt : nullptr});
+        }
+        if (kt->qgemm_q8_0.gemm != nullptr) {
+            out.push_back({std::string(kt->name) + " q8_0", GGML_TYPE_Q8_0, kt->qgemm_q8_0, kt});
+        }
 #if defined(__x86_64__) || defined(__i386__)
         if (kt == avx512_kernels() && kt->qgemm_q4_0.gemm != avx512::qgemm_q4_0) {
             out.push_back({"avx512 q4_0, four rows per register", GGML_TYPE_Q4_0,
@@ -403,8 +411,8 @@ std::vector<QGemmCase> qgemm_cases() {
 }
 
 // Products on prepared columns: within the gemv tolerance of the portable
-// table; K cut into parts gives the same bits; the preparation writes
-// exactly its bytes.
+// table and the bits of the same table's gemv; K cut into parts gives the
+// same bits; the preparation writes exactly its bytes.
 TEST(Simd, PreparedColumnProducts) {
     const auto cases = qgemm_cases();
     if (cases.empty()) {
@@ -441,6 +449,13 @@ TEST(Simd, PreparedColumnProducts) {
                         for (size_t i = size_t(col) * ldd + size_t(nrows); i < size_t(col + 1) * ldd; ++i) {
                             ASSERT_EQ(got[i], -1.0f); // padding between columns is left alone
                         }
+                    }
+                    if (qc.table != nullptr) {
+                        std::vector<float> gemv(ldd * size_t(ncols), -1.0f);
+                        gemv_of(*qc.table, qc.type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb,
+                                                    ncols, gemv.data(), ldd);
+                        ASSERT_EQ(std::memcmp(gemv.data(), got.data(), got.size() * sizeof(float)), 0)
+                            << "the table's gemv";
                     }
                     // K in parts, the partial sums carried: the same bits.
                     for (int64_t part : {QGEMM_K_ALIGN, 2 * QGEMM_K_ALIGN}) {
