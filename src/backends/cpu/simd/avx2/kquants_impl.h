@@ -5,7 +5,7 @@
 // (which adds no 512-bit step here: the compiler gets 32 vector registers
 // and EVEX encodings for the same 256-bit operations, so the decoded
 // super-block stays in registers). Include only between a target_begin.h and
-// its target_end.h, after <immintrin.h>, <cstring>, core/fp16.h,
+// its target_end.h, after <immintrin.h>, <cstring>, <type_traits>, core/fp16.h,
 // core/types/legacy_k.h, core/types/i_quants.h, core/types/iq_tables.h and
 // kernel_table.h, inside the ISA's namespace.
 //
@@ -223,20 +223,45 @@ struct Q3KDecoder {
     }
 };
 
+// Note [Q2_K levels times scales]
+// Q2_K's levels (0..3) times its group scales (0..15) are at most 45, so
+// the decoder stores the products as the unsigned levels and gives every
+// group the scale 1: a maddubs pair is then at most 2 * 45 * 127 = 11430,
+// two registers' pairs add in int16 without overflow, and one madd with
+// ones widens both, 12 multiplies per super-block and column instead of
+// 16. The integer sums, and so the bits, are those of the unscaled levels.
+// A group's products come from a byte shuffle of the four values 0, s, 2s,
+// 3s, which s * 0x03020100 puts in the bytes of an int32.
 struct Q2KDecoder {
     static constexpr bool fold = false;
     static constexpr bool signed_levels = false;
+    static constexpr bool prescaled = true;
     using W = block_q2_K;
     static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
         const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
         const __m128i four = _mm_set1_epi8(0x0f);
-        kq_group_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), o);
+        const __m128i sc   = _mm_and_si128(v, four);
+        const __m256i mul  = _mm256_set1_epi32(0x03020100);
+        const __m256i t[2] = {_mm256_mullo_epi32(_mm256_cvtepu8_epi32(sc), mul),
+                              _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)), mul)};
+        for (int j = 0; j < 8; ++j) {
+            // Groups 2j and 2j + 1: int32 lanes 2j % 8 and 2j % 8 + 1 of t[j / 4].
+            const int     g   = 2 * (j % 4);
+            const __m256i sel = _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1);
+            o.u[j]            = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(t[j / 4], sel), o.u[j]);
+            o.sc[j]           = _mm256_set1_epi16(1);
+        }
         o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
     }
 };
+
+// Whether a decoder's levels carry their group scales (Note [Q2_K levels
+// times scales]).
+template <class D, class = void> struct kq_prescaled : std::false_type {};
+template <class D> struct kq_prescaled<D, std::void_t<decltype(D::prescaled)>> : std::bool_constant<D::prescaled> {};
 
 #if !defined(LOOM_KQ_512)
 // IQ4_XS's rows are decoded group by group as the columns meet them
@@ -249,12 +274,23 @@ struct IQ4XSDecoder {
 #endif
 
 // acc + the product of a decoded super-block with a column's block; Fold:
-// the bias is an offset of the levels, taken off as integers.
-template <bool Fold> inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
+// the bias is an offset of the levels, taken off as integers; Prescaled:
+// the levels carry the scales (Note [Q2_K levels times scales]).
+template <bool Fold, bool Prescaled = false>
+inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
     __m256i isum = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-        const __m256i p = _mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j));
-        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+    if constexpr (Prescaled) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int j = 0; j < 8; j += 2) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j)),
+                                               _mm256_maddubs_epi16(w.u[j + 1], kq_load(y.qs + 32 * j + 32)));
+            isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
+        }
+    } else {
+        for (int j = 0; j < 8; ++j) {
+            const __m256i p = _mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j));
+            isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+        }
     }
     const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
     if constexpr (Fold) {
@@ -366,7 +402,7 @@ inline void kq_block_cols(const typename D::W & x, const block_q8_K * const * bc
     }
 #else
     for (int c = 0; c < C; ++c) {
-        acc[c] = kq_block<D::fold>(w, bc[c][i], acc[c]);
+        acc[c] = kq_block<D::fold, kq_prescaled<D>::value>(w, bc[c][i], acc[c]);
     }
 #endif
 }

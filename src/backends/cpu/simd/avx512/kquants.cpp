@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types/i_quants.h"
