@@ -61,7 +61,12 @@ struct KDecoded {
     __m256i sc[8];  // int16 scales of groups 2j (lanes 0-7) and 2j + 1 (8-15)
     __m256i bias;   // int16 per group of 16: what meets the column's bsums
     float   d, dmin; // dmin unused where the decoder folds the bias
+    __m256  dd;     // d in lanes 0-3, -dmin in 4-7 (the decoders that keep the bias)
 };
+
+inline __m256 kq_dd(const KDecoded & o) {
+    return _mm256_setr_ps(o.d, o.d, o.d, o.d, -o.dmin, -o.dmin, -o.dmin, -o.dmin);
+}
 
 // Scales of the 16 groups of 16 into the per-register form.
 inline void kq_group_scales(const int16_t (&s)[16], KDecoded & o) {
@@ -145,6 +150,7 @@ struct Q4KDecoder {
         kq_scales_mins_k4(x.scales, o);
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
+        o.dd   = kq_dd(o);
     }
 };
 
@@ -164,6 +170,7 @@ struct Q5KDecoder {
         kq_scales_mins_k4(x.scales, o);
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
+        o.dd   = kq_dd(o);
     }
 };
 
@@ -255,6 +262,7 @@ struct Q2KDecoder {
         o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
+        o.dd   = kq_dd(o);
     }
 };
 
@@ -296,8 +304,11 @@ inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
     if constexpr (Fold) {
         return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)), acc);
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(isum), acc);
-    return _mm256_fnmadd_ps(_mm256_set1_ps(y.d * w.dmin), _mm256_cvtepi32_ps(msum), acc);
+    // Four lanes of isum's halves added, beside four of msum's: one
+    // conversion and one FMA with y.d * (d, d, d, d, -dmin, ...).
+    const __m256i both = _mm256_add_epi32(_mm256_permute2x128_si256(isum, msum, 0x20),
+                                          _mm256_permute2x128_si256(isum, msum, 0x31));
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&y.d), w.dd), _mm256_cvtepi32_ps(both), acc);
 }
 
 #if defined(LOOM_KQ_512)
