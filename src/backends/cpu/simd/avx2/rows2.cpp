@@ -74,7 +74,7 @@ struct Q4 {
     static constexpr int offset = 8;
     static constexpr int pairs  = 2; // pairs of rows per tile
     static constexpr int cols   = 3; // columns a tile meets per pass
-    static constexpr int dec_cols = 3; // the same on decoded rows (Note [Rows decoded per chunk])
+    static constexpr int dec_cols = 4; // the same on decoded rows (Note [Rows decoded per chunk])
     struct Dec {
         __m256i lo, hi;
     };
@@ -95,7 +95,7 @@ struct Q8 {
     static constexpr int offset = 0;
     static constexpr int pairs  = 2;
     static constexpr int cols   = 2;
-    static constexpr int dec_cols = 2;
+    static constexpr int dec_cols = 4;
     struct Dec {
         __m256i lo, hi;   // the weights, signed (their signs go to the column)
         __m256i alo, ahi; // their magnitudes
@@ -186,16 +186,74 @@ struct Carry {
     bool    last  = true;
 };
 
+// Note [Four rows per conversion]
+// A tile of two pairs of rows adds the int32 lanes of its two product
+// registers in pairs (hadd, exact) into one register holding two lanes of
+// each of its four rows: one conversion, one scale product and one FMA then
+// serve four rows, where a register per pair took two of each. On the AVX2
+// processors these run on the same two ports as the integer multiplies, so
+// Q8_0 goes from six of those per 64 products to five, Q4_0 from five to
+// four. The lanes are rows 0, 0, 2, 2 in the low half and 1, 1, 3, 3 in the
+// high one (hadd works within halves), and so are the scales, from the two
+// pairs' by a shuffle. Tiles of one pair keep a register per pair.
+template <int G> constexpr int n_acc = G == 2 ? 1 : G;
+
+// The scales of a tile's rows for its accumulators: the pairs' own, or for
+// two pairs the four rows' in the layout above.
+template <int G> struct TileScales {
+    __m256 v[n_acc<G>];
+};
+
+template <int G> [[gnu::always_inline]] inline TileScales<G> tile_scales(const __m256 * dx) {
+    TileScales<G> t;
+    if constexpr (G == 2) {
+        t.v[0] = _mm256_shuffle_ps(dx[0], dx[1], 0);
+    } else {
+        for (int g = 0; g < G; ++g) t.v[g] = dx[g];
+    }
+    return t;
+}
+
+// acc + the products of a tile's G decoded pairs with one column.
+template <class Q, int G>
+[[gnu::always_inline]] inline void add_products(const typename Q::Dec * w, const TileScales<G> & dx, const Col & col,
+                                                __m256 dy, __m256 * acc) {
+    if constexpr (G == 2) {
+        const __m256i h = _mm256_hadd_epi32(Q::product(w[0], col), Q::product(w[1], col));
+        acc[0]          = _mm256_fmadd_ps(_mm256_mul_ps(dx.v[0], dy), _mm256_cvtepi32_ps(h), acc[0]);
+    } else {
+        for (int g = 0; g < G; ++g) {
+            acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(dx.v[g], dy), _mm256_cvtepi32_ps(Q::product(w[g], col)), acc[g]);
+        }
+    }
+}
+
+// The 2G row results of a column's accumulators (8 floats each).
+template <int G> [[gnu::always_inline]] inline void store_rows(const float (*v)[8], float * out) {
+    if constexpr (G == 2) {
+        out[0] = v[0][0] + v[0][1];
+        out[1] = v[0][4] + v[0][5];
+        out[2] = v[0][2] + v[0][3];
+        out[3] = v[0][6] + v[0][7];
+    } else {
+        for (int g = 0; g < G; ++g) {
+            out[2 * g]     = (v[g][0] + v[g][1]) + (v[g][2] + v[g][3]);
+            out[2 * g + 1] = (v[g][4] + v[g][5]) + (v[g][6] + v[g][7]);
+        }
+    }
+}
+
 // 2G rows (G registers of two rows) x C columns over all nb blocks.
 template <class Q, int G, int C, class Cols>
 void tile(int64_t nb, const char * a, size_t lda, const Cols & cols, float * dst, size_t ldd) {
-    using W = typename Q::W;
-    const W * ar[2 * G];
+    using W             = typename Q::W;
+    constexpr int NA    = n_acc<G>;
+    const W *     ar[2 * G];
     for (int r = 0; r < 2 * G; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
     const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    __m256        acc[G][C];
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < C; ++c) acc[g][c] = _mm256_setzero_ps();
+    __m256        acc[C][NA];
+    for (int c = 0; c < C; ++c) {
+        for (int k = 0; k < NA; ++k) acc[c][k] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < nb; ++i) {
         // The same place in the next tile's rows, which follow in memory.
@@ -208,24 +266,18 @@ void tile(int64_t nb, const char * a, size_t lda, const Cols & cols, float * dst
             Q::decode(ar[2 * g][i], ar[2 * g + 1][i], w[g]);
             dx[g] = pair_scales(ar[2 * g][i], ar[2 * g + 1][i], spread);
         }
+        const TileScales<G> ts = tile_scales<G>(dx);
         for (int c = 0; c < C; ++c) {
             Col    col;
             __m256 dy;
             cols.template get<Q::offset>(i, c, col, dy);
-            for (int g = 0; g < G; ++g) {
-                const __m256i p = Q::product(w[g], col);
-                acc[g][c]       = _mm256_fmadd_ps(_mm256_mul_ps(dx[g], dy), _mm256_cvtepi32_ps(p), acc[g][c]);
-            }
+            add_products<Q, G>(w, ts, col, dy, acc[c]);
         }
     }
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < C; ++c) {
-            alignas(32) float v[8];
-            _mm256_store_ps(v, acc[g][c]);
-            float * out = dst + size_t(c) * ldd + 2 * size_t(g);
-            out[0]      = (v[0] + v[1]) + (v[2] + v[3]);
-            out[1]      = (v[4] + v[5]) + (v[6] + v[7]);
-        }
+    for (int c = 0; c < C; ++c) {
+        alignas(32) float v[NA][8];
+        for (int k = 0; k < NA; ++k) _mm256_store_ps(v[k], acc[c][k]);
+        store_rows<G>(v, dst + size_t(c) * ldd);
     }
 }
 
@@ -282,7 +334,7 @@ constexpr int64_t QCHUNK   = 32;
 
 template <class Q, int G> struct Decoded {
     typename Q::Dec w[G];
-    __m256          dx[G];
+    TileScales<G>   dx;
 };
 
 template <class Q, int G>
@@ -293,50 +345,54 @@ void decode_chunk(const typename Q::W * const * ar, int64_t i0, int64_t n, size_
         for (int r = 0; r < 2 * G; ++r) {
             _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + 2 * G * lda, _MM_HINT_T0);
         }
+        __m256 dx[G];
         for (int g = 0; g < G; ++g) {
             Q::decode(ar[2 * g][i], ar[2 * g + 1][i], out[j].w[g]);
-            out[j].dx[g] = pair_scales(ar[2 * g][i], ar[2 * g + 1][i], spread);
+            dx[g] = pair_scales(ar[2 * g][i], ar[2 * g + 1][i], spread);
         }
+        out[j].dx = tile_scales<G>(dx);
     }
 }
 
-// Columns [c0, c0 + C) of a tile over the n decoded blocks from block i0;
-// accs[g][c] holds the register of pair g and column c.
+// A tile's accumulators between passes: column c's n_acc<G> registers.
+template <int G> using TileAccs = float[QGEMM_COLS][n_acc<G>][8];
+
+// Columns [c0, c0 + C) of a tile over the n decoded blocks from block i0.
 template <class Q, int G, int C>
-void decoded_cols(const Decoded<Q, G> * dec, int64_t i0, int64_t n, const PreparedCols & cols,
-                  float (*accs)[QGEMM_COLS][8]) {
-    __m256 acc[G][C];
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < C; ++c) acc[g][c] = _mm256_load_ps(accs[g][cols.c0 + c]);
+void decoded_cols(const Decoded<Q, G> * dec, int64_t i0, int64_t n, const PreparedCols & cols, TileAccs<G> & accs) {
+    constexpr int NA = n_acc<G>;
+    __m256        acc[C][NA];
+    for (int c = 0; c < C; ++c) {
+        for (int k = 0; k < NA; ++k) acc[c][k] = _mm256_load_ps(accs[cols.c0 + c][k]);
     }
     for (int64_t j = 0; j < n; ++j) {
         for (int c = 0; c < C; ++c) {
             Col    col;
             __m256 dy;
             cols.template get<Q::offset>(i0 + j, c, col, dy);
-            for (int g = 0; g < G; ++g) {
-                const __m256i p = Q::product(dec[j].w[g], col);
-                acc[g][c]       = _mm256_fmadd_ps(_mm256_mul_ps(dec[j].dx[g], dy), _mm256_cvtepi32_ps(p), acc[g][c]);
-            }
+            add_products<Q, G>(dec[j].w, dec[j].dx, col, dy, acc[c]);
         }
     }
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < C; ++c) _mm256_store_ps(accs[g][cols.c0 + c], acc[g][c]);
+    for (int c = 0; c < C; ++c) {
+        for (int k = 0; k < NA; ++k) _mm256_store_ps(accs[cols.c0 + c][k], acc[c][k]);
     }
 }
 
 // 2G rows x ncols prepared columns over blocks [i0, i1), the rows decoded
-// a chunk at a time; carry.acc points at the tile's first pair.
+// a chunk at a time; carry.acc points at the tile's first pair, whose
+// slots (and the next pair's, for two pairs) hold the tile's registers.
 template <class Q, int G>
 void tile_decoded(int64_t i0, int64_t i1, const char * a, size_t lda, const char * prep, int ncols, float * dst,
                   size_t ldd, const Carry & carry) {
-    using W = typename Q::W;
-    const W * ar[2 * G];
+    using W          = typename Q::W;
+    constexpr int NA = n_acc<G>;
+    const W *     ar[2 * G];
     for (int r = 0; r < 2 * G; ++r) ar[r] = reinterpret_cast<const W *>(a + size_t(r) * lda);
-    alignas(32) float accs[G][QGEMM_COLS][8];
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < ncols; ++c) {
-            for (int l = 0; l < 8; ++l) accs[g][c][l] = carry.first ? 0.0f : carry.acc[8 * (g * QGEMM_COLS + c) + l];
+    alignas(32) TileAccs<G> accs;
+    auto slot = [&](int k, int c) { return carry.acc + 8 * (k * QGEMM_COLS + c); };
+    for (int c = 0; c < ncols; ++c) {
+        for (int k = 0; k < NA; ++k) {
+            for (int l = 0; l < 8; ++l) accs[c][k][l] = carry.first ? 0.0f : slot(k, c)[l];
         }
     }
     Decoded<Q, G> dec[QCHUNK];
@@ -354,17 +410,12 @@ void tile_decoded(int64_t i0, int64_t i1, const char * a, size_t lda, const char
         }
         if (left == 1) decoded_cols<Q, G, 1>(dec, s, n, {prep, c0}, accs);
     }
-    for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < ncols; ++c) {
-            const float * v = accs[g][c];
-            if (!carry.last) {
-                std::memcpy(carry.acc + 8 * (g * QGEMM_COLS + c), v, 8 * sizeof(float));
-                continue;
-            }
-            float * out = dst + size_t(c) * ldd + 2 * size_t(g);
-            out[0]      = (v[0] + v[1]) + (v[2] + v[3]);
-            out[1]      = (v[4] + v[5]) + (v[6] + v[7]);
+    for (int c = 0; c < ncols; ++c) {
+        if (!carry.last) {
+            for (int k = 0; k < NA; ++k) std::memcpy(slot(k, c), accs[c][k], 8 * sizeof(float));
+            continue;
         }
+        store_rows<G>(accs[c], dst + size_t(c) * ldd);
     }
 }
 
