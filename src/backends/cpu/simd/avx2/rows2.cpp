@@ -190,12 +190,14 @@ struct Carry {
 // A tile of two pairs of rows adds the int32 lanes of its two product
 // registers in pairs (hadd, exact) into one register holding two lanes of
 // each of its four rows: one conversion, one scale product and one FMA then
-// serve four rows, where a register per pair took two of each. On the AVX2
-// processors these run on the same two ports as the integer multiplies, so
-// Q8_0 goes from six of those per 64 products to five, Q4_0 from five to
-// four. The lanes are rows 0, 0, 2, 2 in the low half and 1, 1, 3, 3 in the
-// high one (hadd works within halves), and so are the scales, from the two
-// pairs' by a shuffle. Tiles of one pair keep a register per pair.
+// serve four rows, where a register per pair took two of each. On the Zen 5
+// of bench/RESULTS.md, f32 multiplies and FMAs issue on the same two ports
+// as vpmaddwd and vpmaddubsw (a mix of them runs at two a cycle), so Q8_0
+// goes from six such instructions per 64 products to five, Q4_0 from five
+// to four; measured, 2-5% faster at 1024 x 4096 x 512. The lanes are rows
+// 0, 0, 2, 2 in the low half and 1, 1, 3, 3 in the high one (hadd works
+// within halves), and so are the scales, from the two pairs' by a shuffle.
+// Tiles of one pair keep a register per pair.
 template <int G> constexpr int n_acc = G == 2 ? 1 : G;
 
 // The scales of a tile's rows for its accumulators: the pairs' own, or for
