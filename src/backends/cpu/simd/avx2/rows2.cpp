@@ -15,10 +15,10 @@
 //    of |w| and y with w's sign), each half through its own madd (two int16
 //    sums could overflow), with no offset.
 // Every int32 lane is exact; lanes are scaled by their row's block scale
-// times the column's and added in f32, and the four lanes of a row are
-// summed at the end. A tile is four rows (two registers, Q4_0) or two; a
-// matrix's last row, where the count is odd, takes the one-row kernel of
-// dot.cpp.
+// times the column's and added in f32, and a row's lanes are summed at the
+// end. A tile is four rows (two registers, whose lanes are added in pairs:
+// Note [Four rows per conversion]) or two; a matrix's last row, where the
+// count is odd, takes the one-row kernel of dot.cpp.
 // Columns are either prepared per tile (gemv) or once per product (qgemm,
 // Note [Prepared columns] in the AVX-512 table: the same contract); both
 // give the tile the same values, so every column count gives the same bits.
@@ -178,8 +178,8 @@ template <class W> [[gnu::always_inline]] inline __m256 pair_scales(const W & a,
 }
 
 // Where a tile's partial sums live between calls that cover parts of K: the
-// register of rows 2p, 2p + 1 and column c of a call is at
-// acc + 8 * (p * QGEMM_COLS + c).
+// k-th register of column c of the tile whose first pair is p is at
+// acc + 8 * ((p + k) * QGEMM_COLS + c).
 struct Carry {
     float * acc   = nullptr; // 8 floats per register
     bool    first = true;
