@@ -21,10 +21,18 @@
 #   finetune    llama-finetune trains the model for two epochs; the loss falls
 #   ctest       (--all only) llama.cpp's own ctest suite, label main; building
 #               every target takes about an hour on two cores
+#   thread-safety, state-restore (--all only) llama.cpp's test-thread-safety
+#               (two models, four contexts, parallel sequences, on threads of
+#               their own) and test-state-restore-fragmented, which its ctest
+#               runs only on a downloaded model, run on the bundled one
 #   whisper     (with WHISPER_DIR=<whisper.cpp checkout>) whisper.cpp configured
 #               with -DWHISPER_USE_SYSTEM_GGML=ON, every target built, and its
 #               ctest run on the models its repository ships (test-vad-full
 #               is left out: it needs ggml-base.en.bin, which is downloaded)
+#   whisper-synth (with WHISPER_DIR) whisper-cli transcribes samples/jfk.wav
+#               greedily with a model of whisper's tiny layout and random
+#               weights (scripts/whisper-synth.py) into the tokens whisper.cpp
+#               on ggml 0.25.1 gives (tests/data/whisper-synth-reference.json)
 # The exit status is the number of failed checks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,14 +78,18 @@ cmake -S "$llama" -B "$work/build-llama-loom" -G Ninja -DCMAKE_BUILD_TYPE=Releas
     || { tail -n 30 "$work/configure.log"; exit 100; }
 
 # llama.cpp's RPC test links ggml-rpc by its library name, which the linker
-# finds in the prefix as for an installed ggml.
-export LIBRARY_PATH="$work/prefix/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+# finds in the prefix as for an installed ggml. Only for this build: a
+# project configured with the prefix on LIBRARY_PATH takes it for a folder
+# the linker searches by itself and leaves it out of its programs' run paths
+# (whisper.cpp's programs then could not find libloom in the build tree).
+library_path="$work/prefix/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
 targets=(llama-simple llama-completion llama-server llama-finetune test-llama-archs test-backend-ops)
 if [ $all = 1 ]; then
-    cmake --build "$work/build-llama-loom" -j"$jobs" > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 100; }
-else
-    cmake --build "$work/build-llama-loom" -j"$jobs" --target "${targets[@]}" > "$work/build.log" 2>&1 \
+    LIBRARY_PATH=$library_path cmake --build "$work/build-llama-loom" -j"$jobs" > "$work/build.log" 2>&1 \
         || { tail -n 40 "$work/build.log"; exit 100; }
+else
+    LIBRARY_PATH=$library_path cmake --build "$work/build-llama-loom" -j"$jobs" --target "${targets[@]}" \
+        > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 100; }
 fi
 bin=$work/build-llama-loom/bin
 
@@ -185,18 +197,35 @@ whisper_check() {
         cmake --build "$work/build-whisper-loom" -j"$jobs" &&
         ctest --test-dir "$work/build-whisper-loom" --output-on-failure -j1 --timeout 600 -E "^test-vad-full$"
 }
+# The models whisper.cpp ships for its tests hold no weights (whisper.cpp
+# then computes on memory nobody wrote), so its ctest shows that the programs
+# run, not what they compute: this check transcribes with a model of random
+# weights and compares the tokens with those of whisper.cpp on ggml.
+whisper_synth_check() {
+    local m=$work/whisper-synth.bin
+    python3 scripts/whisper-synth.py "$WHISPER_DIR/models/for-tests-ggml-tiny.en.bin" "$m" &&
+        "$work/build-whisper-loom/bin/whisper-cli" -m "$m" -f "$WHISPER_DIR/samples/jfk.wav" -nf -bs 1 -bo 1 -t 2 \
+            -ojf -of "$work/whisper-synth" &&
+        python3 scripts/whisper-tokens.py compare "$work/whisper-synth.json" tests/data/whisper-synth-reference.json \
+            --model "$m"
+}
 if [ -n "${WHISPER_DIR:-}" ]; then
     check whisper whisper_check
+    check whisper-synth whisper_synth_check
 fi
 
 if [ $all = 1 ]; then
     # loom's RPC servers want a shared token (llama.cpp's test-rpc-multi-server
     # starts two of its rpc-server programs and a client). Left out: the tests
     # that download from the network (test-download-model, test-arg-parser's
-    # remote cases) and test-thread-safety, which runs on the downloaded model.
+    # remote cases) and test-thread-safety, which ctest runs on the downloaded
+    # model and the two checks after it run on the bundled one.
     LOOM_RPC_TOKEN=${LOOM_RPC_TOKEN:-test-clients-$$} \
         check ctest ctest --test-dir "$work/build-llama-loom" -L main --output-on-failure -j"$jobs" --timeout 900 \
         -E '^(test-download-model|test-arg-parser|test-thread-safety)$'
+    check thread-safety "$bin/test-thread-safety" -m "$model" -ngl 99 -p "The meaning of life is" -n 128 -c 256 \
+        -ub 32 -np 4 -t 2
+    check state-restore "$bin/test-state-restore-fragmented" -m "$model"
 fi
 
 echo "$failed check(s) failed"
