@@ -407,7 +407,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
             if (kt->decode_rows[t] == nullptr) {
                 continue;
             }
-            ASSERT_NE(kt->gemv_decoded, nullptr) << kt->name;
+            ASSERT_NE(kt->gemv_decoded[t], nullptr) << kt->name;
             ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
             for (int64_t K : {256, 1280}) {
                 const int64_t nrows = 19;
@@ -432,7 +432,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
                         const size_t       ldd = size_t(rows);
                         std::vector<float> want(ldd * size_t(ncols)), got(ldd * size_t(ncols));
                         kt->gemv_quant[t](K, a.ptr, lda, rows, b.ptr, ldb, ncols, want.data(), ldd);
-                        kt->gemv_decoded(K, dec.ptr, decoded_row_bytes(K), rows, b.ptr, ldb, ncols,
+                        kt->gemv_decoded[t](K, dec.ptr, decoded_row_bytes(K), rows, b.ptr, ldb, ncols,
                                          got.data(), ldd);
                         ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
                     }

@@ -122,17 +122,19 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 
 // Note [Rows decoded once]
 // The grid i-quants and the ternary types spend most of a product on
-// decoding their rows (grid lookups, sign patterns). With more columns than
-// one gemv call takes, an item's rows are decoded once into the thread's
-// scratch (KernelTable::decode_rows) and every column group of the item
-// meets the decoded rows (gemv_decoded) instead of decoding them again per
-// group. The levels, scales and block scales are the decoder's own: on
-// the AVX2 table the bits are those of the type's gemv_quant entry; the
-// AVX-512 table decodes them into VNNI panels of 16 rows (Note [Decoded
-// panels]), whose f32 sums are added in another order. Such items take
-// whole panels of rows.
+// decoding their rows (grid lookups, sign patterns), and a K-quant's
+// scales and mins cost as much as its product with a column. With more
+// columns than one gemv call takes, an item's rows are decoded once into
+// the thread's scratch (KernelTable::decode_rows) and every column group of
+// the item meets the decoded rows (gemv_decoded) instead of decoding them
+// again per group. The levels, scales and block scales are the decoder's
+// own, and the bits those of the type's gemv_quant entry: on the AVX2 table
+// rows are decoded one by one; the AVX-512 table decodes them into VNNI
+// panels of 16 rows (Note [Decoded panels]; Q4_K: Note [K-quant panels]),
+// and its gemv_quant entries for these types add the same exact block
+// totals in the same order. Such items take whole panels of rows.
 DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
-    if (kt.gemv_decoded == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS) {
+    if (kt.gemv_decoded[a->type] == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS) {
         return nullptr;
     }
     return kt.decode_rows[a->type];
@@ -261,7 +263,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     merge_ = is_repacked(a_) && per_cg_ == n_cg_ && n_cg_ == 1 && (kc_ == nb_k_ || qg_.gemm == nullptr);
     // Note [Rows decoded once]: only where an item meets several column groups.
     decode_       = qg_.gemm == nullptr && !heads_ && per_cg_ > 1 ? rows_decoder(kt, a_, b_) : nullptr;
-    gemv_decoded_ = kt.gemv_decoded;
+    gemv_decoded_ = kt.gemv_decoded[a_->type];
     dec_bytes_    = decoded_thread_bytes(a_, b_);
     dec_base_     = acc_base_ + acc_bytes_ * size_t(nth);
     LOOM_ASSERT(decode_ == nullptr || (dec_bytes_ >= decoded_rows_bytes(K_, item_rows_) && !merge_));

@@ -298,19 +298,19 @@ struct KernelTable {
     // Products of those types on prepared columns, as qgemm_q4_0 (the same
     // bits as their gemv_quant entry); null where the table has none.
     QGemmKernels qgemm_quant[GGML_TYPE_COUNT] = {};
-    // Rows of the grid i-quants and the ternary types decoded once, for
-    // products whose items meet several groups of columns (Note [Rows
-    // decoded once] in kernels/matmul.cpp): decode_rows writes nrows rows
-    // of K values into decoded_rows_bytes(K, nrows) bytes, a row or panel
-    // per decoded_row_bytes(K) a row, and gemv_decoded multiplies such
+    // Rows of the grid i-quants, the ternary types (and, on the AVX-512
+    // table, IQ4_XS and Q4_K) decoded once, for products whose items meet
+    // several groups of columns (Note [Rows decoded once] in
+    // kernels/matmul.cpp): decode_rows[type] writes nrows rows of K values
+    // into decoded_rows_bytes(K, nrows) bytes, a row or panel per
+    // decoded_row_bytes(K) a row, and gemv_decoded[type] multiplies such
     // rows (lda = decoded_row_bytes(K)) with Q8_K columns, with
     // gemv_quant's contract (decoded rows 4-byte aligned). Its results are
-    // the bits of the type's gemv_quant entry where rows are decoded one by
-    // one (the AVX2 table); VNNI panels (the AVX-512 table, Note [Decoded
-    // panels]) add the same integer sums in another f32 order. Null where
-    // the table has none.
-    DecodeRowsFn decode_rows[GGML_TYPE_COUNT] = {};
-    GemvFn       gemv_decoded                 = nullptr;
+    // the bits of the type's gemv_quant entry, whether rows are decoded one
+    // by one (the AVX2 table) or into VNNI panels (the AVX-512 table, Note
+    // [Decoded panels]). Both null where the table has none.
+    DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
+    GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;

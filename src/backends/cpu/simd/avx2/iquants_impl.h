@@ -496,9 +496,9 @@ void iq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const
 
 void add_iquant_kernels(KernelTable & t) {
 #define LOOM_IQ_SET(E, D)                                                                                          \
-    t.gemv_quant[GGML_TYPE_##E]  = iq_gemv<D>;                                                                         \
-    t.decode_rows[GGML_TYPE_##E] = iq_decode_rows<D>;
+    t.gemv_quant[GGML_TYPE_##E]   = iq_gemv<D>;                                                                        \
+    t.decode_rows[GGML_TYPE_##E]  = iq_decode_rows<D>;                                                                 \
+    t.gemv_decoded[GGML_TYPE_##E] = iq_gemv_decoded;
     LOOM_IQ_TYPES(LOOM_IQ_SET)
 #undef LOOM_IQ_SET
-    t.gemv_decoded = iq_gemv_decoded;
 }

@@ -364,6 +364,105 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
     acc = _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(s8), acc);
     return _mm256_fnmadd_ps(_mm256_set1_ps(y.d * w.dmin), _mm256_cvtepi32_ps(msum), acc);
 }
+
+// Note [K-quant block totals]
+// Q4_K on this table adds exact block totals, as the i-quants do (Note
+// [Block totals] in avx2/iquants_impl.h), so that its rows decoded into VNNI
+// panels (avx512/kquant_panels.h) give the same bits: block i's two exact
+// integer totals with a column, T1 = sum of scale * level * y and T2 = sum of
+// min * (the column's sums of 16), go, eight blocks at a time, into lane
+// i % 8 of an f32 sum as  f = fma(y.d * d, T1, f)  then  f = fnmadd(y.d *
+// dmin, T2, f)  (blocks past the last add 0 * 0 both times), and the lanes
+// are added in kq_hsum's order. T1 is at most 256 * 15 * 63 * 127 and T2
+// 8 * 63 * 32 * 127 in magnitude: exact in int32 and in f32.
+
+// The totals of eight blocks' lane sums, block b's in lane b.
+inline __m256i kq_totals8(const __m256i * v) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// A decoded super-block's lane sums with a column's block: T1's in isum,
+// T2's in msum (eight int32 lanes each).
+inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256i & isum, __m256i & msum) {
+    __m512i s = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)), w.sc[j]);
+    }
+    isum = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xff, s, 0), _mm512_maskz_extracti64x4_epi64(0xff, s, 1));
+    msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
+}
+
+template <class D, int C>
+void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+                         float * dst, size_t ldd) {
+    static_assert(!D::fold, "the block totals here are those of a decoder with mins");
+    using W = typename D::W;
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        __m256       acc[C];
+        for (int c = 0; c < C; ++c) {
+            acc[c] = _mm256_setzero_ps();
+        }
+        // Eight blocks from i0, n of them in the row (n = 8 for every whole
+        // group, so that the loop over them is unconditional).
+        auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            __m256i           t1[C][8], t2[C][8];
+            alignas(32) float s1[C][8], s2[C][8];
+            for (int64_t k = 0; k < 8; ++k) {
+                if (k >= n) {
+                    for (int c = 0; c < C; ++c) {
+                        t1[c][k] = t2[c][k] = _mm256_setzero_si256();
+                        s1[c][k] = s2[c][k] = 0.0f;
+                    }
+                    continue;
+                }
+                // The same place in the next row, which follows in memory.
+                _mm_prefetch(reinterpret_cast<const char *>(x + i0 + k) + lda, _MM_HINT_T0);
+                KDecoded w;
+                D::decode(x[i0 + k], w);
+                KDecoded512 w5;
+                kq_widen(w, w5);
+                for (int c = 0; c < C; ++c) {
+                    kq_block512_sums(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
+                    s1[c][k] = bc[c][i0 + k].d * w.d;
+                    s2[c][k] = bc[c][i0 + k].d * w.dmin;
+                }
+            }
+            for (int c = 0; c < C; ++c) {
+                acc[c] = _mm256_fmadd_ps(_mm256_load_ps(s1[c]), _mm256_cvtepi32_ps(kq_totals8(t1[c])), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_load_ps(s2[c]), _mm256_cvtepi32_ps(kq_totals8(t2[c])), acc[c]);
+            }
+        };
+        int64_t i0 = 0;
+        for (; i0 + 8 <= nb; i0 += 8) {
+            add8(i0, 8);
+        }
+        if (i0 < nb) {
+            add8(i0, nb - i0);
+        }
+        for (int c = 0; c < C; ++c) {
+            dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);
+        }
+    }
+}
+
+template <class D>
+void kq_totals_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                    float * dst, size_t ldd) {
+    const int64_t nb = K / QK_K;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    with_gemv_cols(ncols, [&](auto cols) {
+        kq_totals_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+    });
+}
 #endif
 
 #if !defined(LOOM_KQ_512)
@@ -521,7 +620,11 @@ void gemv_q3_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 }
 void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
+#if defined(LOOM_KQ_512)
+    kq_totals_gemv<Q4KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd); // Note [K-quant block totals]
+#else
     kq_gemv<Q4KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+#endif
 }
 void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {

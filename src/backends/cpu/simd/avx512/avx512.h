@@ -36,6 +36,9 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 // panels of 16 rows, and their product (iquants.cpp, Note [Decoded
 // panels]): replaces add_iquant_kernels' decode_rows and gemv_decoded.
 void add_iquant_panel_kernels(KernelTable & t);
+// Q4_K's rows decoded once into VNNI panels of 16 rows, and their product
+// (kquants.cpp, Note [K-quant panels]).
+void add_kquant_panel_kernels(KernelTable & t);
 
 // Q5_0 and IQ4_NL with four rows per register (gemv.cpp), for every column
 // count, with qgemm_q5_0 and qgemm_iq4_nl on prepared columns (the same

@@ -1,7 +1,7 @@
 // Decoded rows of the grid i-quants, the ternary types and IQ4_XS as
 // panels of 16 rows for VNNI (Note [Decoded panels]). avx512/iquants.cpp includes this
 // file inside namespace loom::cpu::avx512 under the AVX-512 target, after
-// avx2/iquants_impl.h, whose decoders it uses.
+// avx2/iquants_impl.h, whose decoders it uses, and panel_common.h.
 //
 // Note [Decoded panels]
 // With more columns than one gemv call takes, an item's rows are decoded
@@ -69,20 +69,6 @@ void panel_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, voi
             }
         }
     }
-}
-
-inline __m512i panel_load(const void * p) {
-    return _mm512_loadu_si512(p);
-}
-
-// The zero-masking forms below with every lane set compile to the plain
-// instructions; the plain intrinsics pass GCC an undefined source that
-// -Wmaybe-uninitialized reports.
-constexpr __mmask16 k_panel_all = 0xffff;
-
-// Four bytes at p in every int32 lane.
-inline __m512i panel_bcast4(const uint8_t * p) {
-    return _mm512_maskz_broadcastd_epi32(k_panel_all, _mm_loadu_si32(p));
 }
 
 template <int C>
@@ -163,9 +149,11 @@ void panel_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, co
 } // namespace
 
 void add_iquant_panel_kernels(KernelTable & t) {
-#define LOOM_IQ_PANEL_SET(E, D) t.decode_rows[GGML_TYPE_##E] = panel_decode_rows<D>;
+#define LOOM_IQ_PANEL_SET(E, D)                                                                                    \
+    t.decode_rows[GGML_TYPE_##E]  = panel_decode_rows<D>;                                                              \
+    t.gemv_decoded[GGML_TYPE_##E] = panel_gemv_decoded;
     LOOM_IQ_TYPES(LOOM_IQ_PANEL_SET)
 #undef LOOM_IQ_PANEL_SET
-    t.decode_rows[GGML_TYPE_IQ4_XS] = panel_decode_rows<IQ4Levels>;
-    t.gemv_decoded = panel_gemv_decoded;
+    t.decode_rows[GGML_TYPE_IQ4_XS]  = panel_decode_rows<IQ4Levels>;
+    t.gemv_decoded[GGML_TYPE_IQ4_XS] = panel_gemv_decoded;
 }

@@ -25,6 +25,7 @@ namespace loom::cpu::avx512 {
 
 #include "../avx2/iquants_impl.h"
 #include "iq4_xs.h"
+#include "panel_common.h"
 #include "iquant_panels.h"
 
 #undef LOOM_IQ_TYPES

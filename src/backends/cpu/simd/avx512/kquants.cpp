@@ -2,7 +2,9 @@
 // the code of avx2/kquants_impl.h (Note [K-quant products]) compiled for
 // AVX-512, where the decoded super-block stays in the 32 vector registers,
 // with each column's block product on 512-bit registers (Note [K-quant
-// products on 512-bit registers]).
+// products on 512-bit registers]); Q4_K with exact block totals (Note
+// [K-quant block totals]) and its rows decoded once into VNNI panels for
+// products of many columns (Note [K-quant panels]).
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -28,6 +30,8 @@ namespace loom::cpu::avx512 {
 #define LOOM_KQ_512 1
 #include "../avx2/kquants_impl.h"
 #undef LOOM_KQ_512
+#include "panel_common.h"
+#include "kquant_panels.h"
 
 } // namespace loom::cpu::avx512
 

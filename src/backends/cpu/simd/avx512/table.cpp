@@ -86,6 +86,7 @@ const KernelTable * avx512_kernels() {
         t.gemv_quant[GGML_TYPE_IQ4_XS] = avx512::gemv_iq4_xs;
         avx512::add_iquant_kernels(t);
         avx512::add_iquant_panel_kernels(t);
+        avx512::add_kquant_panel_kernels(t);
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
