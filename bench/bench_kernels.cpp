@@ -1,7 +1,9 @@
 // Matrix-vector kernels of every kernel table this processor runs, on one
 // thread with the weights in L2 (128 rows of 4096, best of many runs), so
 // that what is compared is the kernels' arithmetic, not the memory: weight
-// bytes per second and multiply-adds per second, for 1, 4 and 8 columns.
+// bytes per second and multiply-adds per second, for 1, 4 and 8 columns;
+// Q4_0, Q8_0, F16, BF16 (also repacked, and on prepared columns where the
+// table has them), then Q4_K, Q5_K and Q6_K.
 //
 //   bench_kernels
 
@@ -15,6 +17,7 @@
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "ggml.h"
 
 using namespace loom::cpu;
@@ -107,6 +110,33 @@ int main() {
         }
         ggml_backend_buffer_free(rbuf);
         ggml_free(rctx);
+    }
+    // The K-quants of Q4_K_M and Q5_K_M files, against columns in their
+    // vec_dot_type (Q8_K) as mul_mat converts them.
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+        const ggml_type   bt = ggml_get_type_traits_cpu(t)->vec_dot_type;
+        std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
+        ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
+        for (int c = 0; c < 8; ++c) {
+            ggml_get_type_traits_cpu(bt)->from_float(x.data() + size_t(c) * K, b.data() + ggml_row_size(bt, K) * c, K);
+        }
+        for (int cols : {1, 4, 8}) {
+            for (const KernelTable * kt : tables) {
+                const GemvFn fn = kt->gemv_quant[t];
+                if (fn == nullptr) {
+                    continue;
+                }
+                std::vector<float> dst(size_t(M) * 8);
+                double             best = 1e9;
+                for (int rep = 0; rep < 500; ++rep) {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    fn(K, a.data(), ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols, dst.data(), M);
+                    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                }
+                std::printf("%-12s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols,
+                            double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
+            }
+        }
     }
     return 0;
 }

@@ -2,7 +2,7 @@
 // machine's limits measured in the same run, and beside a BLAS library when
 // the build found one.
 //
-//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type q4_0|q8_0|f16|f32] [--no-blas]
+//   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type TYPE] [--no-blas]
 //
 // Limits, measured first with the same thread count:
 //   - FMA peak: each thread (pinned to its own processor) runs independent
@@ -24,7 +24,8 @@
 //     table has it), beside the BLAS sgemm of the same shapes and thread
 //     count;
 //   - GEMV (one column) with Q4_0, Q8_0, F16 (and F32, beside BLAS sgemv)
-//     weights of 4096 x 14336 and 14336 x 4096 (K x M), in GB/s of weight
+//     weights, or those of any other type --type names (q4_K, q6_K, ...),
+//     of 4096 x 14336 and 14336 x 4096 (K x M), in GB/s of weight
 //     bytes read, % of the triad and % of the read-only sum (a product only
 //     reads its weights), and the median run's share of triads run just
 //     before and after the case (Note [Triads around a case]). Several copies of the weights,
@@ -629,7 +630,9 @@ std::string cpu_name() {
 }
 
 void usage() {
-    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type q4_0|q8_0|f16|f32] [--gemv-shape KxM ...] [--no-blas]\n");
+    std::fprintf(stderr, "usage: loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type TYPE] [--gemv-shape KxM ...] [--no-blas]\n"
+                         "  TYPE: f32 (the gemm and gemv cases) or a weight type of the gemv cases (q4_0, q8_0, f16 by\n"
+                         "  default; any other quantized type by name, as q4_K or q6_K)\n");
 }
 
 } // namespace
@@ -660,10 +663,27 @@ int main(int argc, char ** argv) {
             return a == "-h" || a == "--help" ? 0 : 2;
         }
     }
-    if (!o.type.empty() && o.type != "q4_0" && o.type != "q8_0" && o.type != "f16" && o.type != "f32") {
-        std::fprintf(stderr, "loom-bench: --type %s: the matrix-vector cases are q4_0, q8_0, f16 and f32\n",
-                     o.type.c_str());
-        return 2;
+    ggml_type gemv_extra = GGML_TYPE_COUNT; // a weight type beside the four of the default cases
+    if (!o.type.empty()) {
+        ggml_type named = GGML_TYPE_COUNT;
+        for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+            const char * n = ggml_type_name(ggml_type(t));
+            if (ggml_blck_size(ggml_type(t)) > 0 && n != nullptr && o.type == n) {
+                named = ggml_type(t);
+            }
+        }
+        const bool plain = named == GGML_TYPE_F32 || named == GGML_TYPE_F16;
+        if (named == GGML_TYPE_COUNT || (!plain && (!ggml_is_quantized(named) ||
+                                                    ggml_quantize_requires_imatrix(named)))) {
+            std::fprintf(stderr,
+                         "loom-bench: --type %s: the matrix-vector cases take f32, f16 and the quantized types "
+                         "whose rows quantize without an importance matrix\n",
+                         o.type.c_str());
+            return 2;
+        }
+        if (!plain && named != GGML_TYPE_Q4_0 && named != GGML_TYPE_Q8_0) {
+            gemv_extra = named;
+        }
     }
     if (!o.only.empty() && o.only != "gemm" && o.only != "gemv" && o.only != "limits") {
         std::fprintf(stderr, "loom-bench: --only %s: the case families are gemm and gemv (limits: no cases)\n",
@@ -761,10 +781,20 @@ int main(int argc, char ** argv) {
             {GGML_TYPE_Q8_0, 14336, 4096}, {GGML_TYPE_F16, 4096, 14336},  {GGML_TYPE_F16, 14336, 4096},
             {GGML_TYPE_F32, 4096, 14336},  {GGML_TYPE_F32, 14336, 4096},
         };
+        if (gemv_extra != GGML_TYPE_COUNT) {
+            cases = {{gemv_extra, 4096, 14336}, {gemv_extra, 14336, 4096}};
+        }
         if (!o.gemv_shapes.empty()) {
             cases.clear();
-            for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_F32}) {
-                for (const auto & [K, M] : o.gemv_shapes) cases.push_back({t, K, M});
+            for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_F32, gemv_extra}) {
+                if (t == GGML_TYPE_COUNT) {
+                    continue;
+                }
+                for (const auto & [K, M] : o.gemv_shapes) {
+                    if (K % ggml_blck_size(t) == 0) {
+                        cases.push_back({t, K, M});
+                    }
+                }
             }
         }
         // Each case in ggml's layout, then, where the CPU offers it for the
