@@ -395,6 +395,57 @@ inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256
     msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
 }
 
+// Q4_K decoded straight into the 512-bit form (kq_widen's result, bits
+// alike) for the products with few columns, where decoding weighs as much
+// as the product: one 512-bit load gives two 32-byte runs of qs, whose low
+// and high nibbles are values 128h + (0..31 | 64..95) and 128h + (32..63 |
+// 96..127), put in order by two 128-bit-lane shuffles; each register's two
+// group scales come from one word permute of the sixteen scales and mins.
+inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i q  = _mm512_loadu_si512(x.qs + 64 * h);
+        const __m512i lo = _mm512_and_si512(q, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        o.u[2 * h]       = _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0x44);
+        o.u[2 * h + 1]   = _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0xee);
+    }
+    uint32_t w[3];
+    std::memcpy(w, x.scales, sizeof(w));
+    constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+    const uint32_t     sc_lo = w[0] & six;
+    const uint32_t     sc_hi = (w[2] & four) | (((w[0] >> 6) & two) << 4);
+    const uint32_t     mn_lo = w[1] & six;
+    const uint32_t     mn_hi = ((w[2] >> 4) & four) | (((w[1] >> 6) & two) << 4);
+    // int16 lanes 0-7: the scales of groups 0-7; lanes 8-15: their mins.
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi)));
+    const __m512i s   = kq_join(s16, _mm256_setzero_si256());
+    for (int j = 0; j < 4; ++j) {
+        // Lanes 0-15: group 2j's scale; 16-31: group 2j + 1's.
+        const __m512i pick = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(short(2 * j)),
+                                                     _mm512_set1_epi16(short(2 * j + 1)));
+        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, pick, s);
+    }
+    const __m256i mins = _mm256_permute4x64_epi64(s16, 0xee);
+    o.bias             = _mm256_shuffle_epi8(mins, _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
+                                                                    8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15,
+                                                                    14, 15));
+    o.d    = kq_half(x.d);
+    o.dmin = kq_half(x.dmin);
+}
+
+// A block of the row decoded into the 512-bit form: straight for Q4_K,
+// through the 256-bit decoder and kq_widen for the others.
+template <class D> inline void kq_decode512(const typename D::W & x, KDecoded512 & o) {
+    if constexpr (std::is_same_v<D, Q4KDecoder>) {
+        q4k_decode512(x, o);
+    } else {
+        KDecoded w;
+        D::decode(x, w);
+        kq_widen(w, o);
+    }
+}
+
 template <class D, int C>
 void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                          float * dst, size_t ldd) {
@@ -425,14 +476,12 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
                 }
                 // The same place in the next row, which follows in memory.
                 _mm_prefetch(reinterpret_cast<const char *>(x + i0 + k) + lda, _MM_HINT_T0);
-                KDecoded w;
-                D::decode(x[i0 + k], w);
                 KDecoded512 w5;
-                kq_widen(w, w5);
+                kq_decode512<D>(x[i0 + k], w5);
                 for (int c = 0; c < C; ++c) {
                     kq_block512_sums(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
-                    s1[c][k] = bc[c][i0 + k].d * w.d;
-                    s2[c][k] = bc[c][i0 + k].d * w.dmin;
+                    s1[c][k] = bc[c][i0 + k].d * w5.d;
+                    s2[c][k] = bc[c][i0 + k].d * w5.dmin;
                 }
             }
             for (int c = 0; c < C; ++c) {
