@@ -399,8 +399,9 @@ inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256
 // alike) for the products with few columns, where decoding weighs as much
 // as the product: one 512-bit load gives two 32-byte runs of qs, whose low
 // and high nibbles are values 128h + (0..31 | 64..95) and 128h + (32..63 |
-// 96..127), put in order by two 128-bit-lane shuffles; each register's two
-// group scales come from one word permute of the sixteen scales and mins.
+// 96..127), put in order by two 128-bit-lane shuffles; the scales and mins
+// are unpacked in vector lanes, and each register's two group scales come
+// from one word permute of them.
 inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int h = 0; h < 2; ++h) {
@@ -410,15 +411,15 @@ inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
         o.u[2 * h]       = _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0x44);
         o.u[2 * h + 1]   = _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0xee);
     }
-    uint32_t w[3];
-    std::memcpy(w, x.scales, sizeof(w));
-    constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
-    const uint32_t     sc_lo = w[0] & six;
-    const uint32_t     sc_hi = (w[2] & four) | (((w[0] >> 6) & two) << 4);
-    const uint32_t     mn_lo = w[1] & six;
-    const uint32_t     mn_hi = ((w[2] >> 4) & four) | (((w[1] >> 6) & two) << 4);
+    // kq_scales_mins_k4's words in vector lanes: w0..w2 are the 12 bytes
+    // of scales (the load's last four bytes, qs's first, are not used).
+    const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+    const __m128i lo6  = _mm_and_si128(v, _mm_set1_epi8(0x3f)); // lanes 0, 1: sc_lo, mn_lo
+    const __m128i w2   = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0)); // w2, w2 >> 4
+    const __m128i top2 = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi8(0x03)), 4);
+    const __m128i hi   = _mm_or_si128(_mm_and_si128(w2, _mm_set1_epi8(0x0f)), top2); // lanes 0, 1: sc_hi, mn_hi
     // int16 lanes 0-7: the scales of groups 0-7; lanes 8-15: their mins.
-    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi)));
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi32(lo6, hi));
     const __m512i s   = kq_join(s16, _mm256_setzero_si256());
     for (int j = 0; j < 4; ++j) {
         // Lanes 0-15: group 2j's scale; 16-31: group 2j + 1's.
