@@ -395,6 +395,31 @@ inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256
     msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
 }
 
+// Constant word indices and shift counts of the 512-bit decoders, loaded
+// from memory (GCC does not fold the masked inserts and blends that would
+// build them, and rebuilt them for every block).
+struct KqPick512 {
+    alignas(64) int16_t q4k[4][32];   // [register] lanes 0-15: 2j; 16-31: 2j + 1
+    alignas(64) int16_t q6k[4][32];   // [register] lanes 8k .. 8k + 7: 4j + k
+    alignas(64) int16_t q6k_up[32];   // 4 in the low half, 2 in the high one
+    alignas(64) int16_t q6k_down[32]; // 0 in the low half, 2 in the high one
+};
+constexpr KqPick512 kq_pick512_make() {
+    KqPick512 p{};
+    for (int j = 0; j < 4; ++j) {
+        for (int l = 0; l < 32; ++l) {
+            p.q4k[j][l] = int16_t(2 * j + l / 16);
+            p.q6k[j][l] = int16_t(4 * j + l / 8);
+        }
+    }
+    for (int l = 0; l < 32; ++l) {
+        p.q6k_up[l]   = int16_t(l < 16 ? 4 : 2);
+        p.q6k_down[l] = int16_t(l < 16 ? 0 : 2);
+    }
+    return p;
+}
+inline constexpr KqPick512 kq_pick512 = kq_pick512_make();
+
 // Q4_K decoded straight into the 512-bit form (kq_widen's result, bits
 // alike) for the products with few columns, where decoding weighs as much
 // as the product: one 512-bit load gives two 32-byte runs of qs, whose low
@@ -423,9 +448,7 @@ inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
     const __m512i s   = kq_join(s16, _mm256_setzero_si256());
     for (int j = 0; j < 4; ++j) {
         // Lanes 0-15: group 2j's scale; 16-31: group 2j + 1's.
-        const __m512i pick = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(short(2 * j)),
-                                                     _mm512_set1_epi16(short(2 * j + 1)));
-        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, pick, s);
+        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q4k[j]), s);
     }
     const __m256i mins = _mm256_permute4x64_epi64(s16, 0xee);
     o.bias             = _mm256_shuffle_epi8(mins, _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
@@ -435,11 +458,41 @@ inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
     o.dmin = kq_half(x.dmin);
 }
 
-// A block of the row decoded into the 512-bit form: straight for Q4_K,
-// through the 256-bit decoder and kq_widen for the others.
+// Q6_K the same way (Q6KDecoder's bits): one 512-bit load gives ql's two
+// runs of 32 bytes of a half, whose low nibbles are values 128h + (0..31 |
+// 32..63) and high nibbles 128h + (64..95 | 96..127); qh's 32 bytes of the
+// half, in both 256-bit halves, give their two high bits through per-half
+// shifts (4 and 2 up for the low nibbles, 0 and 2 down for the high ones).
+inline void q6k_decode512(const block_q6_K & x, KDecoded512 & o) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x30);
+    const __m512i up = _mm512_load_si512(kq_pick512.q6k_up);
+    const __m512i dn = _mm512_load_si512(kq_pick512.q6k_down);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i l  = _mm512_loadu_si512(x.ql + 64 * h);
+        const __m256i q  = kq_load(x.qh + 32 * h);
+        const __m512i hb = kq_join(q, q);
+        o.u[2 * h]       = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, up), m3));
+        o.u[2 * h + 1]   = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(hb, dn), m3));
+    }
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+    const __m512i s   = kq_join(s16, _mm256_setzero_si256());
+    for (int j = 0; j < 4; ++j) {
+        // Lanes 8k .. 8k + 7: the scale of group 4j + k (of 16 values).
+        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
+    }
+    o.bias = _mm256_slli_epi16(s16, 5); // 32 * scale
+    o.d    = kq_half(x.d);
+    o.dmin = 0.0f;
+}
+
+// A block of the row decoded into the 512-bit form: straight for Q4_K and
+// Q6_K, through the 256-bit decoder and kq_widen for the others.
 template <class D> inline void kq_decode512(const typename D::W & x, KDecoded512 & o) {
     if constexpr (std::is_same_v<D, Q4KDecoder>) {
         q4k_decode512(x, o);
+    } else if constexpr (std::is_same_v<D, Q6KDecoder>) {
+        q6k_decode512(x, o);
     } else {
         KDecoded w;
         D::decode(x, w);
@@ -552,15 +605,15 @@ inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, 
 // acc[c] + the product of block i of a row, x, with column c's block i.
 template <class D, int C>
 inline void kq_block_cols(const typename D::W & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
-    KDecoded w;
-    D::decode(x, w);
 #if defined(LOOM_KQ_512)
     KDecoded512 w5;
-    kq_widen(w, w5);
+    kq_decode512<D>(x, w5);
     for (int c = 0; c < C; ++c) {
         acc[c] = kq_block512<D::fold>(w5, bc[c][i], acc[c]);
     }
 #else
+    KDecoded w;
+    D::decode(x, w);
     for (int c = 0; c < C; ++c) {
         acc[c] = kq_block<D::fold, kq_prescaled<D>::value>(w, bc[c][i], acc[c]);
     }
