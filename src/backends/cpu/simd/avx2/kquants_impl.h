@@ -556,16 +556,6 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
     }
 }
 
-template <class D>
-void kq_totals_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                    float * dst, size_t ldd) {
-    const int64_t nb = K / QK_K;
-    const auto *  ac = static_cast<const char *>(a);
-    const auto *  bc = static_cast<const char *>(b);
-    with_gemv_cols(ncols, [&](auto cols) {
-        kq_totals_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
-    });
-}
 #endif
 
 #if !defined(LOOM_KQ_512)
@@ -653,13 +643,23 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
     }
 }
 
-template <class D>
+// Totals: with exact block totals (Note [K-quant block totals]; the
+// AVX-512 table only).
+template <class D, bool Totals = false>
 void kq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
              float * dst, size_t ldd) {
     const int64_t nb = K / QK_K;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
-    with_gemv_cols(ncols, [&](auto cols) { kq_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd); });
+    with_gemv_cols(ncols, [&](auto cols) {
+#if defined(LOOM_KQ_512)
+        if constexpr (Totals) {
+            kq_totals_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+            return;
+        }
+#endif
+        kq_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+    });
 }
 
 // Q8_K, as the core's reference quantizer computes it: the value of largest
@@ -723,11 +723,7 @@ void gemv_q3_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 }
 void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
-#if defined(LOOM_KQ_512)
-    kq_totals_gemv<Q4KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd); // Note [K-quant block totals]
-#else
-    kq_gemv<Q4KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-#endif
+    kq_gemv<Q4KDecoder, true>(K, a, lda, nrows, b, ldb, ncols, dst, ldd); // Note [K-quant block totals]
 }
 void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
