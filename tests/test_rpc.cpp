@@ -315,6 +315,21 @@ TEST(RpcContent, CacheKeysLazilyKeepsItsBudgetAndReusesMemory) {
     EXPECT_EQ(c.find(key_big, 4 * n, nullptr), nullptr);
 }
 
+// Content of no bytes is not kept (found by fuzz_rpc: two stores of an
+// empty range compared their null data with memcmp, undefined behaviour
+// that UBSan reports), and asking for it finds nothing.
+TEST(RpcContent, EmptyContentIsNotKept) {
+    loom::rpc::ContentCache c("", size_t(1) << 20);
+    EXPECT_FALSE(c.keeps(0));
+    EXPECT_TRUE(c.keeps(1));
+    for (int i = 0; i < 2; ++i) {
+        c.put(c.take(0));
+    }
+    const auto key = loom::rpc::content_key(nullptr, 0);
+    EXPECT_EQ(c.find(key, 0, nullptr), nullptr);
+    EXPECT_FALSE(c.may_hold(loom::rpc::content_probe(nullptr, 0)));
+}
+
 // Without -c or a memory budget the server keeps nothing and says so: the
 // client then sends uploads without hashing them.
 TEST_F(Rpc, ContentCacheIsOffUnlessConfigured) {

@@ -57,7 +57,8 @@ class ContentCache {
 
     bool enabled() const { return max_bytes_ > 0 || !dir_.empty(); }
     // Whether content of this size would be kept (in memory or in a file).
-    bool keeps(size_t size) const { return enabled() && (size <= max_bytes_ || !dir_.empty()); }
+    // Content of no bytes is never kept: it costs nothing to send.
+    bool keeps(size_t size) const { return enabled() && size != 0 && (size <= max_bytes_ || !dir_.empty()); }
     // Whether content with this probe may be held.
     bool may_hold(const Sha256 & probe);
     // The content whose key and size these are; probe (when known) narrows
