@@ -505,6 +505,11 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
                          float * dst, size_t ldd) {
     static_assert(!D::fold, "the block totals here are those of a decoder with mins");
     using W = typename D::W;
+    static_assert(offsetof(W, dmin) == offsetof(W, d) + sizeof(uint16_t), "d and dmin in one 32-bit word");
+    // Byte offsets of eight consecutive weight blocks and column blocks.
+    const __m256i w_at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(W))));
+    const __m256i y_at =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(block_q8_K))));
     const block_q8_K * bc[C];
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
@@ -518,13 +523,11 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         // Eight blocks from i0, n of them in the row (n = 8 for every whole
         // group, so that the loop over them is unconditional).
         auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
-            __m256i           t1[C][8], t2[C][8];
-            alignas(32) float s1[C][8], s2[C][8];
+            __m256i t1[C][8], t2[C][8];
             for (int64_t k = 0; k < 8; ++k) {
                 if (k >= n) {
                     for (int c = 0; c < C; ++c) {
                         t1[c][k] = t2[c][k] = _mm256_setzero_si256();
-                        s1[c][k] = s2[c][k] = 0.0f;
                     }
                     continue;
                 }
@@ -534,13 +537,21 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
                 kq_decode512<D>(x[i0 + k], w5);
                 for (int c = 0; c < C; ++c) {
                     kq_block512_sums(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
-                    s1[c][k] = bc[c][i0 + k].d * w5.d;
-                    s2[c][k] = bc[c][i0 + k].d * w5.dmin;
                 }
             }
+            // The eight blocks' d and dmin, and each column's d, gathered
+            // into lanes (0 past the row's last block): the products y.d *
+            // d and y.d * dmin of the scalar code, without a vector load of
+            // eight scalar stores, which the processor cannot forward.
+            const __mmask8 live = n >= 8 ? __mmask8(0xff) : __mmask8((1u << n) - 1);
+            const __m256i  dm   = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), live, w_at,
+                                                               reinterpret_cast<const char *>(x + i0) + offsetof(W, d), 1);
+            const __m256 d8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm));
+            const __m256 m8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)));
             for (int c = 0; c < C; ++c) {
-                acc[c] = _mm256_fmadd_ps(_mm256_load_ps(s1[c]), _mm256_cvtepi32_ps(kq_totals8(t1[c])), acc[c]);
-                acc[c] = _mm256_fnmadd_ps(_mm256_load_ps(s2[c]), _mm256_cvtepi32_ps(kq_totals8(t2[c])), acc[c]);
+                const __m256 yd = _mm256_mmask_i32gather_ps(_mm256_setzero_ps(), live, y_at, &bc[c][i0].d, 1);
+                acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(kq_totals8(t1[c])), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(yd, m8), _mm256_cvtepi32_ps(kq_totals8(t2[c])), acc[c]);
             }
         };
         int64_t i0 = 0;
