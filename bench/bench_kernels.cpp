@@ -22,6 +22,27 @@
 
 using namespace loom::cpu;
 
+namespace {
+
+// The best of 500 timed calls of fn, in seconds.
+template <class F> double best_of_500(F && fn) {
+    double best = 1e9;
+    for (int rep = 0; rep < 500; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+}
+
+// One line of the table: bytes of weights and multiply-adds per second.
+void print_rate(const KernelTable * kt, ggml_type t, int cols, size_t bytes, int64_t K, int64_t M, double s) {
+    std::printf("%-12s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols, double(bytes) / s * 1e-9,
+                double(K) * M * cols / s * 1e-9);
+}
+
+} // namespace
+
 int main() {
     constexpr int64_t K = 4096, M = 128;
     const Features &  f      = features();
@@ -55,14 +76,10 @@ int main() {
                                   : t == GGML_TYPE_F16  ? kt->gemv_f16
                                                         : kt->gemv_bf16;
                 std::vector<float> dst(size_t(M) * 8);
-                double             best = 1e9;
-                for (int rep = 0; rep < 500; ++rep) {
-                    const auto t0 = std::chrono::steady_clock::now();
+                double             best = best_of_500([&] {
                     fn(K, a.data(), ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols, dst.data(), M);
-                    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-                }
-                std::printf("%-12s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols,
-                            double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
+                });
+                print_rate(kt, t, cols, a.size(), K, M, best);
                 // The same columns prepared once (the path of mul_mat).
                 const QGemmKernels qk = t == GGML_TYPE_Q4_0 ? kt->qgemm_q4_0 : t == GGML_TYPE_Q8_0 ? kt->qgemm_q8_0 : QGemmKernels{};
                 const QGemmFn        qg = qk.gemm;
@@ -127,14 +144,10 @@ int main() {
                     continue;
                 }
                 std::vector<float> dst(size_t(M) * 8);
-                double             best = 1e9;
-                for (int rep = 0; rep < 500; ++rep) {
-                    const auto t0 = std::chrono::steady_clock::now();
-                    fn(K, a.data(), ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols, dst.data(), M);
-                    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-                }
-                std::printf("%-12s %-5s %4d %12.1f %12.1f\n", kt->name, ggml_type_name(t), cols,
-                            double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
+                print_rate(kt, t, cols, a.size(), K, M, best_of_500([&] {
+                               fn(K, a.data(), ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols,
+                                  dst.data(), M);
+                           }));
             }
         }
     }
