@@ -28,6 +28,8 @@
 // and meets every column of the call (up to GEMV_MAX_COLS); only the order
 // of the f32 additions differs from the portable dot products.
 
+#include "block_totals.h"
+
 namespace {
 
 inline __m256i iq_load(const void * p) {
@@ -318,14 +320,6 @@ inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
     return isum;
 }
 
-// The totals of eight blocks' lane sums, block b's in lane b.
-inline __m256i iq_totals8(const __m256i * v) {
-    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-}
-
 // Note [Block totals]
 // A row's product with a column: each super-block's exact integer total,
 // then, eight blocks at a time, lane b of an f32 sum adds d * y.d times the
@@ -363,16 +357,10 @@ void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, fl
             }
         }
         for (int c = 0; c < C; ++c) {
-            acc[c] = _mm256_fmadd_ps(_mm256_load_ps(scale[c]), _mm256_cvtepi32_ps(iq_totals8(part[c])), acc[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_load_ps(scale[c]), _mm256_cvtepi32_ps(block_totals8(part[c])), acc[c]);
         }
     };
-    int64_t i0 = 0;
-    for (; i0 + 8 <= nb; i0 += 8) {
-        add8(i0, 8);
-    }
-    if (i0 < nb) {
-        add8(i0, nb - i0);
-    }
+    by_eight_blocks(nb, add8);
     for (int c = 0; c < C; ++c) {
         dst[size_t(c) * ldd] = iq_hsum(acc[c]);
     }

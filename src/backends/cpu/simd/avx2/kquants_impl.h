@@ -31,6 +31,8 @@
 // integer sums are those of the portable dot products (quant_dot.cpp);
 // only the order of the f32 additions differs.
 
+#include "block_totals.h"
+
 namespace {
 
 inline float kq_half(uint16_t h) {
@@ -376,14 +378,6 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
 // are added in kq_hsum's order. T1 is at most 256 * 15 * 63 * 127 and T2
 // 8 * 63 * 32 * 127 in magnitude: exact in int32 and in f32.
 
-// The totals of eight blocks' lane sums, block b's in lane b.
-inline __m256i kq_totals8(const __m256i * v) {
-    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-}
-
 // A decoded super-block's lane sums with a column's block: T1's in isum,
 // T2's in msum (eight int32 lanes each).
 inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256i & isum, __m256i & msum) {
@@ -520,8 +514,7 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         for (int c = 0; c < C; ++c) {
             acc[c] = _mm256_setzero_ps();
         }
-        // Eight blocks from i0, n of them in the row (n = 8 for every whole
-        // group, so that the loop over them is unconditional).
+        // Eight blocks from i0, n of them in the row (by_eight_blocks).
         auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
             __m256i t1[C][8], t2[C][8];
             for (int64_t k = 0; k < 8; ++k) {
@@ -550,17 +543,11 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
             const __m256 m8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)));
             for (int c = 0; c < C; ++c) {
                 const __m256 yd = _mm256_mmask_i32gather_ps(_mm256_setzero_ps(), live, y_at, &bc[c][i0].d, 1);
-                acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(kq_totals8(t1[c])), acc[c]);
-                acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(yd, m8), _mm256_cvtepi32_ps(kq_totals8(t2[c])), acc[c]);
+                acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(block_totals8(t1[c])), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(yd, m8), _mm256_cvtepi32_ps(block_totals8(t2[c])), acc[c]);
             }
         };
-        int64_t i0 = 0;
-        for (; i0 + 8 <= nb; i0 += 8) {
-            add8(i0, 8);
-        }
-        if (i0 < nb) {
-            add8(i0, nb - i0);
-        }
+        by_eight_blocks(nb, add8);
         for (int c = 0; c < C; ++c) {
             dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);
         }

@@ -1,0 +1,31 @@
+// The eight-blocks step of Note [Block totals] (avx2/iquants_impl.h) and
+// Note [K-quant block totals] (avx2/kquants_impl.h), shared by both: the
+// i-quant and K-quant impl files include this inside the ISA's namespace,
+// under that ISA's target.
+#pragma once
+
+namespace {
+
+// The totals of eight blocks' lane sums, block b's in lane b (exact int32
+// additions).
+inline __m256i block_totals8(const __m256i * v) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// add8(i0, n) for the row's nb blocks eight at a time: n = 8 for every
+// whole group (so that the loop inside add8 is unconditional there), then
+// once for the rest.
+template <class Add8> inline __attribute__((always_inline)) void by_eight_blocks(int64_t nb, Add8 && add8) {
+    int64_t i0 = 0;
+    for (; i0 + 8 <= nb; i0 += 8) {
+        add8(i0, int64_t(8));
+    }
+    if (i0 < nb) {
+        add8(i0, nb - i0);
+    }
+}
+
+} // namespace
