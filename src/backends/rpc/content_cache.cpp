@@ -151,9 +151,6 @@ std::shared_ptr<Blob> ContentCache::take(size_t size) {
 }
 
 void ContentCache::put(std::shared_ptr<Blob> bytes) {
-    if (bytes->size() == 0) {
-        return; // nothing to keep (keeps(0) is false)
-    }
     const Sha256                probe = content_probe(bytes->data(), bytes->size());
     std::optional<Sha256>       key;
     if (!dir_.empty()) {
@@ -168,6 +165,8 @@ void ContentCache::put(std::shared_ptr<Blob> bytes) {
 
 void ContentCache::insert_locked(std::shared_ptr<Blob> bytes, const Sha256 & probe,
                                  const std::optional<Sha256> & key) {
+    // Content of no bytes is not kept (keeps(0) is false): there is nothing
+    // to save, and two empty entries would compare null data.
     if (bytes->size() == 0 || bytes->size() > max_bytes_ || (key && by_key_.count(*key) != 0)) {
         return;
     }
