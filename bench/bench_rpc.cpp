@@ -240,7 +240,7 @@ int main(int argc, char ** argv) {
 
     // A small graph: (a + b) * s on 256 floats, in a context of its own per backend.
     const int n_calls = 2000;
-    enum class Mode { same, alternate, step, stream };
+    enum class Mode { same, alternate, step, stream, get, set };
     auto latency = [&](ggml_backend_t be, Mode mode) {
         ggml_init_params gp{};
         gp.mem_size = 16 * ggml_tensor_overhead() + 2 * ggml_graph_overhead();
@@ -271,6 +271,16 @@ int main(int argc, char ** argv) {
                     ggml_backend_synchronize(be);
                     continue;
                 }
+                if (mode == Mode::get) {
+                    ggml_backend_tensor_get(y, out.data(), 0, ggml_nbytes(y));
+                    continue;
+                }
+                if (mode == Mode::set) {
+                    in[0] = float(i);
+                    ggml_backend_tensor_set(a, in.data(), 0, ggml_nbytes(a));
+                    ggml_backend_synchronize(be);
+                    continue;
+                }
                 if (mode == Mode::step) {
                     in[0] = float(i);
                     ggml_backend_tensor_set(a, in.data(), 0, ggml_nbytes(a));
@@ -294,6 +304,9 @@ int main(int argc, char ** argv) {
     const double resend = latency(rpc.get(), Mode::alternate);
     const double step   = latency(rpc.get(), Mode::step);
     const double stream = latency(rpc.get(), Mode::stream);
+    const double get1   = latency(rpc.get(), Mode::get);
+    const double set1   = latency(rpc.get(), Mode::set);
+    std::printf("  get alone %.1f us, set + synchronize %.1f us\n", get1, set1);
     std::printf("graph (a + b) * s on 256 floats, 2 nodes, %d calls, median of %d\n", n_calls, repeats);
     std::printf("  local CPU             %8.1f us\n", local);
     std::printf("  TCP 1-byte round trip %8.1f us\n", ping);

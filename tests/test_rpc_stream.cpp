@@ -89,6 +89,48 @@ TEST_F(RpcStream, StepsIssuedWithoutWaitingLandInOrder) {
     EXPECT_EQ(ggml_backend_graph_compute(backend.get(), st.g), GGML_STATUS_SUCCESS);
 }
 
+// Small uploads wait to be written with the next frame (Note [Uploads held
+// back] in src/backends/rpc/bulk_client.cpp): thousands of one-float uploads,
+// more bytes than are held at once, then a server-side copy and a memset that
+// go through gRPC, then a buffer freed with uploads just issued. Every read
+// sees every upload issued before it.
+TEST_F(RpcStream, HeldUploadsReachTheServerBeforeWhatReadsThem) {
+    TestServer       server;
+    ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
+    ASSERT_NE(backend, nullptr);
+    constexpr int64_t n = 3000;
+    Step              st(backend.get(), n, 1.0f);
+    ASSERT_NE(st.buf, nullptr);
+    const std::vector<float> v = values(size_t(n), 5.0f);
+    for (int64_t i = 0; i < n; ++i) {
+        ggml_backend_tensor_set(st.a, &v[size_t(i)], size_t(i) * sizeof(float), sizeof(float));
+    }
+    ggml_backend_tensor_copy(st.a, st.b); // the server's copy, through gRPC
+    std::vector<float> got(size_t(n), 0.0f);
+    ggml_backend_tensor_get(st.b, got.data(), 0, sizeof(float) * size_t(n));
+    EXPECT_EQ(got, v);
+    // An upload, then a memset of part of it through gRPC, then a read.
+    ggml_backend_tensor_set(st.a, v.data(), 0, sizeof(float) * 8);
+    ggml_backend_tensor_memset(st.a, 0, 4 * sizeof(float), 4 * sizeof(float));
+    ggml_backend_tensor_get(st.a, got.data(), 0, sizeof(float) * 8);
+    for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(got[size_t(i)], i < 4 ? v[size_t(i)] : 0.0f) << i;
+    }
+    // Uploads into a buffer freed right after them, then a computation on
+    // another: the connection goes on.
+    {
+        Step gone(backend.get(), 16, 1.0f);
+        ASSERT_NE(gone.buf, nullptr);
+        ggml_backend_tensor_set(gone.a, v.data(), 0, sizeof(float) * 16);
+    }
+    ggml_backend_tensor_set(st.a, v.data(), 0, sizeof(float) * size_t(n));
+    ASSERT_EQ(ggml_backend_graph_compute(backend.get(), st.g), GGML_STATUS_SUCCESS);
+    ggml_backend_tensor_get(st.y, got.data(), 0, sizeof(float) * size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[size_t(i)], v[size_t(i)] + v[size_t(i)]) << i;
+    }
+}
+
 // A download larger than the sockets may hold unread, and downloads whose
 // sum is, give their bytes exactly.
 TEST_F(RpcStream, LargeAndManyDownloadsWithoutWaiting) {

@@ -29,6 +29,21 @@ constexpr size_t k_max_pending = 256;
 // the two sockets' buffers, or client and server both wait on a write; a
 // loopback or LAN socket pair holds far more than this.
 constexpr size_t k_max_unread_bytes = size_t(256) << 10;
+// Bytes of small uploads held back at most (Note [Uploads held back]).
+constexpr size_t k_max_held_bytes = size_t(64) << 10;
+
+// Note [Uploads held back]
+// An upload's reply is read later, so nothing waits for its frame to leave
+// at once; what reads the uploaded bytes is a later frame on the same
+// connection. A small upload is therefore held in held_ and written with
+// the next frame that is not held (a computation, a download, a call) or
+// before the client waits for replies. A step of an inference, inputs set,
+// graph computed, output read, then reaches the server as one write: the
+// server reads the frames together, answers them with one write (it holds
+// replies while more frames are readable), and the client wakes once
+// instead of once for each reply. Uploads of other connections never read
+// these bytes, and a gRPC call that does waits for this connection's
+// replies first (Connection::sync_bulk), which writes them.
 
 int connect_to(const std::string & host, uint32_t port) {
     addrinfo hints{};
@@ -94,6 +109,13 @@ std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, con
     return c;
 }
 
+BulkChannel::~BulkChannel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!dead_) {
+        (void) flush_locked();
+    }
+}
+
 bool BulkChannel::alive() {
     std::lock_guard<std::mutex> lock(mutex_);
     return !dead_;
@@ -105,8 +127,17 @@ grpc::Status BulkChannel::broken_locked(const char * what) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string("bulk connection lost during ") + what);
 }
 
+bool BulkChannel::flush_locked() {
+    if (held_.empty()) {
+        return true;
+    }
+    const bool ok = io_->write_all(held_.data(), held_.size());
+    held_.clear();
+    return ok;
+}
+
 bool BulkChannel::send_frame_locked(bulk::Op op, const std::string & meta, uint64_t offset, uint64_t size,
-                                    const void * data) {
+                                    const void * data, bool may_hold) {
     bulk::Frame f{};
     f.op         = uint32_t(op);
     f.meta_bytes = uint32_t(meta.size());
@@ -118,7 +149,12 @@ bool BulkChannel::send_frame_locked(bulk::Op op, const std::string & meta, uint6
     if (inline_data > 0) {
         frame_.append(static_cast<const char *>(data), inline_data);
     }
-    if (!io_->write_all(frame_.data(), frame_.size())) {
+    const bool whole = data == nullptr || inline_data == size;
+    if (whole && held_.size() + frame_.size() <= k_max_held_bytes) {
+        held_ += frame_;
+        return may_hold || flush_locked();
+    }
+    if (!flush_locked() || !io_->write_all(frame_.data(), frame_.size())) {
         return false;
     }
     return data == nullptr || inline_data == size || io_->write_all(data, size_t(size));
@@ -145,6 +181,9 @@ grpc::Status BulkChannel::read_reply_locked(uint32_t timeout_ms, bulk::Reply * r
 }
 
 grpc::Status BulkChannel::drain_locked(uint64_t until) {
+    if (!dead_ && !pending_.empty() && !flush_locked()) {
+        (void) broken_locked("an upload");
+    }
     grpc::Status first       = deferred_;
     deferred_                = grpc::Status::OK;
     const bool   had_pending = !pending_.empty();
@@ -229,7 +268,7 @@ bool BulkChannel::set(const TensorDesc & d, uint64_t offset, const void * data, 
     if (pending_.size() >= k_max_pending) {
         defer_locked(drain_locked());
     }
-    if (!send_frame_locked(bulk::Op::set, d.SerializeAsString(), offset, n, data)) {
+    if (!send_frame_locked(bulk::Op::set, d.SerializeAsString(), offset, n, data, true)) {
         (void) broken_locked("an upload");
         return false;
     }
@@ -307,7 +346,7 @@ bool BulkChannel::set_2d(const Transfer2d & req, const void * data, size_t strid
     frame_ += meta;
     // Small blocks are gathered behind the header; large ones go from the
     // caller's memory.
-    bool         ok    = true;
+    bool         ok    = flush_locked();
     const auto * bytes = static_cast<const char *>(data);
     for (uint64_t i = 0; ok && i < req.count(); ++i) {
         const char * b = bytes + i * stride_data;

@@ -27,6 +27,11 @@ class BulkChannel {
                                              const std::string & ticket, uint32_t io_timeout_ms,
                                              const char * ca_path);
 
+    // Writes the uploads still held (Note [Uploads held back]).
+    ~BulkChannel();
+    BulkChannel(const BulkChannel &)             = delete;
+    BulkChannel & operator=(const BulkChannel &) = delete;
+
     // False once the connection failed; the caller then uses gRPC.
     bool alive();
 
@@ -72,8 +77,11 @@ class BulkChannel {
 
     grpc::Status drain_locked(uint64_t until = UINT64_MAX);
     bool         expect_locked(Expected e); // after a frame was sent
+    // may_hold: the frame may wait in held_ for the next frame written or
+    // the next wait for replies (Note [Uploads held back]).
     bool         send_frame_locked(bulk::Op op, const std::string & meta, uint64_t offset, uint64_t size,
-                                   const void * data);
+                                   const void * data, bool may_hold = false);
+    bool         flush_locked(); // writes held_
     // Reads one reply header and its message; the payload stays unread.
     grpc::Status read_reply_locked(uint32_t timeout_ms, bulk::Reply * r);
     grpc::Status broken_locked(const char * what);
@@ -92,6 +100,7 @@ class BulkChannel {
     uint64_t     pending_bytes_ = 0;     // payload bytes of pending_
     grpc::Status deferred_;    // a failure read while no caller waited
     std::string frame_;       // reused: the bytes of a small frame
+    std::string held_;        // small upload frames not written yet
     std::vector<uint8_t> staging_; // reused: small blocks of a 2D download
 };
 
