@@ -394,6 +394,49 @@ TEST(SimdQuant, GemvAgainstPortable) {
     }
 }
 
+// MXFP4's E8M0 scales over their range, the two subnormal ones (bytes 0
+// and 1) among them, on every table's matrix-vector product: each row's
+// blocks take bytes of the list below, and the product is the portable one's
+// within the bound of GemvAgainstPortable.
+TEST(SimdQuant, Mxfp4ScalesOverTheE8M0Range) {
+    constexpr uint8_t kBytes[] = {0, 1, 2, 3, 64, 120, 127, 128, 140};
+    const ggml_type   t = GGML_TYPE_MXFP4, op = GGML_TYPE_Q8_0;
+    constexpr int64_t K = 320, nrows = 13;
+    const size_t      lda = ggml_row_size(t, K), ldb = ggml_row_size(op, K);
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937               rng(23);
+        std::vector<unsigned char> a(lda * nrows), b(ldb * 3);
+        for (int64_t r = 0; r < nrows; ++r) {
+            auto * blocks = reinterpret_cast<block_mxfp4 *>(a.data() + size_t(r) * lda);
+            random_blocks(rng, t, K / 32, a.data() + size_t(r) * lda);
+            for (int64_t i = 0; i < K / 32; ++i) {
+                // Rows 0-8 all of one byte; the others mixed.
+                blocks[i].e = kBytes[size_t(r < 9 ? r : (r + i) % 9)];
+            }
+        }
+        std::vector<std::vector<float>> ys;
+        for (int c = 0; c < 3; ++c) {
+            const std::vector<float> x = random_floats(rng, size_t(K));
+            quantize_column(op, x.data(), b.data() + size_t(c) * ldb, K);
+            ys.push_back(column_floats(op, b.data() + size_t(c) * ldb, K));
+        }
+        for (int ncols = 1; ncols <= 3; ++ncols) {
+            std::vector<float> got(size_t(nrows * ncols), 0.0f);
+            kt->gemv_quant[t](K, a.data(), lda, nrows, b.data(), ldb, ncols, got.data(), size_t(nrows));
+            for (int c = 0; c < ncols; ++c) {
+                for (int64_t r = 0; r < nrows; ++r) {
+                    const unsigned char * row  = a.data() + size_t(r) * lda;
+                    const float           want = portable_dot(t)(K, row, b.data() + size_t(c) * ldb);
+                    const Bound           bd   = bound_of(t, row, ys[size_t(c)], K);
+                    ASSERT_NE(want, 0.0f) << kt->name << " row " << r;
+                    ASSERT_NEAR(got[size_t(c * nrows + r)], want, 1e-5 * bd.mag + 1e-44)
+                        << kt->name << " row " << r << " col " << c << " cols " << ncols;
+                }
+            }
+        }
+    }
+}
+
 // Note [Rows decoded once] (kernels/matmul.cpp): rows decoded by the
 // table's decode_rows (one by one, or in VNNI panels of 16 rows: Note
 // [Decoded panels]) and multiplied by gemv_decoded give the bits of the

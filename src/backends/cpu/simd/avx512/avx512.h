@@ -40,19 +40,24 @@ void add_iquant_panel_kernels(KernelTable & t);
 // (kquants.cpp, Note [K-quant panels]).
 void add_kquant_panel_kernels(KernelTable & t);
 
-// Q5_0 and IQ4_NL with four rows per register (gemv.cpp), for every column
-// count, with qgemm_q5_0 and qgemm_iq4_nl on prepared columns (the same
-// bits); the table's gemv_quant entries for these types.
+// Q5_0, IQ4_NL and MXFP4 with four rows per register (gemv.cpp), for every
+// column count, with qgemm_* on prepared columns (the same bits; MXFP4's
+// columns prepared as IQ4_NL's); the table's gemv_quant entries for these
+// types.
 void gemv4_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
 void gemv4_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                   float * dst, size_t ldd);
+void gemv4_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd);
 void qcols_prepare_q5_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void qcols_prepare_iq4_nl(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void qgemm_q5_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                 const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 void qgemm_iq4_nl(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+void qgemm_mxfp4(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                 const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
 // Many-column products on prepared columns (kernel_table.h): Q4_0 and Q8_0
 // with four rows per register (gemv.cpp), Q4_0 one row at a time (quad.cpp,

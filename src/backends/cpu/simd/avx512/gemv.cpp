@@ -16,7 +16,8 @@
 // Two more types of 32 weights and one fp16 scale per block take the same
 // tiles: Q5_0 (the nibbles plus 16 where the block's qh bit is set, 0..31,
 // offset 16) and IQ4_NL (the nibbles looked up in the type's table plus
-// 128, offset 128).
+// 128, offset 128); and MXFP4 as IQ4_NL, with the doubled E2M1 values for
+// table and half its E8M0 byte's power of two for scale.
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -31,6 +32,7 @@
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
+#include "core/types/other.h"
 
 #include "target_begin.h"
 #include "../avx2/avx2.h"
@@ -103,6 +105,35 @@ struct IQ4NL {
     }
 };
 
+#include "core/types/fp4_values.inc"
+
+// MXFP4: as IQ4_NL with the E2M1 table; its scale is an E8M0 byte
+// (e8m0_scales).
+struct MXFP4 {
+    using W                     = block_mxfp4;
+    static constexpr int offset = 128;
+    static constexpr bool e8m0  = true;
+    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+        Q4::decode(x, lo, hi);
+        const __m512i table =
+            _mm512_maskz_broadcast_i32x4(k_all, _mm_xor_si128(load128(kvalues_fp4), _mm_set1_epi8(char(0x80))));
+        lo = _mm512_shuffle_epi8(table, lo);
+        hi = _mm512_shuffle_epi8(table, hi);
+    }
+};
+
+// Whether Q's blocks scale by an E8M0 byte e instead of an fp16 d.
+template <class Q, class = void> struct has_e8m0 : std::false_type {};
+template <class Q> struct has_e8m0<Q, std::void_t<decltype(Q::e8m0)>> : std::bool_constant<Q::e8m0> {};
+
+// e8m0_to_fp32_half of four bytes in int32 lanes: 2^(e - 128), whose float
+// bits are (e - 1) << 23, or the subnormal 0x00200000 << e for e < 2.
+[[gnu::always_inline]] inline __m128 e8m0_scales(__m128i e) {
+    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
+    const __m128i sub    = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
+    return _mm_castsi128_ps(_mm_blendv_epi8(normal, sub, _mm_cmplt_epi32(e, _mm_set1_epi32(2))));
+}
+
 struct Q8 {
     using W                     = block_q8_0;
     static constexpr int offset = 128;
@@ -131,7 +162,7 @@ struct Q8 {
 // weights] in repack.h). Every source hands the tile the same register
 // contents for the same weights, so results are the same bits.
 // decode(g, i, lo, hi): block i of rows 4g .. 4g + 3 (Q::decode's form);
-// scales(g, i): their four scales as halves in the low 64 bits; prefetch(i):
+// scales(g, i): their four scales as floats; prefetch(i):
 // fetch what block i of the next tile's rows needs early; out(g): offset of
 // row 4g's result from the tile's dst.
 template <class Q, int R> struct PlainRows {
@@ -146,11 +177,16 @@ template <class Q, int R> struct PlainRows {
         for (int k = 0; k < 4; ++k) x[k] = &ar[4 * g + k][i];
         Q::decode(x, lo, hi);
     }
-    [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
-        __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
-        h         = _mm_insert_epi16(h, ar[4 * g + 1][i].d, 1);
-        h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
-        return _mm_insert_epi16(h, ar[4 * g + 3][i].d, 3);
+    [[gnu::always_inline]] __m128 scales(int g, int64_t i) const {
+        if constexpr (has_e8m0<Q>::value) {
+            return e8m0_scales(_mm_setr_epi32(ar[4 * g][i].e, ar[4 * g + 1][i].e, ar[4 * g + 2][i].e,
+                                              ar[4 * g + 3][i].e));
+        } else {
+            __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].d);
+            h         = _mm_insert_epi16(h, ar[4 * g + 1][i].d, 1);
+            h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
+            return _mm_cvtph_ps(_mm_insert_epi16(h, ar[4 * g + 3][i].d, 3));
+        }
     }
     [[gnu::always_inline]] void prefetch(int64_t i) const {
         // The rows of the next tile follow in memory: fetch them early (the
@@ -176,11 +212,11 @@ struct RepackedQ4Rows {
         for (int k = 0; k < 4; ++k) qs[k] = reinterpret_cast<const uint8_t *>(qp + 64 * size_t(4 * g + k));
         Q4::decode(qs, lo, hi);
     }
-    [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
+    [[gnu::always_inline]] __m128 scales(int g, int64_t i) const {
         const char * d = base + size_t(i >> 2) * QUAD + 2 * size_t(i & 3);
         uint16_t     h[4];
         for (int k = 0; k < 4; ++k) std::memcpy(&h[k], d + 8 * size_t(4 * g + k), sizeof h[k]);
-        return _mm_setr_epi16(short(h[0]), short(h[1]), short(h[2]), short(h[3]), 0, 0, 0, 0);
+        return _mm_cvtph_ps(_mm_setr_epi16(short(h[0]), short(h[1]), short(h[2]), short(h[3]), 0, 0, 0, 0));
     }
     [[gnu::always_inline]] void prefetch(int64_t i) const {
         if ((i & 3) == 0) {
@@ -209,9 +245,9 @@ template <int S> struct RepackedQ8Rows {
         lo                 = _mm512_xor_si512(_mm512_loadu_si512(p), flip);
         hi                 = _mm512_xor_si512(_mm512_loadu_si512(p + 64), flip);
     }
-    [[gnu::always_inline]] __m128i scales(int g, int64_t i) const {
+    [[gnu::always_inline]] __m128 scales(int g, int64_t i) const {
         const char * d = base[g / 2] + size_t(i >> 2) * QUAD + 16 * size_t(i & 3) + 8 * size_t(g % 2);
-        return _mm_loadl_epi64(reinterpret_cast<const __m128i *>(d));
+        return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(d)));
     }
     [[gnu::always_inline]] void prefetch(int64_t i) const {
         if (fetch != 0 && (i & 3) == 0) {
@@ -334,7 +370,7 @@ void tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * 
         __m512  dx[G]; // row g's block scale in its four lanes
         for (int g = 0; g < G; ++g) {
             rows.decode(g, i, lo[g], hi[g]);
-            dx[g] = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(_mm_cvtph_ps(rows.scales(g, i))));
+            dx[g] = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(rows.scales(g, i)));
         }
         for (int c = 0; c < C; ++c) {
             Col    col;
@@ -500,6 +536,11 @@ void gemv4_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const vo
     gemv<IQ4NL>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_iq4_nl);
 }
 
+void gemv4_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    gemv<MXFP4>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_mxfp4);
+}
+
 size_t qcols_bytes(int64_t K) {
     return size_t(K / QK8_0) * PREP_BLOCK;
 }
@@ -528,6 +569,12 @@ void qgemm_q5_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, i
 void qgemm_iq4_nl(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
     qgemm<IQ4NL>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, gemv_iq4_nl);
+}
+
+void qgemm_mxfp4(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                 const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    static_assert(MXFP4::offset == IQ4NL::offset, "columns prepared by qcols_prepare_iq4_nl");
+    qgemm<MXFP4>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, gemv_mxfp4);
 }
 
 void qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,

@@ -82,7 +82,8 @@ const KernelTable * avx512_kernels() {
         t.gemv_quant[GGML_TYPE_Q5_1] = avx512::gemv_q5_1;
         t.gemv_quant[GGML_TYPE_IQ4_NL]  = avx512::gemv4_iq4_nl;
         t.qgemm_quant[GGML_TYPE_IQ4_NL] = {avx512::qcols_bytes, avx512::qcols_prepare_iq4_nl, avx512::qgemm_iq4_nl, 4};
-        t.gemv_quant[GGML_TYPE_MXFP4]  = avx512::gemv_mxfp4;
+        t.gemv_quant[GGML_TYPE_MXFP4]  = avx512::gemv4_mxfp4;
+        t.qgemm_quant[GGML_TYPE_MXFP4] = {avx512::qcols_bytes, avx512::qcols_prepare_iq4_nl, avx512::qgemm_mxfp4, 4};
         t.gemv_quant[GGML_TYPE_IQ4_XS] = avx512::gemv_iq4_xs;
         avx512::add_iquant_kernels(t);
         avx512::add_iquant_panel_kernels(t);
