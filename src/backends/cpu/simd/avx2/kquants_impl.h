@@ -341,16 +341,6 @@ inline __m512i kq_join(__m256i lo, __m256i hi) {
     return _mm512_mask_inserti64x4(z, 0xff, _mm512_mask_inserti64x4(z, 0xff, z, lo, 0), hi, 1);
 }
 
-inline void kq_widen(const KDecoded & w, KDecoded512 & o) {
-    for (int j = 0; j < 4; ++j) {
-        o.u[j]  = kq_join(w.u[2 * j], w.u[2 * j + 1]);
-        o.sc[j] = kq_join(w.sc[2 * j], w.sc[2 * j + 1]);
-    }
-    o.bias = w.bias;
-    o.d    = w.d;
-    o.dmin = w.dmin;
-}
-
 template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const block_q8_K & y, __m256 acc) {
     __m512i isum = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
@@ -380,10 +370,21 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
 
 // A decoded super-block's lane sums with a column's block: T1's in isum,
 // T2's in msum (eight int32 lanes each).
+// Prescaled (Note [Q2_K levels times scales]): two registers' pairs add
+// in int16 and one vpdpwssd with the scales, all 1, widens both.
+template <bool Prescaled = false>
 inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256i & isum, __m256i & msum) {
     __m512i s = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)), w.sc[j]);
+    if constexpr (Prescaled) {
+        for (int j = 0; j < 4; j += 2) {
+            const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)),
+                                               _mm512_maddubs_epi16(w.u[j + 1], _mm512_loadu_si512(y.qs + 64 * j + 64)));
+            s               = _mm512_dpwssd_epi32(s, p, w.sc[j]);
+        }
+    } else {
+        for (int j = 0; j < 4; ++j) {
+            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)), w.sc[j]);
+        }
     }
     isum = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xff, s, 0), _mm512_maskz_extracti64x4_epi64(0xff, s, 1));
     msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
@@ -397,6 +398,9 @@ struct KqPick512 {
     alignas(64) int16_t q6k[4][32];   // [register] lanes 8k .. 8k + 7: 4j + k
     alignas(64) int16_t q6k_up[32];   // 4 in the low half, 2 in the high one
     alignas(64) int16_t q6k_down[32]; // 0 in the low half, 2 in the high one
+    alignas(64) uint8_t bit[4][64];   // [register j] 1 << 2j in the low half, 1 << (2j + 1) in the high one
+    alignas(64) int16_t two_bits[2][32]; // [j % 2] 4 (j % 2) in the low half, 4 (j % 2) + 2 in the high one
+    alignas(64) int32_t q2k_groups[4][16]; // [register j] lanes 4k .. 4k + 3: 4j + k
 };
 constexpr KqPick512 kq_pick512_make() {
     KqPick512 p{};
@@ -409,22 +413,35 @@ constexpr KqPick512 kq_pick512_make() {
     for (int l = 0; l < 32; ++l) {
         p.q6k_up[l]   = int16_t(l < 16 ? 4 : 2);
         p.q6k_down[l] = int16_t(l < 16 ? 0 : 2);
+        for (int s = 0; s < 2; ++s) {
+            p.two_bits[s][l] = int16_t(4 * s + (l < 16 ? 0 : 2));
+        }
+    }
+    for (int j = 0; j < 4; ++j) {
+        for (int l = 0; l < 64; ++l) {
+            p.bit[j][l] = uint8_t(1u << (2 * j + (l < 32 ? 0 : 1)));
+        }
+        for (int l = 0; l < 16; ++l) {
+            p.q2k_groups[j][l] = 4 * j + l / 4;
+        }
     }
     return p;
 }
 inline constexpr KqPick512 kq_pick512 = kq_pick512_make();
 
-// Q4_K decoded straight into the 512-bit form (kq_widen's result, bits
-// alike) for the products with few columns, where decoding weighs as much
+// Q4_K decoded straight into the 512-bit form (u[j] the 256-bit decoder's
+// u[2j] and u[2j + 1] joined, sc[j] likewise) for the products with few columns, where decoding weighs as much
 // as the product: one 512-bit load gives two 32-byte runs of qs, whose low
 // and high nibbles are values 128h + (0..31 | 64..95) and 128h + (32..63 |
 // 96..127), put in order by two 128-bit-lane shuffles; the scales and mins
 // are unpacked in vector lanes, and each register's two group scales come
 // from one word permute of them.
-inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
+// Q5_K's blocks share this layout but for qh (k4_decode512 takes the
+// fields).
+inline void k4_decode512(const uint8_t * qs, const uint8_t * scales, KDecoded512 & o) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int h = 0; h < 2; ++h) {
-        const __m512i q  = _mm512_loadu_si512(x.qs + 64 * h);
+        const __m512i q  = _mm512_loadu_si512(qs + 64 * h);
         const __m512i lo = _mm512_and_si512(q, m4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         o.u[2 * h]       = _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0x44);
@@ -432,7 +449,7 @@ inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
     }
     // kq_scales_mins_k4's words in vector lanes: w0..w2 are the 12 bytes
     // of scales (the load's last four bytes, qs's first, are not used).
-    const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+    const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(scales));
     const __m128i lo6  = _mm_and_si128(v, _mm_set1_epi8(0x3f)); // lanes 0, 1: sc_lo, mn_lo
     const __m128i w2   = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0)); // w2, w2 >> 4
     const __m128i top2 = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi8(0x03)), 4);
@@ -448,8 +465,108 @@ inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
     o.bias             = _mm256_shuffle_epi8(mins, _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
                                                                     8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15,
                                                                     14, 15));
+}
+
+inline void q4k_decode512(const block_q4_K & x, KDecoded512 & o) {
+    k4_decode512(x.qs, x.scales, o);
     o.d    = kq_half(x.d);
     o.dmin = kq_half(x.dmin);
+}
+
+// add added to the levels of u[j] where the bits of h (32 bytes: bit j of
+// byte l for value 32j + l, Q5_K's qh and Q3_K's hmask) are set: register
+// j's low half meets bit 2j of the bytes, its high half bit 2j + 1.
+inline void kq_high_bits512(const uint8_t * h, char add, KDecoded512 & o) {
+    const __m256i q  = kq_load(h);
+    const __m512i hb = kq_join(q, q);
+    for (int j = 0; j < 4; ++j) {
+        const __mmask64 set = _mm512_test_epi8_mask(hb, _mm512_load_si512(kq_pick512.bit[j]));
+        o.u[j]              = _mm512_mask_add_epi8(o.u[j], set, o.u[j], _mm512_set1_epi8(add));
+    }
+}
+
+inline void q5k_decode512(const block_q5_K & x, KDecoded512 & o) {
+    k4_decode512(x.qs, x.scales, o);
+    kq_high_bits512(x.qh, 16, o);
+    o.d    = kq_half(x.d);
+    o.dmin = kq_half(x.dmin);
+}
+
+// The 2-bit fields of Q2_K and Q3_K (kq_two_bits' order): register j
+// holds bytes 32 (j / 2) .. + 31 of qs in both halves, shifted by 4 (j % 2)
+// in the low half and 4 (j % 2) + 2 in the high one.
+inline void kq_two_bits512(const uint8_t * qs, KDecoded512 & o) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+        const __m256i q  = kq_load(qs + 32 * h);
+        const __m512i qq = kq_join(q, q);
+        for (int s = 0; s < 2; ++s) {
+            o.u[2 * h + s] = _mm512_and_si512(_mm512_srlv_epi16(qq, _mm512_load_si512(kq_pick512.two_bits[s])), m3);
+        }
+    }
+}
+
+// Q2_K (Q2KDecoder's bits, Note [Q2_K levels times scales]): each 128-bit
+// lane of register j is group 4j + k of 16 values, whose four products
+// 0, s, 2s, 3s one int32 lane of s * 0x03020100 holds.
+inline void q2k_decode512(const block_q2_K & x, KDecoded512 & o) {
+    kq_two_bits512(x.qs, o);
+    const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+    const __m128i four = _mm_set1_epi8(0x0f);
+    const __m512i tabs = _mm512_mullo_epi32(_mm512_maskz_cvtepu8_epi32(0xffff, _mm_and_si128(v, four)), _mm512_set1_epi32(0x03020100));
+    for (int j = 0; j < 4; ++j) {
+        const __m512i tab = _mm512_maskz_permutexvar_epi32(0xffff, _mm512_load_si512(kq_pick512.q2k_groups[j]), tabs);
+        o.u[j]            = _mm512_shuffle_epi8(tab, o.u[j]);
+        o.sc[j]           = _mm512_set1_epi16(1);
+    }
+    o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
+    o.d    = kq_half(x.d);
+    o.dmin = kq_half(x.dmin);
+}
+
+// Q2_K with the levels as they are and the group scales beside them, as
+// the other K-quants: with one column, four more vpdpwssd cost less than
+// the products' byte shuffles. The integer sums are the same.
+inline void q2k_decode512_unscaled(const block_q2_K & x, KDecoded512 & o) {
+    kq_two_bits512(x.qs, o);
+    const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+    const __m128i four = _mm_set1_epi8(0x0f);
+    const __m512i s    = kq_join(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), _mm256_setzero_si256());
+    for (int j = 0; j < 4; ++j) {
+        // Lanes 8k .. 8k + 7: the scale of group 4j + k (of 16 values).
+        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
+    }
+    o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
+    o.d    = kq_half(x.d);
+    o.dmin = kq_half(x.dmin);
+}
+
+// Q3_K (Q3KDecoder's bits): the levels u = low bits + 4 where hmask's bit
+// is set; the 16 six-bit scales (scale_q3_K) unpacked from 64- and 32-bit
+// words: low nibbles from bytes 0-7 (groups 0-7 the low, 8-15 the high
+// nibbles), the top two bits from bytes 8-11 (groups 4k .. 4k + 3: bits
+// 2k of those four bytes).
+inline void q3k_decode512(const block_q3_K & x, KDecoded512 & o) {
+    kq_two_bits512(x.qs, o);
+    kq_high_bits512(x.hmask, 4, o);
+    uint64_t w;
+    uint32_t t;
+    std::memcpy(&w, x.scales, sizeof w);
+    std::memcpy(&t, x.scales + 8, sizeof t);
+    constexpr uint64_t four = 0x0f0f0f0f0f0f0f0full;
+    constexpr uint32_t two  = 0x03030303u;
+    const uint64_t top_lo = uint64_t(t & two) | uint64_t((t >> 2) & two) << 32;
+    const uint64_t top_hi = uint64_t((t >> 4) & two) | uint64_t((t >> 6) & two) << 32;
+    const __m128i  b      = _mm_set_epi64x(int64_t(((w >> 4) & four) | top_hi << 4), int64_t((w & four) | top_lo << 4));
+    const __m256i  s16    = _mm256_sub_epi16(_mm256_cvtepu8_epi16(b), _mm256_set1_epi16(32));
+    const __m512i  s      = kq_join(s16, _mm256_setzero_si256());
+    for (int j = 0; j < 4; ++j) {
+        // Lanes 8k .. 8k + 7: the scale of group 4j + k (of 16 values).
+        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
+    }
+    o.bias = _mm256_slli_epi16(s16, 2); // 4 * scale
+    o.d    = kq_half(x.d);
+    o.dmin = 0.0f;
 }
 
 // Q6_K the same way (Q6KDecoder's bits): one 512-bit load gives ql's two
@@ -480,17 +597,20 @@ inline void q6k_decode512(const block_q6_K & x, KDecoded512 & o) {
     o.dmin = 0.0f;
 }
 
-// A block of the row decoded into the 512-bit form: straight for Q4_K and
-// Q6_K, through the 256-bit decoder and kq_widen for the others.
+// A block of the row decoded into the 512-bit form, the levels and scales
+// of the type's 256-bit decoder joined in pairs of registers.
 template <class D> inline void kq_decode512(const typename D::W & x, KDecoded512 & o) {
     if constexpr (std::is_same_v<D, Q4KDecoder>) {
         q4k_decode512(x, o);
+    } else if constexpr (std::is_same_v<D, Q5KDecoder>) {
+        q5k_decode512(x, o);
     } else if constexpr (std::is_same_v<D, Q6KDecoder>) {
         q6k_decode512(x, o);
+    } else if constexpr (std::is_same_v<D, Q2KDecoder>) {
+        q2k_decode512(x, o);
     } else {
-        KDecoded w;
-        D::decode(x, w);
-        kq_widen(w, o);
+        static_assert(std::is_same_v<D, Q3KDecoder>, "a K-quant decoder");
+        q3k_decode512(x, o);
     }
 }
 
@@ -526,10 +646,15 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
                 }
                 // The same place in the next row, which follows in memory.
                 _mm_prefetch(reinterpret_cast<const char *>(x + i0 + k) + lda, _MM_HINT_T0);
-                KDecoded512 w5;
-                kq_decode512<D>(x[i0 + k], w5);
+                KDecoded512    w5;
+                constexpr bool unscaled = std::is_same_v<D, Q2KDecoder> && C == 1;
+                if constexpr (unscaled) {
+                    q2k_decode512_unscaled(x[i0 + k], w5);
+                } else {
+                    kq_decode512<D>(x[i0 + k], w5);
+                }
                 for (int c = 0; c < C; ++c) {
-                    kq_block512_sums(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
+                    kq_block512_sums<kq_prescaled<D>::value && !unscaled>(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
                 }
             }
             // The eight blocks' d and dmin, and each column's d, gathered
@@ -713,7 +838,7 @@ void kq_quantize_q8_K(const float * x, block_q8_K * y, int64_t n) {
 
 void gemv_q2_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
-    kq_gemv<Q2KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    kq_gemv<Q2KDecoder, true>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
 void gemv_q3_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
@@ -725,7 +850,7 @@ void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 }
 void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
-    kq_gemv<Q5KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    kq_gemv<Q5KDecoder, true>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
 void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
