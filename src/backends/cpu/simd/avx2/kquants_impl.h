@@ -316,9 +316,10 @@ inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
 #if defined(LOOM_KQ_512)
 // Note [K-quant products on 512-bit registers]
 // Where the table has AVX-512 BW and VNNI (avx512/kquants.cpp defines
-// LOOM_KQ_512), a decoded super-block is joined into four 512-bit registers
-// of levels (values 64j .. 64j + 63: u[2j] low, u[2j + 1] high) and four of
-// scales, once per row; every column then meets it with four maddubs and
+// LOOM_KQ_512), a super-block is decoded straight into four 512-bit
+// registers of levels (values 64j .. 64j + 63, the 256-bit decoder's u[2j]
+// low and u[2j + 1] high) and four of scales, once per row (kq_decode512);
+// every column then meets it with four maddubs and
 // four vpdpwssd (the madd and the add in one) instead of eight of each, and
 // the sixteen int32 sums are folded into eight before the bias, exactly as
 // integers. Products with several columns, the prompt's, are bound by these
@@ -358,15 +359,17 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
 }
 
 // Note [K-quant block totals]
-// Q4_K on this table adds exact block totals, as the i-quants do (Note
-// [Block totals] in avx2/iquants_impl.h), so that its rows decoded into VNNI
-// panels (avx512/kquant_panels.h) give the same bits: block i's two exact
+// Q2_K, Q4_K and Q5_K on this table add exact block totals, as the i-quants
+// do (Note [Block totals] in avx2/iquants_impl.h), so that Q4_K's rows
+// decoded into VNNI panels (avx512/kquant_panels.h) give the same bits, and
+// so that the f32 work of eight blocks is done at once: block i's two exact
 // integer totals with a column, T1 = sum of scale * level * y and T2 = sum of
 // min * (the column's sums of 16), go, eight blocks at a time, into lane
 // i % 8 of an f32 sum as  f = fma(y.d * d, T1, f)  then  f = fnmadd(y.d *
 // dmin, T2, f)  (blocks past the last add 0 * 0 both times), and the lanes
-// are added in kq_hsum's order. T1 is at most 256 * 15 * 63 * 127 and T2
-// 8 * 63 * 32 * 127 in magnitude: exact in int32 and in f32.
+// are added in kq_hsum's order. T1 is at most 256 * 31 * 63 * 127 (Q5_K) and
+// T2 8 * 63 * 32 * 127 in magnitude: exact in int32; every path converts the
+// same totals to f32, so they round alike.
 
 // A decoded super-block's lane sums with a column's block: T1's in isum,
 // T2's in msum (eight int32 lanes each).

@@ -2,9 +2,10 @@
 // the code of avx2/kquants_impl.h (Note [K-quant products]) compiled for
 // AVX-512, where the decoded super-block stays in the 32 vector registers,
 // with each column's block product on 512-bit registers (Note [K-quant
-// products on 512-bit registers]); Q4_K with exact block totals (Note
-// [K-quant block totals]) and its rows decoded once into VNNI panels for
-// products of many columns (Note [K-quant panels]).
+// products on 512-bit registers]), every K-quant decoded straight into that
+// form; Q2_K, Q4_K and Q5_K with exact block totals (Note [K-quant block
+// totals]), Q4_K's rows decoded once into VNNI panels for products of many
+// columns (Note [K-quant panels]).
 
 #if defined(__x86_64__) || defined(__i386__)
 
