@@ -250,63 +250,100 @@ struct IQ1MDecoder {
     }
 };
 
+// Note [Ternary products]
+// TQ2_0 and TQ1_0 hold a digit t of 0..2 per weight, whose level is t - 1,
+// and no group scales. Their products take the digits as they are:
+// sum (t - 1) y = sum t y - sum y. maddubs multiplies the unsigned digits
+// with the column's bytes (|pair| <= 2 * 2 * 127), the eight registers'
+// pairs add in int16 (at most 8 * 508 in magnitude), one madd with ones
+// widens them, and the column's bsums, added by one madd with ones, are
+// taken off: the same exact block total as iq_block_sums gives from the
+// levels, with one multiply per register instead of two and no sign work.
+// digits(x, t) gives the eight registers of digits in the order of the
+// column's values; decode (the levels, for decode_rows and the panels) is
+// digits less 1.
+template <class D> inline void tq_decode(const typename D::W & x, IDecoded & o) {
+    D::digits(x, o.q);
+    for (__m256i & q : o.q) q = _mm256_sub_epi8(q, _mm256_set1_epi8(1));
+    for (__m256i & sc : o.sc) sc = _mm256_set1_epi16(1);
+    o.d = D::factor * _cvtsh_ss(x.d);
+}
+
 struct TQ2Decoder {
     using W                       = block_tq2_0;
     static constexpr float factor = 1.0f;
-    static void decode(const W & x, IDecoded & o) {
-        // Values 128h + 32l + m: bits 2l of byte 32h + m, less 1.
-        const __m256i m3  = _mm256_set1_epi8(3);
-        const __m256i one = _mm256_set1_epi8(1);
+    static constexpr bool  ternary = true;
+    static void digits(const W & x, __m256i (&t)[8]) {
+        // Values 128h + 32l + m: bits 2l of byte 32h + m.
+        const __m256i m3 = _mm256_set1_epi8(3);
         for (int h = 0; h < 2; ++h) {
             const __m256i q = iq_load(x.qs + 32 * h);
             for (int l = 0; l < 4; ++l) {
-                o.q[4 * h + l] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3), one);
+                t[4 * h + l] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3);
             }
         }
-        for (__m256i & s : o.sc) s = _mm256_set1_epi16(1);
-        o.d = factor * _cvtsh_ss(x.d);
     }
+    static void decode(const W & x, IDecoded & o) { tq_decode<TQ2Decoder>(x, o); }
 };
 
-// The digits (3 (b m mod 256)) >> 8 of bytes b held in 16-bit lanes.
-inline __m256i tq1_digits16(__m256i b, __m256i m) {
-    const __m256i low = _mm256_set1_epi16(0x00ff);
-    const __m256i q   = _mm256_and_si256(_mm256_mullo_epi16(b, m), low);
-    return _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
+// TQ1_0 keeps five base-3 digits in a byte b (b = ceil(256 v / 243) of
+// their value v); digit n is floor(3 c / 256) of c = b 3^n mod 256, which
+// moves it to the top. Here c comes from byte additions, which wrap modulo
+// 256 (tq1_times3), and floor(3 c / 256) is (c > 85) + (c > 170), each
+// compare an unsigned saturating subtraction clamped to 1.
+inline __m256i tq1_times3(__m256i c) {
+    return _mm256_add_epi8(c, _mm256_add_epi8(c, c));
 }
-// TQ1_0 levels: for each byte b of bytes and its multiplier m (3^n) in the
-// same byte of mult, the base-3 digit n of b less 1 (b m modulo 256 moves
-// the digit to the top, 3 q >> 8 reads it); the even bytes and the odd ones
-// apart, in 16-bit lanes.
-inline __m256i tq1_levels(__m256i bytes, __m256i mult) {
-    const __m256i low  = _mm256_set1_epi16(0x00ff);
-    const __m256i even = tq1_digits16(_mm256_and_si256(bytes, low), _mm256_and_si256(mult, low));
-    const __m256i odd  = tq1_digits16(_mm256_srli_epi16(bytes, 8), _mm256_srli_epi16(mult, 8));
-    return _mm256_sub_epi8(_mm256_or_si256(even, _mm256_slli_epi16(odd, 8)), _mm256_set1_epi8(1));
+inline __m128i tq1_times3(__m128i c) {
+    return _mm_add_epi8(c, _mm_add_epi8(c, c));
+}
+inline __m256i tq1_digit(__m256i c) {
+    const __m256i one = _mm256_set1_epi8(1);
+    return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(c, _mm256_set1_epi8(85)), one),
+                           _mm256_min_epu8(_mm256_subs_epu8(c, _mm256_set1_epi8(char(170))), one));
 }
 
 struct TQ1Decoder {
     using W                       = block_tq1_0;
     static constexpr float factor = 1.0f;
-    static void decode(const W & x, IDecoded & o) {
+    static constexpr bool  ternary = true;
+    static void digits(const W & x, __m256i (&t)[8]) {
         // Values 32n + m: digit n of qs[m] (n < 5); 160 + 16n + m: digit n
         // of qs[32 + m]; 240 + 4n + m: digit n of qh[m] (n < 4).
-        static constexpr int8_t pow3[5] = {1, 3, 9, 27, 81};
-        const __m256i           head    = iq_load(x.qs);
+        __m256i c = iq_load(x.qs);
         for (int n = 0; n < 5; ++n) {
-            o.q[n] = tq1_levels(head, _mm256_set1_epi8(pow3[n]));
+            t[n] = tq1_digit(c);
+            c    = tq1_times3(c);
         }
-        const __m128i mid  = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 32));
-        const __m256i mid2 = _mm256_set_m128i(mid, mid);
-        o.q[5]             = tq1_levels(mid2, _mm256_set_m128i(_mm_set1_epi8(3), _mm_set1_epi8(1)));
-        o.q[6]             = tq1_levels(mid2, _mm256_set_m128i(_mm_set1_epi8(27), _mm_set1_epi8(9)));
-        const __m256i tail = _mm256_set_m128i(_mm_set1_epi32(int(iq_u32(x.qh))), mid);
-        const __m128i qh_mult = _mm_set_epi32(0x1b1b1b1b, 0x09090909, 0x03030303, 0x01010101); // 3^n, byte 4n + m
-        o.q[7]                = tq1_levels(tail, _mm256_set_m128i(qh_mult, _mm_set1_epi8(81)));
-        for (__m256i & s : o.sc) s = _mm256_set1_epi16(1);
-        o.d = factor * _cvtsh_ss(x.d);
+        const __m128i m1  = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 32));
+        const __m128i m3  = tq1_times3(m1);
+        const __m128i m9  = tq1_times3(m3);
+        const __m128i m27 = tq1_times3(m9);
+        // qh's four bytes times 3^n in 32-bit lane n.
+        const __m128i h1 = _mm_set1_epi32(int(iq_u32(x.qh)));
+        const __m128i h3 = tq1_times3(h1), h9 = tq1_times3(h3), h27 = tq1_times3(h9);
+        const __m128i h  = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xc);
+        t[5]             = tq1_digit(_mm256_set_m128i(m3, m1));
+        t[6]             = tq1_digit(_mm256_set_m128i(m27, m9));
+        t[7]             = tq1_digit(_mm256_set_m128i(h, tq1_times3(m27)));
     }
+    static void decode(const W & x, IDecoded & o) { tq_decode<TQ1Decoder>(x, o); }
 };
+
+// Whether D is a ternary type (Note [Ternary products]).
+template <class D, class = void> struct iq_ternary : std::false_type {};
+template <class D> struct iq_ternary<D, std::void_t<decltype(D::ternary)>> : std::bool_constant<D::ternary> {};
+
+// A ternary block's lane sums with a column's block (Note [Ternary
+// products]).
+inline __m256i tq_block_sums(const __m256i (&t)[8], const block_q8_K & y) {
+    __m256i p = _mm256_maddubs_epi16(t[0], iq_load(y.qs));
+    for (int j = 1; j < 8; ++j) {
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(t[j], iq_load(y.qs + 32 * j)));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(iq_load(y.bsums), ones));
+}
 
 // The int32 sums of a decoded super-block with a column's block, in eight
 // lanes (lane l: values 32j + 4l .. 32j + 4l + 3 of every j).
@@ -331,9 +368,17 @@ inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
 // block(i, part, b) puts block i's lane sums with each column c in
 // part[c][b] (eight int32 lanes whose sum is the block's exact total) and
 // returns the weights' d.
-template <int C, class Block>
-void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, float * dst, size_t ldd) {
-    __m256 acc[C];
+// With scales (a callable, not nullptr), block's return is not used:
+// scales(i0, live) gives the weights' d of blocks i0 .. i0 + 7 in lanes (0
+// where live's lane is 0, past the row's last block), and the columns' d
+// are gathered beside them (AVX2 gathers, on both tables),
+// the same products y.d * d without eight scalar stores read back as one
+// vector, which the processor cannot forward.
+template <int C, class Block, class Scales = std::nullptr_t>
+void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, float * dst, size_t ldd,
+                   Scales && scales = nullptr) {
+    constexpr bool gathered = !std::is_same_v<std::decay_t<Scales>, std::nullptr_t>;
+    __m256         acc[C];
     for (int c = 0; c < C; ++c) {
         acc[c] = _mm256_setzero_ps();
     }
@@ -352,12 +397,26 @@ void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, fl
                 continue;
             }
             const float d = block(i0 + b, part, b);
-            for (int c = 0; c < C; ++c) {
-                scale[c][b] = bc[c][i0 + b].d * d;
+            if constexpr (!gathered) {
+                for (int c = 0; c < C; ++c) {
+                    scale[c][b] = bc[c][i0 + b].d * d;
+                }
             }
         }
-        for (int c = 0; c < C; ++c) {
-            acc[c] = _mm256_fmadd_ps(_mm256_load_ps(scale[c]), _mm256_cvtepi32_ps(block_totals8(part[c])), acc[c]);
+        if constexpr (gathered) {
+            const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i live  = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lanes);
+            const __m256  d8    = scales(i0, live);
+            const __m256i y_at  = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(int(sizeof(block_q8_K))));
+            for (int c = 0; c < C; ++c) {
+                const __m256 yd =
+                    _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &bc[c][i0].d, y_at, _mm256_castsi256_ps(live), 1);
+                acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(block_totals8(part[c])), acc[c]);
+            }
+        } else {
+            for (int c = 0; c < C; ++c) {
+                acc[c] = _mm256_fmadd_ps(_mm256_load_ps(scale[c]), _mm256_cvtepi32_ps(block_totals8(part[c])), acc[c]);
+            }
         }
     };
     by_eight_blocks(nb, add8);
@@ -389,6 +448,29 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
     }
     for (int64_t r = 0; r < nrows; ++r) {
         const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        if constexpr (iq_ternary<D>::value) {
+            iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
+                _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
+                __m256i t[8];
+                D::digits(x[i], t);
+                for (int c = 0; c < C; ++c) {
+                    part[c][slot] = tq_block_sums(t, bc[c][i]);
+                }
+                return 0.0f;
+            }, dst + r, ldd, [&](int64_t i0, __m256i live) {
+                // The d of eight blocks: the 32-bit words ending with each
+                // (d is a block's last field), high halves, packed to
+                // eight words in order.
+                static_assert(offsetof(W, d) + sizeof(uint16_t) == sizeof(W) && offsetof(W, d) >= 2);
+                const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                      _mm256_set1_epi32(int(sizeof(W))));
+                const auto *  p  = reinterpret_cast<const int *>(reinterpret_cast<const char *>(x + i0) + offsetof(W, d) - 2);
+                const __m256i w  = _mm256_srli_epi32(_mm256_mask_i32gather_epi32(_mm256_setzero_si256(), p, at, live, 1), 16);
+                const __m256i h  = _mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08);
+                return _mm256_mul_ps(_mm256_set1_ps(D::factor), _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+            });
+            continue;
+        }
         iq_row<C>(nb, bc, [&](int64_t i, IDecoded & w) {
             // The same place in the next row, which follows in memory.
             _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
