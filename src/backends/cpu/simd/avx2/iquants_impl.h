@@ -82,35 +82,73 @@ inline __m256i iq_grid32(const uint32_t * grid, __m256i idx) {
     return _mm256_i32gather_epi32(reinterpret_cast<const int *>(grid), idx, 4);
 }
 
-// levels with the signs of four sign bytes (byte l of s for values 8l ..
-// 8l + 7, bit j for value 8l + j: set is negative).
-inline __m256i iq_apply_signs(__m256i levels, uint32_t s) {
+// levels with the signs of four sign bytes (bytes 0-3 of every 128-bit
+// lane of s: byte l for values 8l .. 8l + 7, bit j for value 8l + j: set
+// is negative).
+inline __m256i iq_apply_signs(__m256i levels, __m256i s) {
     const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
     const __m256i bits   = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-    const __m256i bytes  = _mm256_shuffle_epi8(_mm256_set1_epi32(int(s)), spread);
+    const __m256i bytes  = _mm256_shuffle_epi8(s, spread);
     const __m256i neg    = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);
     return _mm256_sign_epi8(levels, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
 }
+inline __m256i iq_apply_signs(__m256i levels, uint32_t s) {
+    return iq_apply_signs(levels, _mm256_set1_epi32(int(s)));
+}
 
-// Four 7-bit sign patterns of ksigns_iq2xs, bits 7l.. of m, as sign bytes.
-inline uint32_t iq_ksigns(uint32_t m) {
-    uint32_t s = 0;
-    for (int l = 0; l < 4; ++l) {
-        s |= uint32_t(iq::ksigns_iq2xs[(m >> (7 * l)) & 127]) << (8 * l);
-    }
-    return s;
+// Note [Sign patterns in lanes]
+// IQ2_XXS, IQ2_XS and IQ3_XXS give each eight values a 7-bit pattern k,
+// whose sign byte (ksigns_iq2xs) is k with its parity in bit 7, so that an
+// even count of values is negative. The decoders compute the sign bytes of
+// a whole super-block in one register, byte 4g + l for values 8l .. 8l + 7
+// of group g, the parity by a nibble table, and each group takes its
+// dword with a permute: no table lookups and no moves from general
+// registers.
+inline __m256i iq_sign_bytes(__m256i k) {
+    const __m256i odd = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0,
+                                         -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i m4  = _mm256_set1_epi8(0x0f);
+    const __m256i p   = _mm256_xor_si256(_mm256_shuffle_epi8(odd, _mm256_and_si256(k, m4)),
+                                         _mm256_shuffle_epi8(odd, _mm256_and_si256(_mm256_srli_epi16(k, 4), m4)));
+    return _mm256_or_si256(k, p);
+}
+// The sign bytes of the four 7-bit patterns at bits 0, 7, 14, 21 of each
+// int32 lane of m (IQ2_XXS and IQ3_XXS), byte l of the lane for pattern l.
+inline __m256i iq_sign_bytes28(__m256i m) {
+    const __m256i f0 = _mm256_and_si256(m, _mm256_set1_epi32(0x7f));
+    const __m256i f1 = _mm256_and_si256(_mm256_slli_epi32(m, 1), _mm256_set1_epi32(0x7f00));
+    const __m256i f2 = _mm256_and_si256(_mm256_slli_epi32(m, 2), _mm256_set1_epi32(0x7f0000));
+    const __m256i f3 = _mm256_and_si256(_mm256_slli_epi32(m, 3), _mm256_set1_epi32(0x7f000000));
+    return iq_sign_bytes(_mm256_or_si256(_mm256_or_si256(f0, f1), _mm256_or_si256(f2, f3)));
+}
+// Dword g of v in every lane.
+inline __m256i iq_lane(__m256i v, int g) {
+    return _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(g));
+}
+// The odd scales 2 (m >> 28) + 1 of each int32 lane of m in both its int16
+// halves.
+inline __m256i iq_odd_scales28(__m256i m) {
+    const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(m, 28), 1), _mm256_set1_epi32(1));
+    return _mm256_or_si256(odd, _mm256_slli_epi32(odd, 16));
 }
 
 struct IQ2XXSDecoder {
     using W                       = block_iq2_xxs;
     static constexpr float factor = 0.125f;
     static void decode(const W & x, IDecoded & o) {
+        // Group g: four grid indices in bytes 8g .. 8g + 3 of qs, then a
+        // word of four sign patterns and the scale; the words of groups
+        // 0-7 gathered into one register (the odd dwords of qs).
+        const __m256i a     = iq_load(x.qs), b = iq_load(x.qs + 16);
+        const __m256i meta  = _mm256_permute4x64_epi64(
+            _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), 0xdd)), 0xd8);
+        const __m256i signs = iq_sign_bytes28(meta);
+        const __m256i sc    = iq_odd_scales28(meta);
         for (int g = 0; g < 8; ++g) {
-            const uint32_t idx  = iq_u32(x.qs + 4 * g);     // four grid indices
-            const uint32_t meta = iq_u32(x.qs + 4 * g + 2); // four sign patterns, the scale
+            const uint32_t idx  = iq_u32(x.qs + 4 * g); // four grid indices
             const __m256i  grid = iq_grid64(iq::iq2xxs_grid, _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(idx))));
-            o.q[g]              = iq_apply_signs(grid, iq_ksigns(meta));
-            o.sc[g]             = _mm256_set1_epi16(int16_t(iq_odd(meta >> 28)));
+            o.q[g]              = iq_apply_signs(grid, iq_lane(signs, g));
+            o.sc[g]             = iq_lane(sc, g);
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -121,16 +159,16 @@ struct IQ2XSDecoder {
     static constexpr float factor = 0.125f;
     static void decode(const W & x, IDecoded & o) {
         const __m128i m9 = _mm_set1_epi32(511);
+        // Each uint16 of qs: a 9-bit grid index, a 7-bit sign pattern
+        // above it; the patterns of the block's 32 in bytes, in order.
+        const __m256i k16   = _mm256_packus_epi16(_mm256_srli_epi16(iq_load(x.qs), 9),
+                                                  _mm256_srli_epi16(iq_load(x.qs + 16), 9));
+        const __m256i signs = iq_sign_bytes(_mm256_permute4x64_epi64(k16, 0xd8));
         for (int g = 0; g < 8; ++g) {
-            // Four uint16: a 9-bit grid index, a 7-bit sign pattern.
-            const __m128i q   = _mm_cvtepu16_epi32(iq_bytes8(x.qs + 4 * g));
+            const __m128i q    = _mm_cvtepu16_epi32(iq_bytes8(x.qs + 4 * g));
             const __m256i grid = iq_grid64(iq::iq2xs_grid, _mm_and_si128(q, m9));
-            uint32_t      s    = 0;
-            for (int l = 0; l < 4; ++l) {
-                s |= uint32_t(iq::ksigns_iq2xs[x.qs[4 * g + l] >> 9]) << (8 * l);
-            }
-            o.q[g]  = iq_apply_signs(grid, s);
-            o.sc[g] = iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4));
+            o.q[g]             = iq_apply_signs(grid, iq_lane(signs, g));
+            o.sc[g]            = iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4));
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -158,11 +196,14 @@ struct IQ3XXSDecoder {
     using W                       = block_iq3_xxs;
     static constexpr float factor = 0.25f;
     static void decode(const W & x, IDecoded & o) {
+        // The words of four sign patterns and a scale, one per group.
+        const __m256i meta  = iq_load(x.qs + QK_K / 4);
+        const __m256i signs = iq_sign_bytes28(meta);
+        const __m256i sc    = iq_odd_scales28(meta);
         for (int g = 0; g < 8; ++g) {
-            const uint32_t meta = iq_u32(x.qs + QK_K / 4 + 4 * g);
-            const __m256i  idx  = _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * g));
-            o.q[g]              = iq_apply_signs(iq_grid32(iq::iq3xxs_grid, idx), iq_ksigns(meta));
-            o.sc[g]             = _mm256_set1_epi16(int16_t(iq_odd(meta >> 28)));
+            const __m256i idx = _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * g));
+            o.q[g]            = iq_apply_signs(iq_grid32(iq::iq3xxs_grid, idx), iq_lane(signs, g));
+            o.sc[g]           = iq_lane(sc, g);
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -216,32 +257,41 @@ struct IQ1SDecoder {
     }
 };
 
-// Eight delta bytes: -1 where neg, else 1.
-inline int64_t iq1_deltas8(bool neg) {
-    return neg ? int64_t(-1) : int64_t(0x0101010101010101);
-}
-
 struct IQ1MDecoder {
     using W                       = block_iq1_m;
     static constexpr float factor = 0.125f;
     static void decode(const W & x, IDecoded & o) {
         uint16_t sc[4];
         std::memcpy(sc, x.scales, sizeof sc);
-        const __m128i shifts = _mm_setr_epi32(8, 4, 8, 4);
-        const __m128i m7     = _mm_set1_epi32(0x700);
+        // qh in both halves; each group's two bytes picked from it.
+        const __m256i qh    = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qh)));
+        const __m256i half  = _mm256_set_m128i(_mm_set1_epi8(1), _mm_setzero_si128());
+        const __m256i signs = _mm256_set_epi64x(int64_t(0x8080808080808080), 0x0808080808080808,
+                                                int64_t(0x8080808080808080), 0x0808080808080808);
+        const __m128i hi_shift = _mm_setr_epi32(0, 4, 8, 12);
+        const __m128i m7       = _mm_set1_epi32(7);
         for (int g = 0; g < 8; ++g) {
             // Index l: byte l of qs, above it the low (l even) or high nibble
-            // of qh[l / 2]'s three low bits; the nibble's fourth bit is the
-            // delta's sign.
-            const uint8_t h0 = x.qh[2 * g], h1 = x.qh[2 * g + 1];
-            const __m128i h  = _mm_setr_epi32(h0, h0, h1, h1);
-            const __m128i lo = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
-            const __m128i hi = _mm_and_si128(_mm_sllv_epi32(h, shifts), m7);
-            const __m256i grid = iq_grid64(iq::iq1s_grid, _mm_or_si128(lo, hi));
-            o.q[g] = iq1_levels(grid, _mm256_set_epi64x(iq1_deltas8(h1 & 0x80), iq1_deltas8(h1 & 0x08),
-                                                        iq1_deltas8(h0 & 0x80), iq1_deltas8(h0 & 0x08)));
-            const int sh        = 6 * (g % 2);
-            o.sc[g]             = iq_scales(iq_odd((sc[g / 2] >> sh) & 7), iq_odd((sc[g / 2] >> (sh + 3)) & 7));
+            // of qh[2g + l / 2]'s three low bits; the nibble's fourth bit is
+            // the sign of the delta of values 8l .. 8l + 7.
+            uint16_t h16;
+            std::memcpy(&h16, x.qh + 2 * g, sizeof h16);
+            const __m128i lo   = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
+            const __m128i hi   = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h16), hi_shift), m7);
+            const __m256i grid = iq_grid64(iq::iq1s_grid, _mm_or_si128(lo, _mm_slli_epi32(hi, 8)));
+            // Bytes 0-15: qh[2g], 16-31: qh[2g + 1]; tested against bit 3
+            // (values 8l.., l even) or bit 7 (l odd): -1 where set, else 1.
+            const __m256i b  = _mm256_shuffle_epi8(qh, _mm256_add_epi8(half, _mm256_set1_epi8(char(2 * g))));
+            const __m256i ng = _mm256_cmpeq_epi8(_mm256_and_si256(b, signs), signs);
+            o.q[g]           = iq1_levels(grid, _mm256_or_si256(ng, _mm256_set1_epi8(1)));
+            // Scales 2g and 2g + 1: three bits at 6 (g % 2) and 6 (g % 2) + 3
+            // of scale word g / 2, odd, in both int16 lanes of each int32.
+            const int     sh = 6 * (g % 2);
+            const __m256i s3 = _mm256_and_si256(
+                _mm256_srlv_epi32(_mm256_set1_epi32(sc[g / 2]), _mm256_set_m128i(_mm_set1_epi32(sh + 3), _mm_set1_epi32(sh))),
+                _mm256_set1_epi32(7));
+            const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(s3, 1), _mm256_set1_epi32(1));
+            o.sc[g]           = _mm256_or_si256(odd, _mm256_slli_epi32(odd, 16));
         }
         // The fp16 scale: the top nibble of each of the four scale words.
         const uint16_t d =
