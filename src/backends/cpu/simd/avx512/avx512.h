@@ -50,6 +50,12 @@ void gemv4_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const vo
                   float * dst, size_t ldd);
 void gemv4_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                  float * dst, size_t ldd);
+// Q4_1 and Q5_1 on the same tiles against Q8_1 (gemv.cpp), every column
+// count through the matrix-vector product.
+void gemv4_q4_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void gemv4_q5_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
 void qcols_prepare_q5_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void qcols_prepare_iq4_nl(int64_t K, const void * b, size_t ldb, int ncols, void * out);
 void qgemm_q5_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,

@@ -77,7 +77,7 @@ struct Q4 {
 struct Q5 {
     using W                     = block_q5_0;
     static constexpr int offset = 16;
-    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+    template <class B> [[gnu::always_inline]] static void decode(const B * const * x, __m512i & lo, __m512i & hi) {
         Q4::decode(x, lo, hi);
         uint64_t ml = 0, mh = 0; // byte 16 r + j of lo (hi): weight j (16 + j) of row r
         for (int r = 0; r < 4; ++r) {
@@ -89,6 +89,29 @@ struct Q5 {
         const __m512i sixteen = _mm512_set1_epi8(16);
         lo                    = _mm512_mask_add_epi8(lo, ml, lo, sixteen);
         hi                    = _mm512_mask_add_epi8(hi, mh, hi, sixteen);
+    }
+};
+
+// Q4_1 and Q5_1 (value d u + m, u = 0..15 or 0..31) against Q8_1: the
+// levels as they are (offset 0, no starting value); each block's m meets
+// the column's s (d times the sum of its values) in the first lane of its
+// row's quarter, as the portable dot product adds m s per block.
+struct Q41 {
+    using W                       = block_q4_1;
+    using Y                       = block_q8_1;
+    static constexpr int  offset  = 0;
+    static constexpr bool has_min = true;
+    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+        Q4::decode(x, lo, hi);
+    }
+};
+struct Q51 {
+    using W                       = block_q5_1;
+    using Y                       = block_q8_1;
+    static constexpr int  offset  = 0;
+    static constexpr bool has_min = true;
+    [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
+        Q5::decode(x, lo, hi);
     }
 };
 
@@ -121,6 +144,10 @@ struct MXFP4 {
         hi = _mm512_shuffle_epi8(table, hi);
     }
 };
+
+// Whether Q's blocks add a min m times the column's s (Q8_1 columns).
+template <class Q, class = void> struct has_min : std::false_type {};
+template <class Q> struct has_min<Q, std::void_t<decltype(Q::has_min)>> : std::bool_constant<Q::has_min> {};
 
 // Whether Q's blocks scale by an E8M0 byte e instead of an fp16 d.
 template <class Q, class = void> struct has_e8m0 : std::false_type {};
@@ -187,6 +214,13 @@ template <class Q, int R> struct PlainRows {
             h         = _mm_insert_epi16(h, ar[4 * g + 2][i].d, 2);
             return _mm_cvtph_ps(_mm_insert_epi16(h, ar[4 * g + 3][i].d, 3));
         }
+    }
+    // The four rows' mins m as floats (has_min types).
+    [[gnu::always_inline]] __m128 mins(int g, int64_t i) const {
+        __m128i h = _mm_cvtsi32_si128(ar[4 * g][i].m);
+        h         = _mm_insert_epi16(h, ar[4 * g + 1][i].m, 1);
+        h         = _mm_insert_epi16(h, ar[4 * g + 2][i].m, 2);
+        return _mm_cvtph_ps(_mm_insert_epi16(h, ar[4 * g + 3][i].m, 3));
     }
     [[gnu::always_inline]] void prefetch(int64_t i) const {
         // The rows of the next tile follow in memory: fetch them early (the
@@ -266,10 +300,14 @@ struct Col {
     __m512i lo, hi, start;
 };
 
-template <int Offset> [[gnu::always_inline]] inline Col prepare(const block_q8_0 & y) {
+template <int Offset, class Y = block_q8_0> [[gnu::always_inline]] inline Col prepare(const Y & y) {
     Col c;
     c.lo              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs));
     c.hi              = _mm512_maskz_broadcast_i32x4(k_all, load128(y.qs + 16));
+    if constexpr (Offset == 0) {
+        c.start = _mm512_setzero_si512();
+        return c;
+    }
     // start_lanes() in all four quarters, from the broadcast halves (per
     // tile, this is cheaper than a broadcast of start_lanes()).
     const __m512i off = _mm512_set1_epi8(char(Offset));
@@ -290,15 +328,17 @@ template <int Offset> [[gnu::always_inline]] inline Col prepare(const block_q8_0
 // Activation columns as the tile reads them: Q8_0 blocks, prepared per
 // tile (Raw), or prepared once for every tile (Prepared, Note [Prepared
 // columns]). Both give the tile the same values.
-template <int C> struct RawCols {
-    const block_q8_0 * bc[C];
+template <int C, class Y = block_q8_0> struct RawCols {
+    const Y * bc[C];
     RawCols(const char * b, size_t ldb) {
-        for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
+        for (int c = 0; c < C; ++c) bc[c] = reinterpret_cast<const Y *>(b + size_t(c) * ldb);
     }
     template <int Offset> [[gnu::always_inline]] void get(int64_t i, int c, Col & col, __m512 & dy) const {
         col = prepare<Offset>(bc[c][i]);
         dy  = _mm512_set1_ps(_cvtsh_ss(bc[c][i].d));
     }
+    // Q8_1's s of block i of column c, in every lane.
+    [[gnu::always_inline]] __m512 sums(int64_t i, int c) const { return _mm512_set1_ps(_cvtsh_ss(bc[c][i].s)); }
 };
 
 // Note [Prepared columns]
@@ -368,9 +408,13 @@ void tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * 
         rows.prefetch(i);
         __m512i lo[G], hi[G];
         __m512  dx[G]; // row g's block scale in its four lanes
+        __m512  mx[G]; // has_min: row g's m in the first of its lanes, 0 in the others
         for (int g = 0; g < G; ++g) {
             rows.decode(g, i, lo[g], hi[g]);
             dx[g] = _mm512_maskz_permutexvar_ps(k_all, spread, _mm512_zextps128_ps512(rows.scales(g, i)));
+            if constexpr (has_min<Q>::value) {
+                mx[g] = _mm512_maskz_permutexvar_ps(0x1111, spread, _mm512_zextps128_ps512(rows.mins(g, i)));
+            }
         }
         for (int c = 0; c < C; ++c) {
             Col    col;
@@ -379,6 +423,12 @@ void tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * 
             for (int g = 0; g < G; ++g) {
                 const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(col.start, lo[g], col.lo), hi[g], col.hi);
                 acc[g][c]       = _mm512_fmadd_ps(_mm512_mul_ps(dx[g], dy), _mm512_maskz_cvtepi32_ps(k_all, p), acc[g][c]);
+            }
+            if constexpr (has_min<Q>::value) {
+                const __m512 sy = cols.sums(i, c);
+                for (int g = 0; g < G; ++g) {
+                    acc[g][c] = _mm512_fmadd_ps(mx[g], sy, acc[g][c]);
+                }
             }
         }
     }
@@ -432,13 +482,19 @@ template <class F> void with_cols(int ncols, F & go) {
     }
 }
 
+// The column blocks Q's weights meet: Q8_1 for the types with a min, else
+// Q8_0.
+template <class Q> using column_block = std::conditional_t<has_min<Q>::value, block_q8_1, block_q8_0>;
+
 template <class Q>
 void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
           size_t ldd, GemvFn tail) {
     const int64_t nb = K / QK8_0;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
-    auto          go = [&]<int C>() { rows<Q, C>(0, nb, ac, lda, nrows, RawCols<C>(bc, ldb), bc, ldb, dst, ldd, tail, {}); };
+    auto          go = [&]<int C>() {
+        rows<Q, C>(0, nb, ac, lda, nrows, RawCols<C, column_block<Q>>(bc, ldb), bc, ldb, dst, ldd, tail, {});
+    };
     with_cols(ncols, go);
 }
 
@@ -534,6 +590,16 @@ void gemv4_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void
 void gemv4_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                   float * dst, size_t ldd) {
     gemv<IQ4NL>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_iq4_nl);
+}
+
+void gemv4_q4_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    gemv<Q41>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_q4_1);
+}
+
+void gemv4_q5_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    gemv<Q51>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, gemv_q5_1);
 }
 
 void gemv4_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,

@@ -74,12 +74,12 @@ const KernelTable * avx512_kernels() {
         t.gemv_quant[GGML_TYPE_Q5_K] = avx512::gemv_q5_K;
         t.gemv_quant[GGML_TYPE_Q6_K] = avx512::gemv_q6_K;
         t.quantize_row_q8_K          = avx512::quantize_row_q8_K;
-        t.gemv_quant[GGML_TYPE_Q4_1] = avx512::gemv_q4_1;
+        t.gemv_quant[GGML_TYPE_Q4_1] = avx512::gemv4_q4_1;
         // Q5_0 and IQ4_NL as Q8_0: four rows per register, prepared columns
         // from four columns on.
         t.gemv_quant[GGML_TYPE_Q5_0]  = avx512::gemv4_q5_0;
         t.qgemm_quant[GGML_TYPE_Q5_0] = {avx512::qcols_bytes, avx512::qcols_prepare_q5_0, avx512::qgemm_q5_0, 4};
-        t.gemv_quant[GGML_TYPE_Q5_1] = avx512::gemv_q5_1;
+        t.gemv_quant[GGML_TYPE_Q5_1] = avx512::gemv4_q5_1;
         t.gemv_quant[GGML_TYPE_IQ4_NL]  = avx512::gemv4_iq4_nl;
         t.qgemm_quant[GGML_TYPE_IQ4_NL] = {avx512::qcols_bytes, avx512::qcols_prepare_iq4_nl, avx512::qgemm_iq4_nl, 4};
         t.gemv_quant[GGML_TYPE_MXFP4]  = avx512::gemv4_mxfp4;
