@@ -137,7 +137,10 @@ class BlockWalk {
 // A connected socket, in clear or through TLS; owns both. Whole reads and
 // writes on a blocking socket: a read or write gives up after the socket's
 // timeout without progress (tune_socket). False on end of stream, error or
-// timeout.
+// timeout. In clear, small reads take what the socket holds, up to
+// k_read_ahead bytes, and later reads start from those: a small frame's
+// header, description and data cost one system call instead of three
+// (TLS buffers records itself).
 class Stream {
   public:
     explicit Stream(int fd, SSL * ssl = nullptr) : fd_(fd), ssl_(ssl) {}
@@ -155,8 +158,14 @@ class Stream {
     void shut();
 
   private:
-    int   fd_;
-    SSL * ssl_;
+    static constexpr size_t k_read_ahead = size_t(16) << 10;
+    // Copies buffered bytes to p; the count taken.
+    size_t take_buffered(uint8_t * p, size_t n);
+
+    int                        fd_;
+    SSL *                      ssl_;
+    std::unique_ptr<uint8_t[]> ahead_; // bytes read ahead: [ahead_at_, ahead_end_)
+    size_t                     ahead_at_ = 0, ahead_end_ = 0;
 };
 
 // The host part of an endpoint "host:port" ("[v6]:port" gives v6).

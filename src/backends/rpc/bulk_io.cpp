@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstring>
+#include <memory>
 
 #include "bulk.h"
 #include "core/common.h"
@@ -76,7 +78,30 @@ bool Stream::read_all(void * data, size_t n) {
         }
         return true;
     }
+    const size_t had = take_buffered(p, n);
+    p += had;
+    n -= had;
     while (n > 0) {
+        if (n < k_read_ahead) {
+            // What the socket holds (at least one byte), kept for the reads
+            // that follow.
+            if (!ahead_) {
+                ahead_ = std::make_unique<uint8_t[]>(k_read_ahead);
+            }
+            const ssize_t r = recv(fd_, ahead_.get(), k_read_ahead, 0);
+            if (r < 0 && errno == EINTR) {
+                continue;
+            }
+            if (r <= 0) {
+                return false;
+            }
+            ahead_at_  = 0;
+            ahead_end_ = size_t(r);
+            const size_t k = take_buffered(p, n);
+            p += k;
+            n -= k;
+            continue;
+        }
         const ssize_t r = recv(fd_, p, n, MSG_WAITALL);
         if (r < 0 && errno == EINTR) {
             continue;
@@ -88,6 +113,15 @@ bool Stream::read_all(void * data, size_t n) {
         n -= size_t(r);
     }
     return true;
+}
+
+size_t Stream::take_buffered(uint8_t * p, size_t n) {
+    const size_t k = std::min(n, ahead_end_ - ahead_at_);
+    if (k > 0) {
+        std::memcpy(p, ahead_.get() + ahead_at_, k);
+        ahead_at_ += k;
+    }
+    return k;
 }
 
 bool Stream::write_all(const void * data, size_t n) {
@@ -120,7 +154,7 @@ bool Stream::write_all(const void * data, size_t n) {
 }
 
 bool Stream::wait_readable(int timeout_ms) {
-    if (ssl_ != nullptr && SSL_pending(ssl_) > 0) {
+    if (ahead_at_ < ahead_end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0)) {
         return true;
     }
     pollfd p{};
