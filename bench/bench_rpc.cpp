@@ -18,6 +18,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -93,9 +95,30 @@ double tcp_copy(const std::vector<uint8_t> & src, std::vector<uint8_t> & dst) {
     return s;
 }
 
+// Pins the calling thread to processor cpu (cpu < 0: leaves it); false
+// when the process may not run there.
+bool pin_to(int cpu) {
+    if (cpu < 0) {
+        return true;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
 // Microseconds per round trip of one byte each way over a TCP connection
-// on loopback (the floor under any request/reply protocol).
-double tcp_ping_pong(int n) {
+// on loopback (the floor under any request/reply protocol), the two ends'
+// threads on processors cpu_a and cpu_b (< 0: where the scheduler puts
+// them); a negative result when they cannot be pinned there. A wakeup on
+// another processor costs far more than one on the same, in a VM most of
+// all, so the floor is given for both placements.
+double tcp_ping_pong(int n, int cpu_a = -1, int cpu_b = -1) {
+    cpu_set_t old;
+    pthread_getaffinity_np(pthread_self(), sizeof(old), &old);
+    if (!pin_to(cpu_a)) {
+        return -1.0;
+    }
     const int ls = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family      = AF_INET;
@@ -116,6 +139,7 @@ double tcp_ping_pong(int n) {
     setsockopt(cs, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(rs, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::thread echo([&] {
+        (void) pin_to(cpu_b);
         char c;
         for (int i = 0; i < n; ++i) {
             if (recv(rs, &c, 1, 0) != 1 || send(rs, &c, 1, 0) != 1) {
@@ -135,6 +159,7 @@ double tcp_ping_pong(int n) {
     close(cs);
     close(rs);
     close(ls);
+    pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
     return us;
 }
 
@@ -294,9 +319,11 @@ int main(int argc, char ** argv) {
         }
         return median(per);
     };
-    std::vector<double> pings;
+    std::vector<double> pings, pings_same, pings_apart;
     for (int r = 0; r < repeats; ++r) {
         pings.push_back(tcp_ping_pong(n_calls));
+        pings_same.push_back(tcp_ping_pong(n_calls, 0, 0));
+        pings_apart.push_back(tcp_ping_pong(n_calls, 0, 1));
     }
     const double ping   = median(pings);
     const double local  = latency(cpu.get(), Mode::same);
@@ -309,7 +336,9 @@ int main(int argc, char ** argv) {
     std::printf("  get alone %.1f us, set + synchronize %.1f us\n", get1, set1);
     std::printf("graph (a + b) * s on 256 floats, 2 nodes, %d calls, median of %d\n", n_calls, repeats);
     std::printf("  local CPU             %8.1f us\n", local);
-    std::printf("  TCP 1-byte round trip %8.1f us\n", ping);
+    std::printf("  TCP 1-byte round trip %8.1f us (threads on one processor %.1f us, on two %.1f us; "
+                "negative: not allowed there)\n",
+                ping, median(pings_same), median(pings_apart));
     std::printf("  RPC, graph cached     %8.1f us  (%.1f round trips)\n", same, same / ping);
     std::printf("  RPC, graph re-sent    %8.1f us  (%.1f round trips)\n", resend, resend / ping);
     std::printf("  RPC, set + compute + get %5.1f us  (%.1f round trips)\n", step, step / ping);
