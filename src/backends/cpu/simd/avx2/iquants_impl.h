@@ -560,14 +560,23 @@ void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
     }
 }
 
-// The decoded block back in registers: the same levels, scales and d as
-// the decoder gave, so iq_block_sums computes the same sums.
-inline void iq_load_stored(const StoredBlock & s, IDecoded & w) {
+// Note [Stored levels offset]
+// With many columns each stored level meets every column, and the sign
+// trick costs two of the five instructions per register and column. The
+// levels (|level| <= 62) plus 64 are unsigned bytes u <= 126, which meet
+// the column's bytes through maddubs directly (|pair| <= 2 * 126 * 127,
+// no saturation); the offset comes back off through the column's sums of
+// 16: sum sc_g (u - 64) y = sum sc_g u y - 64 sum sc_g bsums_g, one madd
+// with the 16 group scales per block and column. The block's total is the
+// same exact integer as iq_block_sums gives, so the bits are too.
+inline __m256i iq_offset_sums(const __m256i (&u)[8], const __m256i (&sc)[8], __m256i sc16, const block_q8_K & y) {
+    __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-        w.q[j]  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s.q + 32 * j));
-        w.sc[j] = iq_scales(s.sc[2 * j], s.sc[2 * j + 1]);
+        const __m256i p = _mm256_maddubs_epi16(u[j], iq_load(y.qs + 32 * j));
+        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[j]));
     }
-    w.d = s.d;
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(iq_load(y.bsums), sc16), 6);
+    return _mm256_sub_epi32(isum, offset);
 }
 
 template <int C>
@@ -579,7 +588,20 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
     }
     for (int64_t r = 0; r < nrows; ++r) {
         const auto * x = reinterpret_cast<const StoredBlock *>(a + size_t(r) * lda);
-        iq_row<C>(nb, bc, [&](int64_t i, IDecoded & w) { iq_load_stored(x[i], w); }, dst + r, ldd);
+        iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
+            const StoredBlock & sb = x[i];
+            __m256i             u[8], sc[8];
+            for (int j = 0; j < 8; ++j) {
+                u[j]  = _mm256_add_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.q + 32 * j)),
+                                        _mm256_set1_epi8(64));
+                sc[j] = iq_scales(sb.sc[2 * j], sb.sc[2 * j + 1]);
+            }
+            const __m256i sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
+            for (int c = 0; c < C; ++c) {
+                part[c][slot] = iq_offset_sums(u, sc, sc16, bc[c][i]);
+            }
+            return sb.d;
+        }, dst + r, ldd);
     }
 }
 
