@@ -432,6 +432,15 @@ constexpr KqPick512 kq_pick512_make() {
 }
 inline constexpr KqPick512 kq_pick512 = kq_pick512_make();
 
+// The scales of 16 groups of 16 values (int16 lanes of s16) in the 512-bit
+// form: register j's lanes 8k .. 8k + 7 take group 4j + k's.
+inline void kq_scales16_512(__m256i s16, KDecoded512 & o) {
+    const __m512i s = kq_join(s16, _mm256_setzero_si256());
+    for (int j = 0; j < 4; ++j) {
+        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
+    }
+}
+
 // Q4_K decoded straight into the 512-bit form (u[j] the 256-bit decoder's
 // u[2j] and u[2j + 1] joined, sc[j] likewise) for the products with few columns, where decoding weighs as much
 // as the product: one 512-bit load gives two 32-byte runs of qs, whose low
@@ -534,11 +543,7 @@ inline void q2k_decode512_unscaled(const block_q2_K & x, KDecoded512 & o) {
     kq_two_bits512(x.qs, o);
     const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
     const __m128i four = _mm_set1_epi8(0x0f);
-    const __m512i s    = kq_join(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), _mm256_setzero_si256());
-    for (int j = 0; j < 4; ++j) {
-        // Lanes 8k .. 8k + 7: the scale of group 4j + k (of 16 values).
-        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
-    }
+    kq_scales16_512(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), o);
     o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
     o.d    = kq_half(x.d);
     o.dmin = kq_half(x.dmin);
@@ -562,11 +567,7 @@ inline void q3k_decode512(const block_q3_K & x, KDecoded512 & o) {
     const uint64_t top_hi = uint64_t((t >> 4) & two) | uint64_t((t >> 6) & two) << 32;
     const __m128i  b      = _mm_set_epi64x(int64_t(((w >> 4) & four) | top_hi << 4), int64_t((w & four) | top_lo << 4));
     const __m256i  s16    = _mm256_sub_epi16(_mm256_cvtepu8_epi16(b), _mm256_set1_epi16(32));
-    const __m512i  s      = kq_join(s16, _mm256_setzero_si256());
-    for (int j = 0; j < 4; ++j) {
-        // Lanes 8k .. 8k + 7: the scale of group 4j + k (of 16 values).
-        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
-    }
+    kq_scales16_512(s16, o);
     o.bias = _mm256_slli_epi16(s16, 2); // 4 * scale
     o.d    = kq_half(x.d);
     o.dmin = 0.0f;
@@ -590,11 +591,7 @@ inline void q6k_decode512(const block_q6_K & x, KDecoded512 & o) {
                                            _mm512_and_si512(_mm512_srlv_epi16(hb, dn), m3));
     }
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
-    const __m512i s   = kq_join(s16, _mm256_setzero_si256());
-    for (int j = 0; j < 4; ++j) {
-        // Lanes 8k .. 8k + 7: the scale of group 4j + k (of 16 values).
-        o.sc[j] = _mm512_maskz_permutexvar_epi16(0xffffffffu, _mm512_load_si512(kq_pick512.q6k[j]), s);
-    }
+    kq_scales16_512(s16, o);
     o.bias = _mm256_slli_epi16(s16, 5); // 32 * scale
     o.d    = kq_half(x.d);
     o.dmin = 0.0f;
