@@ -373,21 +373,10 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
 
 // A decoded super-block's lane sums with a column's block: T1's in isum,
 // T2's in msum (eight int32 lanes each).
-// Prescaled (Note [Q2_K levels times scales]): two registers' pairs add
-// in int16 and one vpdpwssd with the scales, all 1, widens both.
-template <bool Prescaled = false>
 inline void kq_block512_sums(const KDecoded512 & w, const block_q8_K & y, __m256i & isum, __m256i & msum) {
     __m512i s = _mm512_setzero_si512();
-    if constexpr (Prescaled) {
-        for (int j = 0; j < 4; j += 2) {
-            const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)),
-                                               _mm512_maddubs_epi16(w.u[j + 1], _mm512_loadu_si512(y.qs + 64 * j + 64)));
-            s               = _mm512_dpwssd_epi32(s, p, w.sc[j]);
-        }
-    } else {
-        for (int j = 0; j < 4; ++j) {
-            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)), w.sc[j]);
-        }
+    for (int j = 0; j < 4; ++j) {
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.u[j], _mm512_loadu_si512(y.qs + 64 * j)), w.sc[j]);
     }
     isum = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xff, s, 0), _mm512_maskz_extracti64x4_epi64(0xff, s, 1));
     msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
@@ -403,7 +392,6 @@ struct KqPick512 {
     alignas(64) int16_t q6k_down[32]; // 0 in the low half, 2 in the high one
     alignas(64) uint8_t bit[4][64];   // [register j] 1 << 2j in the low half, 1 << (2j + 1) in the high one
     alignas(64) int16_t two_bits[2][32]; // [j % 2] 4 (j % 2) in the low half, 4 (j % 2) + 2 in the high one
-    alignas(64) int32_t q2k_groups[4][16]; // [register j] lanes 4k .. 4k + 3: 4j + k
 };
 constexpr KqPick512 kq_pick512_make() {
     KqPick512 p{};
@@ -423,9 +411,6 @@ constexpr KqPick512 kq_pick512_make() {
     for (int j = 0; j < 4; ++j) {
         for (int l = 0; l < 64; ++l) {
             p.bit[j][l] = uint8_t(1u << (2 * j + (l < 32 ? 0 : 1)));
-        }
-        for (int l = 0; l < 16; ++l) {
-            p.q2k_groups[j][l] = 4 * j + l / 4;
         }
     }
     return p;
@@ -518,28 +503,13 @@ inline void kq_two_bits512(const uint8_t * qs, KDecoded512 & o) {
     }
 }
 
-// Q2_K (Q2KDecoder's bits, Note [Q2_K levels times scales]): each 128-bit
-// lane of register j is group 4j + k of 16 values, whose four products
-// 0, s, 2s, 3s one int32 lane of s * 0x03020100 holds.
-inline void q2k_decode512(const block_q2_K & x, KDecoded512 & o) {
-    kq_two_bits512(x.qs, o);
-    const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
-    const __m128i four = _mm_set1_epi8(0x0f);
-    const __m512i tabs = _mm512_mullo_epi32(_mm512_maskz_cvtepu8_epi32(0xffff, _mm_and_si128(v, four)), _mm512_set1_epi32(0x03020100));
-    for (int j = 0; j < 4; ++j) {
-        const __m512i tab = _mm512_maskz_permutexvar_epi32(0xffff, _mm512_load_si512(kq_pick512.q2k_groups[j]), tabs);
-        o.u[j]            = _mm512_shuffle_epi8(tab, o.u[j]);
-        o.sc[j]           = _mm512_set1_epi16(1);
-    }
-    o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
-    o.d    = kq_half(x.d);
-    o.dmin = kq_half(x.dmin);
-}
-
 // Q2_K with the levels as they are and the group scales beside them, as
-// the other K-quants: with one column, four more vpdpwssd cost less than
-// the products' byte shuffles. The integer sums are the same.
-inline void q2k_decode512_unscaled(const block_q2_K & x, KDecoded512 & o) {
+// the other K-quants. The levels carrying their scales (Note [Q2_K levels
+// times scales], the 256-bit decoder's form) saved nothing measurable on
+// 512-bit registers (test-backend-ops, n = 2 / 4 / 8: 64-83 / 95 / 91-102
+// GFLOP/s against 79-83 / 87-93 / 97-101) and cost byte shuffles and a
+// multiply per block. The integer sums are the same.
+inline void q2k_decode512(const block_q2_K & x, KDecoded512 & o) {
     kq_two_bits512(x.qs, o);
     const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
     const __m128i four = _mm_set1_epi8(0x0f);
@@ -646,15 +616,10 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
                 }
                 // The same place in the next row, which follows in memory.
                 _mm_prefetch(reinterpret_cast<const char *>(x + i0 + k) + lda, _MM_HINT_T0);
-                KDecoded512    w5;
-                constexpr bool unscaled = std::is_same_v<D, Q2KDecoder> && C == 1;
-                if constexpr (unscaled) {
-                    q2k_decode512_unscaled(x[i0 + k], w5);
-                } else {
-                    kq_decode512<D>(x[i0 + k], w5);
-                }
+                KDecoded512 w5;
+                kq_decode512<D>(x[i0 + k], w5);
                 for (int c = 0; c < C; ++c) {
-                    kq_block512_sums<kq_prescaled<D>::value && !unscaled>(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
+                    kq_block512_sums(w5, bc[c][i0 + k], t1[c][k], t2[c][k]);
                 }
             }
             // The eight blocks' d and dmin, and each column's d, gathered
