@@ -531,9 +531,10 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
 
 // Note [Rows decoded once]
 // A decoded super-block as gemv_decoded reads it: the eight level
-// registers, the scales of its 16 groups, and d.
+// registers, each level plus 64 (Note [Stored levels offset]), the scales
+// of its 16 groups, and d.
 struct StoredBlock {
-    int8_t  q[QK_K];
+    uint8_t u[QK_K];
     int16_t sc[16];
     float   d;
     char    pad[DECODED_BLOCK_BYTES - QK_K - 32 - sizeof(float)];
@@ -551,7 +552,8 @@ void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
             IDecoded w;
             D::decode(x[i], w);
             for (int j = 0; j < 8; ++j) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->q + 32 * j), w.q[j]);
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 32 * j),
+                                    _mm256_add_epi8(w.q[j], _mm256_set1_epi8(64)));
                 o->sc[2 * j]     = int16_t(_mm256_extract_epi16(w.sc[j], 0));
                 o->sc[2 * j + 1] = int16_t(_mm256_extract_epi16(w.sc[j], 8));
             }
@@ -567,8 +569,9 @@ void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
 // the column's bytes through maddubs directly (|pair| <= 2 * 126 * 127,
 // no saturation); the offset comes back off through the column's sums of
 // 16: sum sc_g (u - 64) y = sum sc_g u y - 64 sum sc_g bsums_g, one madd
-// with the 16 group scales per block and column. The block's total is the
-// same exact integer as iq_block_sums gives, so the bits are too.
+// with the 16 group scales per block and column. decode_rows stores u, once
+// per row for all its column groups. The block's total is the same exact
+// integer as iq_block_sums gives, so the bits are too.
 inline __m256i iq_offset_sums(const __m256i (&u)[8], const __m256i (&sc)[8], __m256i sc16, const block_q8_K & y) {
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
@@ -592,8 +595,7 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
             const StoredBlock & sb = x[i];
             __m256i             u[8], sc[8];
             for (int j = 0; j < 8; ++j) {
-                u[j]  = _mm256_add_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.q + 32 * j)),
-                                        _mm256_set1_epi8(64));
+                u[j]  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
                 sc[j] = iq_scales(sb.sc[2 * j], sb.sc[2 * j + 1]);
             }
             const __m256i sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
