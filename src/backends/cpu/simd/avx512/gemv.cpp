@@ -98,7 +98,6 @@ struct Q5 {
 // row's quarter, as the portable dot product adds m s per block.
 struct Q41 {
     using W                       = block_q4_1;
-    using Y                       = block_q8_1;
     static constexpr int  offset  = 0;
     static constexpr bool has_min = true;
     [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
@@ -107,7 +106,6 @@ struct Q41 {
 };
 struct Q51 {
     using W                       = block_q5_1;
-    using Y                       = block_q8_1;
     static constexpr int  offset  = 0;
     static constexpr bool has_min = true;
     [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
@@ -115,16 +113,24 @@ struct Q51 {
     }
 };
 
+// The nibbles of four rows' blocks looked up in a table of 16 signed
+// levels, plus 128 (offset 128).
+template <class B>
+[[gnu::always_inline]] inline void table_decode(const B * const * x, const int8_t * values, __m512i & lo,
+                                                __m512i & hi) {
+    Q4::decode(x, lo, hi);
+    const __m512i table =
+        _mm512_maskz_broadcast_i32x4(k_all, _mm_xor_si128(load128(values), _mm_set1_epi8(char(0x80))));
+    lo = _mm512_shuffle_epi8(table, lo);
+    hi = _mm512_shuffle_epi8(table, hi);
+}
+
 // IQ4_NL: a nibble is an index into the type's table of 16 levels.
 struct IQ4NL {
     using W                     = block_iq4_nl;
     static constexpr int offset = 128;
     [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
-        Q4::decode(x, lo, hi);
-        const __m512i table = _mm512_maskz_broadcast_i32x4(
-            k_all, _mm_xor_si128(load128(iq::kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
-        lo = _mm512_shuffle_epi8(table, lo);
-        hi = _mm512_shuffle_epi8(table, hi);
+        table_decode(x, iq::kvalues_iq4nl, lo, hi);
     }
 };
 
@@ -137,11 +143,7 @@ struct MXFP4 {
     static constexpr int offset = 128;
     static constexpr bool e8m0  = true;
     [[gnu::always_inline]] static void decode(const W * const * x, __m512i & lo, __m512i & hi) {
-        Q4::decode(x, lo, hi);
-        const __m512i table =
-            _mm512_maskz_broadcast_i32x4(k_all, _mm_xor_si128(load128(kvalues_fp4), _mm_set1_epi8(char(0x80))));
-        lo = _mm512_shuffle_epi8(table, lo);
-        hi = _mm512_shuffle_epi8(table, hi);
+        table_decode(x, kvalues_fp4, lo, hi);
     }
 };
 
