@@ -150,7 +150,7 @@ bool BulkChannel::send_frame_locked(bulk::Op op, const std::string & meta, uint6
         frame_.append(static_cast<const char *>(data), inline_data);
     }
     const bool whole = data == nullptr || inline_data == size;
-    if (whole && held_.size() + frame_.size() <= k_max_held_bytes) {
+    if (whole && (may_hold || !held_.empty()) && held_.size() + frame_.size() <= k_max_held_bytes) {
         held_ += frame_;
         return may_hold || flush_locked();
     }
