@@ -1,7 +1,9 @@
 #!/bin/bash
 # loom-run over two loom-rpc-servers on loopback, each pinned to one core
 # with one thread: one server alone, the layers split between the two
-# (-sm layer), every matrix split between them (-sm tensor, meta device).
+# (-sm layer), every matrix split between them (-sm tensor, meta device;
+# the servers sum partial results over peer links, and again with the
+# client summing them, LOOM_RPC_PEER_LINKS=0).
 # Prints loom-run's prompt, generation and split lines, two runs each.
 #   bench/tensor_split_rpc.sh MODEL.gguf [BUILD_DIR]
 # (a 1.1 B model: build/tools/loom-synth -o tl-1b-q4_0.gguf --vocab-from
@@ -31,3 +33,5 @@ run() { # LABEL ARGS...
 run one --device "$a" -sm none
 run layer --device "$a,$b" -sm layer
 run tensor --device "$a,$b" -sm tensor
+# The same split with the client summing the partial results (no peer links).
+LOOM_RPC_PEER_LINKS=0 run tensor-client-sums --device "$a,$b" -sm tensor

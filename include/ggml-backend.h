@@ -398,7 +398,10 @@ GGML_API ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t * devs, 
 // "ggml_backend_comm_init", "ggml_backend_comm_free" and
 // "ggml_backend_comm_allreduce_tensor". comm_init returns NULL when it cannot
 // serve these backends; allreduce sums tensors[0..n_backends) (one per
-// backend, same shape) into each of them and returns false on failure.
+// backend, same shape) into each of them, ordered in each backend's stream
+// after the computations issued before it (the meta backend does not
+// synchronize its members first), and returns false, having changed
+// nothing, when it does not take the tensors.
 typedef void * (*ggml_backend_comm_init_t)(ggml_backend_t * backends, size_t n_backends);
 typedef void (*ggml_backend_comm_free_t)(void * comm_ctx);
 typedef bool (*ggml_backend_comm_allreduce_tensor_t)(void * comm_ctx, struct ggml_tensor ** tensors);

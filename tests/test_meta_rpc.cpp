@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "ggml-backend.h"
 #include "ggml-rpc.h"
+#include "log_capture.h"
 #include "meta_test_util.h"
 #include "rpc_test_util.h"
 
@@ -42,6 +46,38 @@ TEST_F(MetaRpc, TwoServersEqualOneDevice) {
         ASSERT_EQ(st, GGML_STATUS_SUCCESS);
         expect_close(y, reference_block());
         ggml_backend_free(mb);
+    }
+}
+
+// Three servers reduce among themselves (Note [Peer links]), streamed
+// between the pieces of the computation: the same bits as the client's own
+// sum through the host (LOOM_RPC_PEER_LINKS=0), with and without the
+// scheduler, and an empty slice on one member.
+TEST_F(MetaRpc, ServersReduceAmongThemselvesAsTheClientWould) {
+    TestServer s1, s2, s3;
+    ASSERT_TRUE(s1.running() && s2.running() && s3.running());
+    ggml_backend_dev_t devs[3] = {device_of(s1), device_of(s2), device_of(s3)};
+    for (ggml_backend_dev_t d : devs) ASSERT_NE(d, nullptr);
+    static Plan plan = block_plan({2, 3, 1}, {7, 0, 11});
+    ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 3, plan_state, &plan);
+    for (bool sched : {false, true}) {
+        std::vector<float> y[2];
+        for (int peers = 1; peers >= 0; --peers) {
+            if (peers == 0) setenv("LOOM_RPC_PEER_LINKS", "0", 1);
+            loomtest::LogCapture log;
+            ggml_backend_t       mb = ggml_backend_dev_init(meta, nullptr);
+            unsetenv("LOOM_RPC_PEER_LINKS");
+            ASSERT_NE(mb, nullptr);
+            EXPECT_EQ(log.contains("3 servers sum partial results among themselves"), peers == 1) << log.text();
+            ggml_status st = GGML_STATUS_FAILED;
+            y[peers]       = run_block(mb, ggml_backend_dev_buffer_type(meta), sched, &st);
+            ASSERT_EQ(st, GGML_STATUS_SUCCESS);
+            EXPECT_FALSE(log.contains("declined")) << log.text();
+            ggml_backend_free(mb);
+        }
+        expect_close(y[1], reference_block());
+        ASSERT_EQ(y[0].size(), y[1].size());
+        EXPECT_EQ(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)), 0);
     }
 }
 

@@ -1027,6 +1027,22 @@ TEST_F(Rpc, TlsServerServesTlsClientsOnly) {
     ggml_backend_tensor_get(big, bgot.data(), 0, ggml_nbytes(big));
     EXPECT_TRUE(bgot == bv);
     EXPECT_FALSE(log.contains("failed")) << log.text();
+    // Servers speaking TLS offer no peer links (Note [Peer links]): the
+    // collective hooks decline them, and a meta device sums through the client.
+    loom_rpc_server_t other = loom_rpc_server_start(&p);
+    ASSERT_NE(other, nullptr);
+    const std::string other_endpoint = "127.0.0.1:" + std::to_string(loom_rpc_server_port(other));
+    setenv("LOOM_RPC_TLS_CA", cert.c_str(), 1);
+    ggml_backend_ptr backend2(ggml_backend_rpc_init(other_endpoint.c_str(), 0));
+    unsetenv("LOOM_RPC_TLS_CA");
+    ASSERT_NE(backend2, nullptr);
+    auto comm_init = reinterpret_cast<ggml_backend_comm_init_t>(ggml_backend_reg_get_proc_address(
+        ggml_backend_dev_backend_reg(ggml_backend_get_device(backend.get())), "ggml_backend_comm_init"));
+    ASSERT_NE(comm_init, nullptr);
+    ggml_backend_t pair[2] = {backend.get(), backend2.get()};
+    EXPECT_EQ(comm_init(pair, 2), nullptr);
+    backend2.reset();
+    loom_rpc_server_stop(other);
     buf.reset();
     backend.reset();
     loom_rpc_server_stop(server);

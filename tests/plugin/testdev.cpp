@@ -404,22 +404,25 @@ namespace {
 std::atomic<size_t> g_comm_allreduces{0};
 
 struct Comm {
-    size_t n_backends = 0;
+    size_t                      n_backends = 0;
+    std::vector<ggml_backend_t> backends;
 };
 
 void * comm_init(ggml_backend_t * backends, size_t n_backends) {
-    (void) backends;
-    return new Comm{n_backends};
+    return new Comm{n_backends, std::vector<ggml_backend_t>(backends, backends + n_backends)};
 }
 
 void comm_free(void * ctx) {
     delete static_cast<Comm *>(ctx);
 }
 
-// Sums F32 tensors through the host, as a device library would over its links.
+// Sums F32 tensors through the host, as a device library would over its
+// links. The meta backend orders a reduction in the members' streams, as it
+// orders a computation: the work before it is waited for here.
 bool comm_allreduce(void * ctx, ggml_tensor ** tensors) {
     const Comm & c = *static_cast<Comm *>(ctx);
     if (c.n_backends == 0 || tensors[0]->type != GGML_TYPE_F32) return false;
+    for (ggml_backend_t b : c.backends) ggml_backend_synchronize(b);
     const size_t       n = size_t(ggml_nelements(tensors[0]));
     std::vector<float> sum(n, 0.0f), part(n);
     for (size_t j = 0; j < c.n_backends; ++j) {

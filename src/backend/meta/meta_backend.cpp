@@ -99,9 +99,15 @@ class Backend final : public ggml_backend {
             comm_free_ = reinterpret_cast<ggml_backend_comm_free_t>(reg->proc_address("ggml_backend_comm_free"));
             comm_allreduce_ = reinterpret_cast<ggml_backend_comm_allreduce_tensor_t>(
                 reg->proc_address("ggml_backend_comm_allreduce_tensor"));
-            bool same_reg = true;
-            for (ggml_backend * b : members_) same_reg = same_reg && b->device->reg == reg;
-            if (same_reg && init != nullptr && comm_allreduce_ != nullptr) {
+            // Members of several regs of one family (an RPC server each) share
+            // the hooks when every reg gives the same ones.
+            bool same_hooks = true;
+            for (ggml_backend * b : members_) {
+                same_hooks = same_hooks && b->device->reg != nullptr &&
+                             b->device->reg->proc_address("ggml_backend_comm_allreduce_tensor") ==
+                                 reinterpret_cast<void *>(comm_allreduce_);
+            }
+            if (same_hooks && init != nullptr && comm_allreduce_ != nullptr) {
                 comm_ = init(members_.data(), members_.size());
             }
         }
@@ -118,11 +124,17 @@ class Backend final : public ggml_backend {
     ggml_status graph_compute(ggml_cgraph * graph) override;
 
   private:
+    // The members' own all-reduce (comm hooks), ordered in their streams
+    // like a computation; false when there is none or it declines.
+    bool        members_reduce(const ggml_tensor * node, const Slices & sl);
+    // Through the host, once the members have synchronized.
     ggml_status all_reduce(const ggml_tensor * node, const Slices & sl);
 
     std::vector<ggml_backend *>          members_;
     std::string                          name_;
     MemberThreads                        threads_;
+    std::unique_ptr<char[]>              graph_mem_; // the members' graphs of one computation
+    size_t                               graph_mem_size_ = 0;
     void *                               comm_           = nullptr;
     ggml_backend_comm_free_t             comm_free_      = nullptr;
     ggml_backend_comm_allreduce_tensor_t comm_allreduce_ = nullptr;
@@ -135,17 +147,21 @@ bool all_host(const Slices & sl) {
     return true;
 }
 
-ggml_status Backend::all_reduce(const ggml_tensor * node, const Slices & sl) {
+bool Backend::members_reduce(const ggml_tensor * node, const Slices & sl) {
     const size_t n = members_.size();
     bool all_active = true;
     for (size_t j = 0; j < n; ++j) all_active = all_active && sl.active[j];
-    if (comm_ != nullptr && all_active) {
-        std::vector<ggml_tensor *> ts;
-        for (const auto & p : sl.parts) ts.push_back(p.get());
-        if (comm_allreduce_(comm_, ts.data())) return GGML_STATUS_SUCCESS;
-        LOOM_LOG_WARN("%s: the members' all-reduce of %s failed; summing through the host\n", name(),
-                      describe(node).text);
-    }
+    if (comm_ == nullptr || !all_active) return false;
+    std::vector<ggml_tensor *> ts;
+    for (const auto & p : sl.parts) ts.push_back(p.get());
+    if (comm_allreduce_(comm_, ts.data())) return true;
+    LOOM_LOG_WARN("%s: the members' all-reduce of %s was declined; summing through the host\n", name(),
+                  describe(node).text);
+    return false;
+}
+
+ggml_status Backend::all_reduce(const ggml_tensor * node, const Slices & sl) {
+    const size_t n = members_.size();
     if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node)) {
         LOOM_LOG_ERROR("%s: cannot sum partial results of %s (F32 and contiguous only)\n", name(),
                        describe(node).text);
@@ -212,8 +228,14 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
     }
     // One graph per member, cut after each node that needs an all-reduce.
     const size_t graph_bytes = ggml_graph_overhead_custom(size_t(graph->n_nodes) + 1, false);
-    std::vector<char> mem(n * (graph_bytes + 1024));
-    ggml_init_params params{mem.size(), mem.data(), true};
+    // Kept between computations: fresh memory of this size every token
+    // costs its page faults and clearing.
+    const size_t mem_bytes = n * (graph_bytes + 1024);
+    if (graph_mem_size_ < mem_bytes) {
+        graph_mem_      = std::make_unique_for_overwrite<char[]>(mem_bytes);
+        graph_mem_size_ = mem_bytes;
+    }
+    ggml_init_params params{mem_bytes, graph_mem_.get(), true};
     ggml_context * ctx = ggml_init(params);
     if (ctx == nullptr) return GGML_STATUS_ALLOC_FAILED;
     std::vector<ggml_cgraph *> graphs(n);
@@ -221,19 +243,41 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
     std::vector<int> start(n, 0);
     ggml_status      status = GGML_STATUS_SUCCESS;
     // The members' pieces since the last all-reduce, computed side by side.
+    // With the members' own all-reduce (comm_), which is ordered in their
+    // streams, pieces and reductions are issued one after the other and
+    // waited for at the end (or before a reduction through the host), as
+    // ggml's meta backend does; otherwise each member is called from a
+    // thread of its own and waited for.
+    const bool               streamed = comm_ != nullptr;
     std::vector<ggml_status> member_status(n);
-    auto run = [&]() -> ggml_status {
-        threads_.run([&](size_t j) {
-            member_status[j] = GGML_STATUS_SUCCESS;
-            if (graphs[j]->n_nodes == start[j]) return;
-            ggml_cgraph view = ggml_graph_view(graphs[j], start[j], graphs[j]->n_nodes);
-            member_status[j] = members_[j]->graph_compute(&view);
-            start[j]         = graphs[j]->n_nodes;
-            members_[j]->synchronize();
-            if (const ggml_status later = members_[j]->take_async_status(); member_status[j] == GGML_STATUS_SUCCESS) {
-                member_status[j] = later;
+    auto issue = [&](size_t j) {
+        member_status[j] = GGML_STATUS_SUCCESS;
+        if (graphs[j]->n_nodes == start[j]) return;
+        ggml_cgraph view = ggml_graph_view(graphs[j], start[j], graphs[j]->n_nodes);
+        member_status[j] = members_[j]->graph_compute(&view);
+        start[j]         = graphs[j]->n_nodes;
+    };
+    auto settle = [&](size_t j) {
+        members_[j]->synchronize();
+        if (const ggml_status later = members_[j]->take_async_status(); member_status[j] == GGML_STATUS_SUCCESS) {
+            member_status[j] = later;
+        }
+    };
+    auto run = [&](bool wait) -> ggml_status {
+        if (streamed) {
+            bool failed = false;
+            for (size_t j = 0; j < n; ++j) {
+                issue(j);
+                failed = failed || member_status[j] != GGML_STATUS_SUCCESS;
             }
-        });
+            // A failure waits for every member, so that nothing is in flight.
+            for (size_t j = 0; j < n && (wait || failed); ++j) settle(j);
+        } else {
+            threads_.run([&](size_t j) {
+                issue(j);
+                settle(j);
+            });
+        }
         for (size_t j = 0; j < n; ++j) {
             if (member_status[j] != GGML_STATUS_SUCCESS) {
                 LOOM_LOG_ERROR("%s: member %s failed: %s\n", name(), members_[j]->name(),
@@ -260,11 +304,14 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
         const bool is_view = node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE || node->op == GGML_OP_PERMUTE ||
                              node->op == GGML_OP_TRANSPOSE;
         if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE && !is_view) {
-            status = run();
-            if (status == GGML_STATUS_SUCCESS) status = all_reduce(node, sl);
+            status = run(!streamed);
+            if (status == GGML_STATUS_SUCCESS && !members_reduce(node, sl)) {
+                if (streamed) status = run(true);
+                if (status == GGML_STATUS_SUCCESS) status = all_reduce(node, sl);
+            }
         }
     }
-    if (status == GGML_STATUS_SUCCESS) status = run();
+    if (status == GGML_STATUS_SUCCESS) status = run(true);
     ggml_free(ctx);
     return status;
 }

@@ -59,12 +59,27 @@ namespace loom::rpc::bulk {
 static_assert(std::endian::native == std::endian::little, "the bulk framing is written for little-endian hosts");
 
 constexpr char     k_bulk_magic[8]  = {'L', 'O', 'O', 'M', 'B', 'L', 'K', '1'};
+// A Hello with this magic links another server into a group (peer.h); its
+// reserved field is the connecting server's rank.
+constexpr char     k_peer_magic[8]  = {'L', 'O', 'O', 'M', 'P', 'E', 'E', 'R'};
 constexpr size_t   k_ticket_bytes   = 32;
 constexpr size_t   k_staging_bytes  = size_t(4) << 20; // per connection, for buffers that are not host memory
 constexpr size_t   k_max_meta_bytes = size_t(64) << 20;
 constexpr uint32_t k_io_timeout_ms  = 30000; // server: longest wait for the next bytes of a frame
 
-enum class Op : uint32_t { set = 1, get = 2, hash = 3, compute = 4, set_2d = 5, get_2d = 6, init = 7 };
+enum class Op : uint32_t {
+    set         = 1,
+    get         = 2,
+    hash        = 3,
+    compute     = 4,
+    set_2d      = 5,
+    get_2d      = 6,
+    init        = 7,
+    group_open  = 8, // the four frames of Note [Peer links] (peer.h)
+    group_join  = 9,
+    reduce      = 10,
+    group_close = 11,
+};
 
 // A computation that ran and did not succeed, as the failure its compute
 // frame is answered with, and back (the note above).
@@ -156,6 +171,9 @@ class Stream {
     bool wait_readable(int timeout_ms);
     // Wakes and fails every blocked and later read and write (any thread).
     void shut();
+    // Gives up the socket without closing it: its fd, or -1 (nothing given
+    // up) when TLS runs on it or bytes were read ahead of what was asked.
+    int  release();
 
   private:
     static constexpr size_t k_read_ahead = size_t(16) << 10;
@@ -170,6 +188,10 @@ class Stream {
 
 // The host part of an endpoint "host:port" ("[v6]:port" gives v6).
 std::string endpoint_host(const std::string & endpoint);
+
+// A connected TCP socket to host:port (close-on-exec, blocking); -1 when
+// none of the host's addresses answers.
+int connect_to(const std::string & host, uint32_t port);
 
 // No delay for small frames; the progress timeout of reads and writes.
 void tune_socket(int fd, uint32_t io_timeout_ms);

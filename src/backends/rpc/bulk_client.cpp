@@ -2,7 +2,6 @@
 
 #include "bulk_client.h"
 
-#include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,26 +44,6 @@ constexpr size_t k_max_held_bytes = size_t(64) << 10;
 // these bytes, and a gRPC call that does waits for this connection's
 // replies first (Connection::sync_bulk), which writes them.
 
-int connect_to(const std::string & host, uint32_t port) {
-    addrinfo hints{};
-    hints.ai_family   = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo * found  = nullptr;
-    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
-        return -1;
-    }
-    int fd = -1;
-    for (addrinfo * a = found; a != nullptr && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(found);
-    return fd;
-}
-
 } // namespace
 
 std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, const std::string & host, uint32_t port,
@@ -75,7 +54,7 @@ std::unique_ptr<BulkChannel> BulkChannel::open(const std::string & endpoint, con
                       endpoint.c_str(), ticket.size());
         return nullptr;
     }
-    const int fd = connect_to(host, port);
+    const int fd = bulk::connect_to(host, port);
     if (fd < 0) {
         LOOM_LOG_WARN("RPC[%s]: cannot connect to the bulk port %u; transfers go through gRPC\n", endpoint.c_str(),
                       port);

@@ -1,6 +1,7 @@
 // Sockets of the bulk connection, in clear or through TLS (bulk.h).
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -17,6 +18,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "bulk.h"
 #include "core/common.h"
@@ -60,7 +62,9 @@ Stream::~Stream() {
         SigpipeGuard guard;
         SSL_free(ssl_);
     }
-    close(fd_);
+    if (fd_ >= 0) {
+        close(fd_);
+    }
 }
 
 bool Stream::read_all(void * data, size_t n) {
@@ -173,6 +177,13 @@ void Stream::shut() {
     shutdown(fd_, SHUT_RDWR);
 }
 
+int Stream::release() {
+    if (ssl_ != nullptr || ahead_at_ != ahead_end_ || fd_ < 0) {
+        return -1;
+    }
+    return std::exchange(fd_, -1);
+}
+
 std::string endpoint_host(const std::string & endpoint) {
     const size_t colon = endpoint.rfind(':');
     std::string  host  = colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
@@ -180,6 +191,26 @@ std::string endpoint_host(const std::string & endpoint) {
         host = host.substr(1, host.size() - 2);
     }
     return host;
+}
+
+int connect_to(const std::string & host, uint32_t port) {
+    addrinfo hints{};
+    hints.ai_family   = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo * found  = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+        return -1;
+    }
+    int fd = -1;
+    for (addrinfo * a = found; a != nullptr && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(found);
+    return fd;
 }
 
 void tune_socket(int fd, uint32_t io_timeout_ms) {

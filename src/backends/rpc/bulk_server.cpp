@@ -283,6 +283,10 @@ void BulkServer::serve(int fd) {
     std::shared_ptr<Session> s;
     bulk::Hello              hello{};
     if (io->wait_readable(int(bulk::k_io_timeout_ms)) && io->read_all(&hello, sizeof(hello))) {
+        if (std::memcmp(hello.magic, bulk::k_peer_magic, sizeof(hello.magic)) == 0) {
+            serve_peer(std::move(io), hello);
+            return;
+        }
         if (std::memcmp(hello.magic, bulk::k_bulk_magic, sizeof(hello.magic)) != 0 ||
             hello.version != k_protocol_version) {
             send_reply(*io, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "not a bulk connection of protocol " +
@@ -444,6 +448,36 @@ void BulkServer::serve(int fd) {
                 payload = rep.SerializeAsString();
                 break;
             }
+            case Op::group_open: {
+                GroupOpenRequest req;
+                GroupOpenReply   rep;
+                st = !peer_links() ? grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                                  "GroupOpen: this server offers no peer links (it speaks TLS)")
+                     : req.ParseFromString(meta) ? core_.open_group(*s, req, &rep)
+                                                 : refused("GroupOpen: malformed request");
+                payload = rep.SerializeAsString();
+                break;
+            }
+            case Op::group_join: {
+                GroupJoinRequest req;
+                st = req.ParseFromString(meta) ? core_.join_group(*s, req) : refused("GroupJoin: malformed request");
+                break;
+            }
+            case Op::reduce: {
+                ReduceRequest req;
+                st = req.ParseFromString(meta) ? core_.reduce(*s, req) : refused("Reduce: malformed request");
+                if (!st.ok() && st.error_code() != grpc::StatusCode::INVALID_ARGUMENT) {
+                    // Answered as a computation's failure, which a client that
+                    // streams reductions between computations reads as one.
+                    st = grpc::Status(grpc::StatusCode::INTERNAL, st.error_message());
+                }
+                break;
+            }
+            case Op::group_close: {
+                GroupRequest req;
+                st = req.ParseFromString(meta) ? core_.close_group(*s, req) : refused("GroupClose: malformed request");
+                break;
+            }
             default:
                 st    = refused("bulk frame: unknown operation " + std::to_string(f.op));
                 io_ok = false;
@@ -465,6 +499,33 @@ void BulkServer::serve(int fd) {
         open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
     }
     io.reset(); // closes fd, now no longer shut down by stop()
+}
+
+void BulkServer::serve_peer(std::unique_ptr<bulk::Stream> io, const bulk::Hello & hello) {
+    const int fd = io->fd();
+    bool      taken = false;
+    if (!peer_links() || hello.version != k_protocol_version) {
+        send_reply(*io, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                     !peer_links() ? "this server offers no peer links"
+                                                   : "not a peer link of protocol " + std::to_string(k_protocol_version)));
+    } else {
+        const std::string ticket(reinterpret_cast<const char *>(hello.ticket), sizeof(hello.ticket));
+        // The reply goes out before the group may write to the link.
+        const int released = io->release();
+        taken = released >= 0 && core_.claim_peer(ticket, hello.reserved, released, [&] {
+                    const Reply ok{};
+                    return send(released, &ok, sizeof(ok), MSG_NOSIGNAL) == ssize_t(sizeof(ok));
+                });
+        if (released >= 0 && !taken) {
+            io = std::make_unique<bulk::Stream>(released);
+            send_reply(*io, grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown, used or misplaced peer ticket"));
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
+    }
+    io.reset(); // closes the socket unless the group took it
 }
 
 } // namespace loom::rpc

@@ -20,6 +20,7 @@
 #include "backend/backend_impl.h"
 #include "bulk_client.h"
 #include "client_buffer.h"
+#include "client_comm.h"
 #include "client_connection.h"
 #include "core/common.h"
 #include "ggml-rpc.h"
@@ -102,6 +103,7 @@ class RpcBackend final : public ggml_backend {
         }
     }
     ggml_status take_async_status() override { return std::exchange(async_status_, GGML_STATUS_SUCCESS); }
+    const std::shared_ptr<Connection> & connection() const { return conn_; }
 
     void event_record(ggml_backend_event * event) override {
         BulkChannel * bulk = conn_->bulk();
@@ -457,6 +459,14 @@ class RpcDevice final : public ggml_backend_device {
     mutable std::unordered_map<std::string, bool> supported_;
 };
 
+// The collective hooks (client_comm.h), the same for every server's reg.
+void * comm_proc(const char * fn) {
+    if (std::strcmp(fn, "ggml_backend_comm_init") == 0) return reinterpret_cast<void *>(&comm_init);
+    if (std::strcmp(fn, "ggml_backend_comm_free") == 0) return reinterpret_cast<void *>(&comm_free);
+    if (std::strcmp(fn, "ggml_backend_comm_allreduce_tensor") == 0) return reinterpret_cast<void *>(&comm_allreduce);
+    return nullptr;
+}
+
 class RpcServerReg final : public ggml_backend_reg {
   public:
     explicit RpcServerReg(std::shared_ptr<Connection> conn) : name_("RPC[" + conn->endpoint() + "]") {
@@ -470,6 +480,7 @@ class RpcServerReg final : public ggml_backend_reg {
         LOOM_REQUIRE(index < devices_.size(), "index %zu out of range (%zu devices)", index, devices_.size());
         return devices_[index].get();
     }
+    void * proc_address(const char * fn) override { return comm_proc(fn); }
 
   private:
     std::string                             name_;
@@ -492,7 +503,7 @@ class RpcReg final : public ggml_backend_reg {
         if (std::strcmp(fn, "ggml_backend_rpc_start_server") == 0) {
             return reinterpret_cast<void *>(&ggml_backend_rpc_start_server);
         }
-        return nullptr;
+        return comm_proc(fn);
     }
 };
 
@@ -520,6 +531,11 @@ ggml_backend_device * remote_device(const char * endpoint, uint32_t device) {
 }
 
 } // namespace
+
+std::shared_ptr<Connection> loom::rpc::backend_connection(ggml_backend_t backend) {
+    auto * b = dynamic_cast<RpcBackend *>(backend);
+    return b != nullptr ? b->connection() : nullptr;
+}
 
 extern "C" {
 

@@ -166,7 +166,10 @@ bool Connection::open_stream() {
     content_cache_ = ev.content_cache();
     const char * ca = std::getenv("LOOM_RPC_TLS_CA");
     if (ev.bulk_port() != 0) {
-        bulk_ = BulkChannel::open(endpoint_, bulk::endpoint_host(endpoint_), ev.bulk_port(), ev.bulk_ticket(),
+        bulk_host_  = bulk::endpoint_host(endpoint_);
+        bulk_port_  = ev.bulk_port();
+        peer_links_ = ev.peer_links();
+        bulk_ = BulkChannel::open(endpoint_, bulk_host_, ev.bulk_port(), ev.bulk_ticket(),
                                   ClientConfig::get().call_timeout(), ca != nullptr && ca[0] != '\0' ? ca : nullptr);
     }
     return true;

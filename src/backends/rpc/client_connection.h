@@ -43,6 +43,11 @@ class Connection {
     const std::vector<DeviceInfo> & devices() const { return devices_; }
     // The server keeps uploaded contents by hash (ConnectEvent.content_cache).
     bool                            content_cache() const { return content_cache_; }
+    // The server links to other servers (ConnectEvent.peer_links) on its
+    // bulk port at bulk_host():bulk_port() (Note [Peer links]).
+    bool                            peer_links() const { return peer_links_ && bulk_ != nullptr; }
+    const std::string &             bulk_host() const { return bulk_host_; }
+    uint32_t                        bulk_port() const { return bulk_port_; }
 
     // The bulk connection while it works; NULL: every transfer goes
     // through gRPC.
@@ -98,6 +103,9 @@ class Connection {
     std::unique_ptr<grpc::ClientReader<ConnectEvent>> stream_;
     std::vector<DeviceInfo>                            devices_;
     bool                                               content_cache_ = false;
+    bool                                               peer_links_    = false;
+    std::string                                        bulk_host_;
+    uint32_t                                           bulk_port_ = 0;
     std::unique_ptr<BulkChannel>                       bulk_;
     std::atomic<bool>                                  failed_{false};
     std::mutex                                         graphs_mutex_;

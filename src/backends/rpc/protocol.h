@@ -13,7 +13,7 @@
 namespace loom::rpc {
 
 // Bumped whenever a message changes meaning; a server refuses other versions.
-constexpr uint32_t k_protocol_version = 6;
+constexpr uint32_t k_protocol_version = 7;
 
 // Graphs travel with raw operator numbers, so the version belongs to one
 // operator table. A change to the table (core/op_table.h) stops the build

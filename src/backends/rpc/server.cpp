@@ -47,7 +47,10 @@ class Service final : public Rpc::Service {
     Service(ServerCore & core, std::string token) : core_(core), expected_("Bearer " + std::move(token)) {}
 
     // The port of the bulk connection offered to new sessions (0: none).
-    void set_bulk_port(int port) { bulk_port_ = port; }
+    void set_bulk_port(int port, bool peer_links) {
+        bulk_port_  = port;
+        peer_links_ = peer_links;
+    }
 
     void stop() {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -75,6 +78,7 @@ class Service final : public Rpc::Service {
         if (bulk_port_ != 0) {
             ev.set_bulk_port(uint32_t(bulk_port_));
             ev.set_bulk_ticket(ticket);
+            ev.set_peer_links(peer_links_);
         }
         if (writer->Write(ev)) {
             // The session lives until the client ends the call or the server stops.
@@ -144,7 +148,8 @@ class Service final : public Rpc::Service {
     std::mutex              mutex_;
     std::condition_variable cv_;
     bool                    stopping_ = false;
-    int                     bulk_port_ = 0;
+    int                     bulk_port_  = 0;
+    bool                    peer_links_ = false;
 };
 
 } // namespace
@@ -203,7 +208,7 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     if (!srv->bulk->listen_on(bulk::endpoint_host(p->endpoint), std::move(bulk_tls))) {
         return nullptr;
     }
-    srv->service->set_bulk_port(srv->bulk->port());
+    srv->service->set_bulk_port(srv->bulk->port(), srv->bulk->offers_peer_links());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(p->endpoint, creds, &srv->port);
     builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));

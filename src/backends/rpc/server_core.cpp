@@ -10,14 +10,9 @@
 
 #include "backend/backend_impl.h"
 #include "core/common.h"
+#include "peer.h"
 
 namespace loom::rpc {
-
-namespace {
-
-grpc::Status invalid(const std::string & what, const std::string & why) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + ": " + why);
-}
 
 // Compares without stopping at the first difference.
 bool same_bytes(const std::string & a, const std::string & b) {
@@ -38,6 +33,12 @@ std::string random_bytes(size_t n) {
         }
     }
     return out;
+}
+
+namespace {
+
+grpc::Status invalid(const std::string & what, const std::string & why) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + ": " + why);
 }
 
 std::string random_id() {
@@ -125,6 +126,11 @@ void ServerCore::close_session(const std::string & id) {
         if (s->bulk_fd >= 0) {
             shutdown(s->bulk_fd, SHUT_RDWR);
         }
+        // And a reduction blocked on its peers; the peers see the links end.
+        for (auto & [handle, g] : s->groups) {
+            g->shut("the session ended");
+        }
+        s->groups.clear();
     }
     std::lock_guard<std::mutex> lock(s->mutex);
     s->closed = true;

@@ -30,6 +30,13 @@
 
 namespace loom::rpc {
 
+class PeerGroup;
+
+// Compares without stopping at the first difference.
+bool        same_bytes(const std::string & a, const std::string & b);
+// n bytes from the system's random device.
+std::string random_bytes(size_t n);
+
 struct ServerOptions {
     std::vector<ggml_backend_dev_t> devices;          // exposed, in this order
     std::string                     cache_dir;        // content cache files; empty: none
@@ -62,6 +69,9 @@ struct Session {
     std::string bulk_ticket;
     bool        bulk_claimed = false;
     int         bulk_fd      = -1;
+    // Groups of peer links (Note [Peer links] in peer.h), under bulk_mutex.
+    std::map<uint64_t, std::shared_ptr<PeerGroup>> groups;
+    uint64_t                                       next_group = 1;
 
     ggml_backend_buffer_t find_buffer(uint64_t handle) const;
 };
@@ -115,6 +125,18 @@ class ServerCore {
     grpc::Status copy_tensor(Session & s, const CopyTensorRequest & req, CopyTensorReply * out);
     grpc::Status init_tensor(Session & s, const InitTensorRequest & req, Empty * out);
     grpc::Status graph_compute(Session & s, const GraphComputeRequest & req, GraphComputeReply * out);
+
+    // The frames of Note [Peer links] (peer.h; server_peer.cpp).
+    grpc::Status open_group(Session & s, const GroupOpenRequest & req, GroupOpenReply * out);
+    grpc::Status join_group(Session & s, const GroupJoinRequest & req);
+    grpc::Status reduce(Session & s, const ReduceRequest & req);
+    grpc::Status close_group(Session & s, const GroupRequest & req);
+    // A peer of rank `from` presents ticket on fd: true when a group of an
+    // open session issued it and took fd (after answer() told the peer);
+    // the caller closes fd otherwise.
+    bool         claim_peer(const std::string & ticket, uint32_t from, int fd, const std::function<bool()> & answer);
+    // Groups one session may hold.
+    static constexpr size_t k_max_groups = 16;
 
   private:
     ggml_backend_t backend_for(Session & s, uint32_t device);
