@@ -9,6 +9,25 @@ namespace loom::iq {
 
 #include "iq_grids.inc"
 
+// iq1s_grid with each byte (-1, 0 or 1) times 8: the IQ1 kernels add the
+// delta of 8 values to these bytes to get their levels (8 g + delta).
+struct Iq1sGrid8 {
+    uint64_t v[2048];
+};
+constexpr Iq1sGrid8 make_iq1s_grid8() {
+    Iq1sGrid8 t{};
+    for (int i = 0; i < 2048; ++i) {
+        uint64_t e = 0;
+        for (int c = 0; c < 8; ++c) {
+            const auto b = int8_t(uint8_t(iq1s_grid[i] >> (8 * c)));
+            e |= uint64_t(uint8_t(int8_t(b * 8))) << (8 * c);
+        }
+        t.v[i] = e;
+    }
+    return t;
+}
+alignas(64) inline constexpr Iq1sGrid8 iq1s_grid8 = make_iq1s_grid8();
+
 // The byte c (0..7) of a grid entry, as the decoders read it.
 inline uint8_t grid_byte(uint64_t entry, int c) {
     return uint8_t(entry >> (8 * c));

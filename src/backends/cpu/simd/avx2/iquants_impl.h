@@ -229,33 +229,48 @@ struct IQ3SDecoder {
     }
 };
 
-// IQ1 levels: the grid's signed bytes g (-1, 0, 1) as 8 g + delta, delta the
-// bytes of deltas (+-1).
-inline __m256i iq1_levels(__m256i grid, __m256i deltas) {
-    const __m256i g2 = _mm256_add_epi8(grid, grid);
-    const __m256i g4 = _mm256_add_epi8(g2, g2);
-    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), deltas);
-}
+// IQ1 levels are 8 g + delta, g the grid's signed bytes (-1, 0, 1), delta
+// +-1: the decoders read the grid times 8 (iq::iq1s_grid8) and add delta.
 
 struct IQ1SDecoder {
     using W                       = block_iq1_s;
     static constexpr float factor = 0.125f;
     static void decode(const W & x, IDecoded & o) {
-        const __m128i shifts = _mm_setr_epi32(0, 3, 6, 9);
-        const __m128i m7     = _mm_set1_epi32(7);
-        for (int g = 0; g < 8; ++g) {
-            // Index l: byte l of qs, bits 3l .. 3l + 2 of qh above it; qh's
-            // bits 12-14 the scale, bit 15 the delta's sign.
-            const uint16_t qh  = x.qh[g];
-            const __m128i  lo  = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
-            const __m128i  hi  = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh), shifts), m7);
-            const __m256i  grid = iq_grid64(iq::iq1s_grid, _mm_or_si128(lo, _mm_slli_epi32(hi, 8)));
-            o.q[g]              = iq1_levels(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
-            o.sc[g]             = _mm256_set1_epi16(int16_t(iq_odd((qh >> 12) & 7)));
+        const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
+        const __m256i m7     = _mm256_set1_epi32(7);
+        for (int p = 0; p < 4; ++p) {
+            // Groups 2p and 2p + 1, entries e = 0..7 (l = e % 4 of group 2p
+            // + e / 4): byte 8p + e of qs, bits 3l .. 3l + 2 of the group's
+            // qh above it; qh's bits 12-14 the scale, bit 15 the delta's sign.
+            const uint32_t qh2 = iq_u32(x.qh + 2 * p);
+            const __m256i  idx = _mm256_or_si256(
+                _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * p)),
+                _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(qh2)), shifts), m7), 8));
+            for (int k = 0; k < 2; ++k) {
+                const uint16_t qh    = uint16_t(qh2 >> (16 * k));
+                const __m256i  grid8 = iq_grid64(iq::iq1s_grid8.v, k == 0 ? _mm256_castsi256_si128(idx)
+                                                                          : _mm256_extracti128_si256(idx, 1));
+                o.q[2 * p + k]  = _mm256_add_epi8(grid8, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+                o.sc[2 * p + k] = _mm256_set1_epi16(int16_t(iq_odd((qh >> 12) & 7)));
+            }
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
 };
+
+// The 16 odd scales 2 s + 1 of IQ1_M's four scale words (group of 16 s:
+// bits 3 (s % 4) of word s / 4) in the int16 lanes of one register: each
+// word copied to its four lanes by one shuffle, each lane's field moved to
+// the top by a multiply with a power of two and down by a shift.
+inline __m256i iq1m_scales16(const uint8_t * scales) {
+    const __m256i w    = _mm256_broadcastsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(scales)));
+    const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
+                                          7, 6, 7, 6, 7);
+    const __m256i up   = _mm256_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192, 1024,
+                                           128, 16);
+    const __m256i s3   = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(w, pick), up), 13);
+    return _mm256_or_si256(_mm256_add_epi16(s3, s3), _mm256_set1_epi16(1));
+}
 
 struct IQ1MDecoder {
     using W                       = block_iq1_m;
@@ -263,35 +278,38 @@ struct IQ1MDecoder {
     static void decode(const W & x, IDecoded & o) {
         uint16_t sc[4];
         std::memcpy(sc, x.scales, sizeof sc);
-        // qh in both halves; each group's two bytes picked from it.
-        const __m256i qh    = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qh)));
-        const __m256i half  = _mm256_set_m128i(_mm_set1_epi8(1), _mm_setzero_si128());
-        const __m256i signs = _mm256_set_epi64x(int64_t(0x8080808080808080), 0x0808080808080808,
-                                                int64_t(0x8080808080808080), 0x0808080808080808);
-        const __m128i hi_shift = _mm_setr_epi32(0, 4, 8, 12);
-        const __m128i m7       = _mm_set1_epi32(7);
+        const __m256i nibble = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        const __m256i m7 = _mm256_set1_epi32(7), m8 = _mm256_set1_epi32(8), one = _mm256_set1_epi8(1);
+        for (int p = 0; p < 4; ++p) {
+            // Groups 2p and 2p + 1, entries e = 0..7: byte 8p + e of qs, above
+            // it the three low bits of nibble e of the word at qh + 4p (qh[2g
+            // + l / 2]'s low nibble for l even, high for l odd); the nibble's
+            // fourth bit is the sign of the delta of the entry's eight values.
+            const __m256i nib = _mm256_srlv_epi32(_mm256_set1_epi32(int(iq_u32(x.qh + 4 * p))), nibble);
+            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * p)),
+                                                _mm256_slli_epi32(_mm256_and_si256(nib, m7), 8));
+            const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(nib, m8), m8); // entry e's lane: -1 where negative
+            for (int k = 0; k < 2; ++k) {
+                // Entries 4k .. 4k + 3, each sign over its eight bytes.
+                const __m256i grid8 = iq_grid64(iq::iq1s_grid8.v, k == 0 ? _mm256_castsi256_si128(idx)
+                                                                         : _mm256_extracti128_si256(idx, 1));
+                const __m256i spread =
+                    _mm256_setr_epi32(4 * k, 4 * k, 4 * k + 1, 4 * k + 1, 4 * k + 2, 4 * k + 2, 4 * k + 3, 4 * k + 3);
+                const __m256i delta = _mm256_or_si256(_mm256_permutevar8x32_epi32(neg, spread), one);
+                o.q[2 * p + k]      = _mm256_add_epi8(grid8, delta);
+            }
+        }
+        // Register g: the scales of groups 2g (lanes 0-7) and 2g + 1 (8-15).
+        const __m256i s16 = iq1m_scales16(x.scales);
+        const __m256i lo8 = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
+        const __m256i hi8 = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
         for (int g = 0; g < 8; ++g) {
-            // Index l: byte l of qs, above it the low (l even) or high nibble
-            // of qh[2g + l / 2]'s three low bits; the nibble's fourth bit is
-            // the sign of the delta of values 8l .. 8l + 7.
-            uint16_t h16;
-            std::memcpy(&h16, x.qh + 2 * g, sizeof h16);
-            const __m128i lo   = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
-            const __m128i hi   = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h16), hi_shift), m7);
-            const __m256i grid = iq_grid64(iq::iq1s_grid, _mm_or_si128(lo, _mm_slli_epi32(hi, 8)));
-            // Bytes 0-15: qh[2g], 16-31: qh[2g + 1]; tested against bit 3
-            // (values 8l.., l even) or bit 7 (l odd): -1 where set, else 1.
-            const __m256i b  = _mm256_shuffle_epi8(qh, _mm256_add_epi8(half, _mm256_set1_epi8(char(2 * g))));
-            const __m256i ng = _mm256_cmpeq_epi8(_mm256_and_si256(b, signs), signs);
-            o.q[g]           = iq1_levels(grid, _mm256_or_si256(ng, _mm256_set1_epi8(1)));
-            // Scales 2g and 2g + 1: three bits at 6 (g % 2) and 6 (g % 2) + 3
-            // of scale word g / 2, odd, in both int16 lanes of each int32.
-            const int     sh = 6 * (g % 2);
-            const __m256i s3 = _mm256_and_si256(
-                _mm256_srlv_epi32(_mm256_set1_epi32(sc[g / 2]), _mm256_set_m128i(_mm_set1_epi32(sh + 3), _mm_set1_epi32(sh))),
-                _mm256_set1_epi32(7));
-            const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(s3, 1), _mm256_set1_epi32(1));
-            o.sc[g]           = _mm256_or_si256(odd, _mm256_slli_epi32(odd, 16));
+            const char    a    = char(4 * (g % 4)), b = char(4 * (g % 4) + 2); // lanes 2g, 2g + 1 within a half
+            const __m256i pick = _mm256_setr_epi8(a, char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), a,
+                                                  char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), b,
+                                                  char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1), b,
+                                                  char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1));
+            o.sc[g] = _mm256_shuffle_epi8(g < 4 ? lo8 : hi8, pick);
         }
         // The fp16 scale: the top nibble of each of the four scale words.
         const uint16_t d =
