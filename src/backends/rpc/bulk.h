@@ -184,6 +184,7 @@ class Stream {
     SSL *                      ssl_;
     std::unique_ptr<uint8_t[]> ahead_; // bytes read ahead: [ahead_at_, ahead_end_)
     size_t                     ahead_at_ = 0, ahead_end_ = 0;
+    int                        socket_timeout_ms_ = -1; // SO_RCVTIMEO, read once; 0: none
 };
 
 // The host part of an endpoint "host:port" ("[v6]:port" gives v6).

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -160,6 +161,44 @@ bool Stream::write_all(const void * data, size_t n) {
 bool Stream::wait_readable(int timeout_ms) {
     if (ahead_at_ < ahead_end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0)) {
         return true;
+    }
+    if (ssl_ == nullptr && fd_ >= 0) {
+        if (socket_timeout_ms_ < 0) {
+            timeval   tv{};
+            socklen_t len      = sizeof(tv);
+            socket_timeout_ms_ = getsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0
+                                     ? int(std::min<int64_t>(int64_t(tv.tv_sec) * 1000 + tv.tv_usec / 1000, INT_MAX))
+                                     : 0;
+        }
+        // In clear, the wait is a read of what the socket holds into the
+        // read-ahead buffer, which the reads that follow take: one system
+        // call instead of a poll and a read. A blocking read waits at most
+        // the socket's timeout, so only waits of no time, for ever, or at
+        // least that timeout (checked against the clock) go this way.
+        if (timeout_ms <= 0 || (socket_timeout_ms_ > 0 && timeout_ms >= socket_timeout_ms_)) {
+            if (!ahead_) {
+                ahead_ = std::make_unique<uint8_t[]>(k_read_ahead);
+            }
+            const auto start = std::chrono::steady_clock::now();
+            for (;;) {
+                const ssize_t r = recv(fd_, ahead_.get(), k_read_ahead, timeout_ms == 0 ? MSG_DONTWAIT : 0);
+                if (r > 0) {
+                    ahead_at_  = 0;
+                    ahead_end_ = size_t(r);
+                    return true;
+                }
+                if (r < 0 && errno == EINTR) {
+                    continue;
+                }
+                if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+                    return true; // the end of the stream or an error, which the next read returns
+                }
+                if (timeout_ms == 0 || (timeout_ms > 0 && std::chrono::steady_clock::now() - start >=
+                                                              std::chrono::milliseconds(timeout_ms))) {
+                    return false;
+                }
+            }
+        }
     }
     pollfd p{};
     p.fd     = fd_;
