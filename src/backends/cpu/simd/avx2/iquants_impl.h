@@ -125,6 +125,32 @@ inline __m256i iq_sign_bytes28(__m256i m) {
 inline __m256i iq_lane(__m256i v, int g) {
     return _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(g));
 }
+// Byte shuffles that give register j's group scales from 16 int16 scales:
+// applied to lanes 0-7 (j < 4) or 8-15 (j >= 4) of the scales copied to
+// both halves, lanes 0-7 take scale 2j, lanes 8-15 scale 2j + 1. Loaded
+// from memory: built in the loop, the constants cost a dozen instructions
+// each time.
+struct IqScalePick {
+    alignas(32) int8_t pick[8][32];
+};
+constexpr IqScalePick iq_scale_pick_make() {
+    IqScalePick t{};
+    for (int j = 0; j < 8; ++j) {
+        for (int l = 0; l < 32; ++l) {
+            const int lane = 2 * (j % 4) + (l < 16 ? 0 : 1); // within the half's eight
+            t.pick[j][l]   = int8_t(2 * lane + (l % 2));
+        }
+    }
+    return t;
+}
+inline constexpr IqScalePick iq_scale_pick = iq_scale_pick_make();
+// Register j's scales from lo8 (lanes 0-7 of the 16 scales in both halves)
+// and hi8 (lanes 8-15).
+inline __m256i iq_group_scales(__m256i lo8, __m256i hi8, int j) {
+    return _mm256_shuffle_epi8(j < 4 ? lo8 : hi8,
+                               _mm256_load_si256(reinterpret_cast<const __m256i *>(iq_scale_pick.pick[j])));
+}
+
 // The odd scales 2 (m >> 28) + 1 of each int32 lane of m in both its int16
 // halves.
 inline __m256i iq_odd_scales28(__m256i m) {
@@ -304,12 +330,7 @@ struct IQ1MDecoder {
         const __m256i lo8 = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
         const __m256i hi8 = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
         for (int g = 0; g < 8; ++g) {
-            const char    a    = char(4 * (g % 4)), b = char(4 * (g % 4) + 2); // lanes 2g, 2g + 1 within a half
-            const __m256i pick = _mm256_setr_epi8(a, char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), a,
-                                                  char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), b,
-                                                  char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1), b,
-                                                  char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1));
-            o.sc[g] = _mm256_shuffle_epi8(g < 4 ? lo8 : hi8, pick);
+            o.sc[g] = iq_group_scales(lo8, hi8, g);
         }
         // The fp16 scale: the top nibble of each of the four scale words.
         const uint16_t d =
@@ -590,16 +611,13 @@ void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
 // with the 16 group scales per block and column. decode_rows stores u, once
 // per row for all its column groups. The block's total is the same exact
 // integer as iq_block_sums gives, so the bits are too.
-inline __m256i iq_offset_sums(const __m256i (&u)[8], const __m256i (&sc)[8], __m256i sc16, const block_q8_K & y) {
-    __m256i isum = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-        const __m256i p = _mm256_maddubs_epi16(u[j], iq_load(y.qs + 32 * j));
-        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[j]));
-    }
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(iq_load(y.bsums), sc16), 6);
-    return _mm256_sub_epi32(isum, offset);
-}
 
+// The stored rows' products (Note [Stored levels offset]) take the
+// columns' blocks eight at a time for every row of the call before the next
+// eight: those 8 x C blocks (up to 18 KiB) stay in the first-level cache
+// across the rows, where a whole row's columns (C x nb blocks) came from the
+// second level for every row. Each row's f32 sums follow Note [Block totals]
+// as iq_row_totals does, in the same order, so the bits are the same.
 template <int C>
 void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                           float * dst, size_t ldd) {
@@ -607,21 +625,67 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
     }
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const StoredBlock *>(a + size_t(r) * lda);
-        iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
-            const StoredBlock & sb = x[i];
-            __m256i             u[8], sc[8];
-            for (int j = 0; j < 8; ++j) {
-                u[j]  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
-                sc[j] = iq_scales(sb.sc[2 * j], sb.sc[2 * j + 1]);
-            }
-            const __m256i sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
+    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
+    alignas(32) float acc[k_rows][C][8];
+    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
+        const int64_t nr = std::min(k_rows, nrows - r0);
+        for (int64_t r = 0; r < nr; ++r) {
             for (int c = 0; c < C; ++c) {
-                part[c][slot] = iq_offset_sums(u, sc, sc16, bc[c][i]);
+                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
             }
-            return sb.d;
-        }, dst + r, ldd);
+        }
+        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            for (int64_t r = 0; r < nr; ++r) {
+                const auto *      x = reinterpret_cast<const StoredBlock *>(a + size_t(r0 + r) * lda);
+                __m256i           part[C][8];
+                alignas(32) float scale[C][8];
+                for (int64_t k = 0; k < 8; ++k) {
+                    if (k >= n) {
+                        for (int c = 0; c < C; ++c) {
+                            part[c][k]  = _mm256_setzero_si256();
+                            scale[c][k] = 0.0f;
+                        }
+                        continue;
+                    }
+                    // One level register and its scales at a time, met by
+                    // every column: the columns' sums and these fit the 16
+                    // registers of AVX2.
+                    const StoredBlock & sb   = x[i0 + k];
+                    const __m256i       sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
+                    const __m256i       lo8  = _mm256_permute4x64_epi64(sc16, 0x44); // lanes 0-7 in both halves
+                    const __m256i       hi8  = _mm256_permute4x64_epi64(sc16, 0xee); // lanes 8-15 in both halves
+                    __m256i             isum[C];
+                    for (int c = 0; c < C; ++c) {
+                        isum[c] = _mm256_setzero_si256();
+                    }
+                    for (int j = 0; j < 8; ++j) {
+                        const __m256i sc = iq_group_scales(lo8, hi8, j);
+                        const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i p = _mm256_maddubs_epi16(u, iq_load(bc[c][i0 + k].qs + 32 * j));
+                            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
+                        }
+                    }
+                    for (int c = 0; c < C; ++c) {
+                        const __m256i offset =
+                            _mm256_slli_epi32(_mm256_madd_epi16(iq_load(bc[c][i0 + k].bsums), sc16), 6);
+                        part[c][k]  = _mm256_sub_epi32(isum[c], offset);
+                        scale[c][k] = bc[c][i0 + k].d * sb.d;
+                    }
+                }
+                for (int c = 0; c < C; ++c) {
+                    const __m256 sum = _mm256_fmadd_ps(_mm256_load_ps(scale[c]),
+                                                       _mm256_cvtepi32_ps(block_totals8(part[c])),
+                                                       _mm256_load_ps(acc[r][c]));
+                    _mm256_store_ps(acc[r][c], sum);
+                }
+            }
+        });
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                dst[size_t(c) * ldd + size_t(r0 + r)] = iq_hsum(_mm256_load_ps(acc[r][c]));
+            }
+        }
     }
 }
 
