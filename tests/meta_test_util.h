@@ -242,4 +242,18 @@ inline std::vector<float> reference_block() {
     return y;
 }
 
+// The block on a meta device over devs split by plan (which must outlive
+// the device), alone or in a scheduler beside the CPU, against the CPU alone.
+inline void expect_block_on(const std::vector<ggml_backend_dev_t> & devs, Plan * plan, bool sched) {
+    std::vector<ggml_backend_dev_t> d    = devs;
+    ggml_backend_dev_t              meta = ggml_backend_meta_device(d.data(), d.size(), plan_state, plan);
+    ggml_backend_t                  mb   = ggml_backend_dev_init(meta, nullptr);
+    ASSERT_NE(mb, nullptr);
+    ggml_status        st = GGML_STATUS_FAILED;
+    std::vector<float> y  = run_block(mb, ggml_backend_dev_buffer_type(meta), sched, &st);
+    ggml_backend_free(mb);
+    ASSERT_EQ(st, GGML_STATUS_SUCCESS);
+    expect_close(y, reference_block());
+}
+
 } // namespace loomtest::meta

@@ -790,14 +790,7 @@ class MetaTestDev : public ::testing::Test {
     void TearDown() override { loomtest::testdev_reset(); }
 
     void expect_block(std::vector<ggml_backend_dev_t> devs, Plan * plan, bool sched) {
-        ggml_backend_dev_t meta = ggml_backend_meta_device(devs.data(), devs.size(), plan_state, plan);
-        ggml_backend_t     mb   = ggml_backend_dev_init(meta, nullptr);
-        ASSERT_NE(mb, nullptr);
-        ggml_status        st = GGML_STATUS_FAILED;
-        std::vector<float> y  = run_block(mb, ggml_backend_dev_buffer_type(meta), sched, &st);
-        ASSERT_EQ(st, GGML_STATUS_SUCCESS);
-        expect_close(y, reference_block());
-        ggml_backend_free(mb);
+        expect_block_on(devs, plan, sched);
     }
 
     ggml_backend_dev_t dev0_ = nullptr, dev1_ = nullptr;

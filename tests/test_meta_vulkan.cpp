@@ -24,14 +24,7 @@ class MetaVulkan : public ::testing::Test {
         vk_ = ggml_backend_reg_dev_get(ggml_backend_vk_reg(), 0);
     }
     void expect_block(std::vector<ggml_backend_dev_t> devs, Plan * plan, bool sched) {
-        ggml_backend_dev_t meta = ggml_backend_meta_device(devs.data(), devs.size(), plan_state, plan);
-        ggml_backend_t     mb   = ggml_backend_dev_init(meta, nullptr);
-        ASSERT_NE(mb, nullptr);
-        ggml_status        st = GGML_STATUS_FAILED;
-        std::vector<float> y  = run_block(mb, ggml_backend_dev_buffer_type(meta), sched, &st);
-        ASSERT_EQ(st, GGML_STATUS_SUCCESS);
-        expect_close(y, reference_block());
-        ggml_backend_free(mb);
+        expect_block_on(devs, plan, sched);
     }
 
     ggml_backend_dev_t vk_ = nullptr;
