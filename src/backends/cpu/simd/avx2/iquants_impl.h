@@ -204,15 +204,35 @@ struct IQ2SDecoder {
     using W                       = block_iq2_s;
     static constexpr float factor = 0.125f;
     static void decode(const W & x, IDecoded & o) {
-        const __m128i shifts = _mm_setr_epi32(0, 2, 4, 6);
-        const __m128i m3     = _mm_set1_epi32(3);
+        const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        const __m256i m3     = _mm256_set1_epi32(3);
+        for (int p = 0; p < 4; ++p) {
+            // Groups 2p and 2p + 1, entries e = 0..7 (l = e % 4 of group 2p
+            // + e / 4): byte 8p + e of qs, bits 2l, 2l + 1 of the group's qh
+            // above it (the 16 bits of qh[2p], qh[2p + 1]).
+            uint16_t qh2;
+            std::memcpy(&qh2, x.qh + 2 * p, sizeof qh2);
+            const __m256i idx = _mm256_or_si256(
+                _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * p)),
+                _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(qh2), shifts), m3), 8));
+            for (int k = 0; k < 2; ++k) {
+                const int     g    = 2 * p + k;
+                const __m256i grid = iq_grid64(iq::iq2s_grid, k == 0 ? _mm256_castsi256_si128(idx)
+                                                                     : _mm256_extracti128_si256(idx, 1));
+                o.q[g]             = iq_apply_signs(grid, iq_u32(x.qs + QK_K / 8 + 4 * g));
+            }
+        }
+        // The 16 odd scales (group 2g: the low nibble of scales[g], 2g + 1 the
+        // high one) in the int16 lanes of one register, then each register's two.
+        const __m128i b8   = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(x.scales));
+        const __m128i nib  = _mm_unpacklo_epi8(_mm_and_si128(b8, _mm_set1_epi8(0x0f)),
+                                               _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(0x0f)));
+        const __m256i s16  = _mm256_cvtepu8_epi16(nib);
+        const __m256i odd  = _mm256_or_si256(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
+        const __m256i lo8  = _mm256_permute4x64_epi64(odd, 0x44);
+        const __m256i hi8  = _mm256_permute4x64_epi64(odd, 0xee);
         for (int g = 0; g < 8; ++g) {
-            // Index l: byte l of qs, bits 2l, 2l + 1 of qh above it.
-            const __m128i lo  = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(iq_u32(x.qs + 4 * g))));
-            const __m128i hi  = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(x.qh[g]), shifts), m3);
-            const __m256i grid = iq_grid64(iq::iq2s_grid, _mm_or_si128(lo, _mm_slli_epi32(hi, 8)));
-            o.q[g]             = iq_apply_signs(grid, iq_u32(x.qs + QK_K / 8 + 4 * g));
-            o.sc[g]            = iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4));
+            o.sc[g] = iq_group_scales(lo8, hi8, g);
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
