@@ -158,7 +158,9 @@ class BlockWalk {
 // (TLS buffers records itself).
 class Stream {
   public:
-    explicit Stream(int fd, SSL * ssl = nullptr) : fd_(fd), ssl_(ssl) {}
+    // read_ahead false: reads take exactly the bytes asked for (a socket
+    // that another reader takes over after a handshake, release()).
+    explicit Stream(int fd, SSL * ssl = nullptr, bool read_ahead = true) : fd_(fd), ssl_(ssl), read_ahead_(read_ahead) {}
     ~Stream();
     Stream(const Stream &)             = delete;
     Stream & operator=(const Stream &) = delete;
@@ -185,6 +187,7 @@ class Stream {
     std::unique_ptr<uint8_t[]> ahead_; // bytes read ahead: [ahead_at_, ahead_end_)
     size_t                     ahead_at_ = 0, ahead_end_ = 0;
     int                        socket_timeout_ms_ = -1; // SO_RCVTIMEO, read once; 0: none
+    bool                       read_ahead_;
 };
 
 // The host part of an endpoint "host:port" ("[v6]:port" gives v6).

@@ -87,7 +87,7 @@ bool Stream::read_all(void * data, size_t n) {
     p += had;
     n -= had;
     while (n > 0) {
-        if (n < k_read_ahead) {
+        if (read_ahead_ && n < k_read_ahead) {
             // What the socket holds (at least one byte), kept for the reads
             // that follow.
             if (!ahead_) {
@@ -162,7 +162,7 @@ bool Stream::wait_readable(int timeout_ms) {
     if (ahead_at_ < ahead_end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0)) {
         return true;
     }
-    if (ssl_ == nullptr && fd_ >= 0) {
+    if (ssl_ == nullptr && fd_ >= 0 && read_ahead_) {
         if (socket_timeout_ms_ < 0) {
             timeval   tv{};
             socklen_t len      = sizeof(tv);

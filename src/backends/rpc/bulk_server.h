@@ -27,7 +27,7 @@ class BulkServer {
     bool listen_on(const std::string & host, std::shared_ptr<SSL_CTX> tls);
     int  port() const { return port_; }
     // Other servers may link to this one (Note [Peer links] in peer.h).
-    bool offers_peer_links() const { return peer_links(); }
+    bool peer_links() const { return !tls_; }
     // Closes the listening socket and every connection, joins the threads.
     void stop();
 
@@ -36,7 +36,6 @@ class BulkServer {
     void serve(int fd);
     // A connection whose hello links a peer into a group (peer.h).
     void serve_peer(std::unique_ptr<bulk::Stream> io, const bulk::Hello & hello);
-    bool peer_links() const { return !tls_; }
 
     ServerCore &             core_;
     std::shared_ptr<SSL_CTX> tls_;

@@ -17,21 +17,15 @@ namespace loom::rpc {
 
 namespace {
 
-// Large blocks aligned to 2 MiB, on the system's ordinary pages. Not asked
-// for huge pages (MADV_HUGEPAGE): where the kernel compacts memory for them
-// when asked (transparent_hugepage/defrag "madvise", the kernel's default),
-// every kept upload's fresh memory waited for that, and uploads of new
-// content to a caching server ran at 0.05 of the socket's speed instead of
-// 0.49 (bench_rpc 64). The kept copies are read once per hit, where page
-// size does not matter.
+// Blocks on the system's ordinary pages. Not on huge pages (MADV_HUGEPAGE):
+// where the kernel compacts memory for them when asked
+// (transparent_hugepage/defrag "madvise", the kernel's default), every kept
+// upload's fresh memory waited for that, and uploads of new content to a
+// caching server ran at 0.05 of the socket's speed instead of 0.49
+// (bench_rpc 64). The kept copies are read once per hit, where page size
+// does not matter.
 uint8_t * alloc_pages(size_t size) {
-    constexpr size_t huge = size_t(2) << 20;
-    if (size == 0) {
-        return nullptr;
-    }
-    const size_t align = size >= huge ? huge : 64;
-    const size_t n     = (size + align - 1) / align * align;
-    return static_cast<uint8_t *>(std::aligned_alloc(align, n));
+    return size == 0 ? nullptr : static_cast<uint8_t *>(std::aligned_alloc(64, (size + 63) / 64 * 64));
 }
 
 } // namespace

@@ -23,39 +23,6 @@ grpc::Status failed(grpc::StatusCode code, const std::string & why) {
     return grpc::Status(code, "reduction between servers: " + why);
 }
 
-// Exactly n bytes from a blocking socket (whose timeout bounds each wait).
-bool recv_exact(int fd, void * data, size_t n) {
-    auto * p = static_cast<uint8_t *>(data);
-    while (n > 0) {
-        const ssize_t r = recv(fd, p, n, MSG_WAITALL);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            return false;
-        }
-        p += r;
-        n -= size_t(r);
-    }
-    return true;
-}
-
-bool send_exact(int fd, const void * data, size_t n) {
-    const auto * p = static_cast<const uint8_t *>(data);
-    while (n > 0) {
-        const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return false;
-        }
-        p += w;
-        n -= size_t(w);
-    }
-    return true;
-}
-
 // One direction of a link during an exchange: a PeerChunk header, then the
 // floats.
 struct Transfer {
@@ -128,19 +95,22 @@ grpc::Status PeerGroup::join(const GroupJoinRequest & req) {
         hello.version  = k_protocol_version;
         hello.reserved = rank_;
         std::memcpy(hello.ticket, peer.ticket().data(), sizeof(hello.ticket));
-        bulk::Reply reply{};
-        std::string message;
-        bool        ok = send_exact(fd, &hello, sizeof(hello)) && recv_exact(fd, &reply, sizeof(reply));
+        // No read-ahead: the peer's first chunk may follow its reply, and the
+        // exchange reads the socket itself.
+        bulk::Stream io(fd, nullptr, /*read_ahead=*/false);
+        bulk::Reply  reply{};
+        std::string  message;
+        bool         ok = io.write_all(&hello, sizeof(hello)) && io.read_all(&reply, sizeof(reply));
         if (ok && reply.message_bytes > 0) {
             message.resize(std::min<size_t>(reply.message_bytes, 4096));
-            ok = reply.message_bytes <= 4096 && recv_exact(fd, message.data(), message.size());
+            ok = reply.message_bytes <= 4096 && io.read_all(message.data(), message.size());
         }
         if (!ok || reply.code != 0) {
-            close(fd);
             return failed(grpc::StatusCode::UNAVAILABLE, "rank " + std::to_string(r) + " at " + peer.host() + ":" +
                                                              std::to_string(peer.port()) + " refused the link" +
                                                              (message.empty() ? std::string() : ": " + message));
         }
+        (void) io.release(); // the link's now
         std::lock_guard<std::mutex> lock(mutex_);
         if (!broken_.empty()) {
             close(fd);

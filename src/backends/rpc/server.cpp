@@ -208,7 +208,7 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     if (!srv->bulk->listen_on(bulk::endpoint_host(p->endpoint), std::move(bulk_tls))) {
         return nullptr;
     }
-    srv->service->set_bulk_port(srv->bulk->port(), srv->bulk->offers_peer_links());
+    srv->service->set_bulk_port(srv->bulk->port(), srv->bulk->peer_links());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(p->endpoint, creds, &srv->port);
     builder.SetMaxReceiveMessageSize(int(k_max_message_bytes));
