@@ -483,6 +483,31 @@ inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
 // are gathered beside them (AVX2 gathers, on both tables),
 // the same products y.d * d without eight scalar stores read back as one
 // vector, which the processor cannot forward.
+// Blocks i0 .. i0 + n - 1 (n <= 8) of a row into acc[c] (Note [Block
+// totals]): block(i, part, b) gives block i's lane sums with each column in
+// part[c][b] and returns the weights' d; with gathered scales (iq_row_totals)
+// the d of the columns and of the weights are put in lanes apart.
+template <int C, bool Gathered, class Block>
+inline __attribute__((always_inline)) void iq_eight_blocks(int64_t i0, int64_t n, Block && block,
+                                                          __m256i (&part)[C][8], float (&scale)[C][8],
+                                                          const block_q8_K * const * bc) {
+    for (int64_t b = 0; b < 8; ++b) {
+        if (b >= n) {
+            for (int c = 0; c < C; ++c) {
+                part[c][b]  = _mm256_setzero_si256();
+                scale[c][b] = 0.0f;
+            }
+            continue;
+        }
+        const float d = block(i0 + b, part, b);
+        if constexpr (!Gathered) {
+            for (int c = 0; c < C; ++c) {
+                scale[c][b] = bc[c][i0 + b].d * d;
+            }
+        }
+    }
+}
+
 template <int C, class Block, class Scales = std::nullptr_t>
 void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, float * dst, size_t ldd,
                    Scales && scales = nullptr) {
@@ -497,21 +522,7 @@ void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, fl
     auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
         __m256i           part[C][8];
         alignas(32) float scale[C][8];
-        for (int64_t b = 0; b < 8; ++b) {
-            if (b >= n) {
-                for (int c = 0; c < C; ++c) {
-                    part[c][b]  = _mm256_setzero_si256();
-                    scale[c][b] = 0.0f;
-                }
-                continue;
-            }
-            const float d = block(i0 + b, part, b);
-            if constexpr (!gathered) {
-                for (int c = 0; c < C; ++c) {
-                    scale[c][b] = bc[c][i0 + b].d * d;
-                }
-            }
-        }
+        iq_eight_blocks<C, gathered>(i0, n, block, part, scale, bc);
         if constexpr (gathered) {
             const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
             const __m256i live  = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lanes);
@@ -659,18 +670,11 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                 const auto *      x = reinterpret_cast<const StoredBlock *>(a + size_t(r0 + r) * lda);
                 __m256i           part[C][8];
                 alignas(32) float scale[C][8];
-                for (int64_t k = 0; k < 8; ++k) {
-                    if (k >= n) {
-                        for (int c = 0; c < C; ++c) {
-                            part[c][k]  = _mm256_setzero_si256();
-                            scale[c][k] = 0.0f;
-                        }
-                        continue;
-                    }
+                iq_eight_blocks<C, false>(i0, n, [&](int64_t i, __m256i (*pt)[8], int64_t slot) {
                     // One level register and its scales at a time, met by
                     // every column: the columns' sums and these fit the 16
                     // registers of AVX2.
-                    const StoredBlock & sb   = x[i0 + k];
+                    const StoredBlock & sb   = x[i];
                     const __m256i       sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
                     const __m256i       lo8  = _mm256_permute4x64_epi64(sc16, 0x44); // lanes 0-7 in both halves
                     const __m256i       hi8  = _mm256_permute4x64_epi64(sc16, 0xee); // lanes 8-15 in both halves
@@ -682,17 +686,16 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                         const __m256i sc = iq_group_scales(lo8, hi8, j);
                         const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
                         for (int c = 0; c < C; ++c) {
-                            const __m256i p = _mm256_maddubs_epi16(u, iq_load(bc[c][i0 + k].qs + 32 * j));
+                            const __m256i p = _mm256_maddubs_epi16(u, iq_load(bc[c][i].qs + 32 * j));
                             isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
                         }
                     }
                     for (int c = 0; c < C; ++c) {
-                        const __m256i offset =
-                            _mm256_slli_epi32(_mm256_madd_epi16(iq_load(bc[c][i0 + k].bsums), sc16), 6);
-                        part[c][k]  = _mm256_sub_epi32(isum[c], offset);
-                        scale[c][k] = bc[c][i0 + k].d * sb.d;
+                        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(iq_load(bc[c][i].bsums), sc16), 6);
+                        pt[c][slot]          = _mm256_sub_epi32(isum[c], offset);
                     }
-                }
+                    return sb.d;
+                }, part, scale, bc);
                 for (int c = 0; c < C; ++c) {
                     const __m256 sum = _mm256_fmadd_ps(_mm256_load_ps(scale[c]),
                                                        _mm256_cvtepi32_ps(block_totals8(part[c])),
