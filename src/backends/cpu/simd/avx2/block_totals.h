@@ -1,5 +1,6 @@
 // The eight-blocks step of Note [Block totals] (avx2/iquants_impl.h) and
-// Note [K-quant block totals] (avx2/kquants_impl.h), shared by both: the
+// Note [K-quant block totals] (avx2/kquants_impl.h), and the group scales of
+// a decoded super-block, shared by both: the
 // i-quant and K-quant impl files include this inside the ISA's namespace,
 // under that ISA's target.
 #pragma once
@@ -26,6 +27,32 @@ template <class Add8> inline __attribute__((always_inline)) void by_eight_blocks
     if (i0 < nb) {
         add8(i0, nb - i0);
     }
+}
+
+// Byte shuffles that give register j's group scales from 16 int16 scales:
+// applied to lanes 0-7 (j < 4) or 8-15 (j >= 4) of the scales copied to
+// both halves, lanes 0-7 take scale 2j, lanes 8-15 scale 2j + 1. Loaded
+// from memory: built in the loop, the constants cost a dozen instructions
+// each time.
+struct GroupScalePick {
+    alignas(32) int8_t pick[8][32];
+};
+constexpr GroupScalePick group_scale_pick_make() {
+    GroupScalePick t{};
+    for (int j = 0; j < 8; ++j) {
+        for (int l = 0; l < 32; ++l) {
+            const int lane = 2 * (j % 4) + (l < 16 ? 0 : 1); // within the half's eight
+            t.pick[j][l]   = int8_t(2 * lane + (l % 2));
+        }
+    }
+    return t;
+}
+inline constexpr GroupScalePick group_scale_pick = group_scale_pick_make();
+// Register j's scales from lo8 (lanes 0-7 of the 16 scales in both halves)
+// and hi8 (lanes 8-15).
+inline __m256i group_scales16(__m256i lo8, __m256i hi8, int j) {
+    return _mm256_shuffle_epi8(j < 4 ? lo8 : hi8,
+                               _mm256_load_si256(reinterpret_cast<const __m256i *>(group_scale_pick.pick[j])));
 }
 
 } // namespace

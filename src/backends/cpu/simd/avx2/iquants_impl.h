@@ -125,32 +125,6 @@ inline __m256i iq_sign_bytes28(__m256i m) {
 inline __m256i iq_lane(__m256i v, int g) {
     return _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(g));
 }
-// Byte shuffles that give register j's group scales from 16 int16 scales:
-// applied to lanes 0-7 (j < 4) or 8-15 (j >= 4) of the scales copied to
-// both halves, lanes 0-7 take scale 2j, lanes 8-15 scale 2j + 1. Loaded
-// from memory: built in the loop, the constants cost a dozen instructions
-// each time.
-struct IqScalePick {
-    alignas(32) int8_t pick[8][32];
-};
-constexpr IqScalePick iq_scale_pick_make() {
-    IqScalePick t{};
-    for (int j = 0; j < 8; ++j) {
-        for (int l = 0; l < 32; ++l) {
-            const int lane = 2 * (j % 4) + (l < 16 ? 0 : 1); // within the half's eight
-            t.pick[j][l]   = int8_t(2 * lane + (l % 2));
-        }
-    }
-    return t;
-}
-inline constexpr IqScalePick iq_scale_pick = iq_scale_pick_make();
-// Register j's scales from lo8 (lanes 0-7 of the 16 scales in both halves)
-// and hi8 (lanes 8-15).
-inline __m256i iq_group_scales(__m256i lo8, __m256i hi8, int j) {
-    return _mm256_shuffle_epi8(j < 4 ? lo8 : hi8,
-                               _mm256_load_si256(reinterpret_cast<const __m256i *>(iq_scale_pick.pick[j])));
-}
-
 // The odd scales 2 (m >> 28) + 1 of each int32 lane of m in both its int16
 // halves.
 inline __m256i iq_odd_scales28(__m256i m) {
@@ -232,7 +206,7 @@ struct IQ2SDecoder {
         const __m256i lo8  = _mm256_permute4x64_epi64(odd, 0x44);
         const __m256i hi8  = _mm256_permute4x64_epi64(odd, 0xee);
         for (int g = 0; g < 8; ++g) {
-            o.sc[g] = iq_group_scales(lo8, hi8, g);
+            o.sc[g] = group_scales16(lo8, hi8, g);
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -350,7 +324,7 @@ struct IQ1MDecoder {
         const __m256i lo8 = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
         const __m256i hi8 = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
         for (int g = 0; g < 8; ++g) {
-            o.sc[g] = iq_group_scales(lo8, hi8, g);
+            o.sc[g] = group_scales16(lo8, hi8, g);
         }
         // The fp16 scale: the top nibble of each of the four scale words.
         const uint16_t d =
@@ -683,7 +657,7 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                         isum[c] = _mm256_setzero_si256();
                     }
                     for (int j = 0; j < 8; ++j) {
-                        const __m256i sc = iq_group_scales(lo8, hi8, j);
+                        const __m256i sc = group_scales16(lo8, hi8, j);
                         const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
                         for (int c = 0; c < C; ++c) {
                             const __m256i p = _mm256_maddubs_epi16(u, iq_load(bc[c][i].qs + 32 * j));

@@ -84,12 +84,7 @@ inline void kq_group_scales16(__m256i s16, KDecoded & o) {
     const __m256i lo = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
     const __m256i hi = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
     for (int j = 0; j < 8; ++j) {
-        const char    a = char(4 * (j % 4)), b = char(4 * (j % 4) + 2); // bytes of lanes 2j, 2j + 1 in a half
-        const __m256i pick = _mm256_setr_epi8(a, char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), a,
-                                              char(a + 1), a, char(a + 1), a, char(a + 1), a, char(a + 1), b,
-                                              char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1), b,
-                                              char(b + 1), b, char(b + 1), b, char(b + 1), b, char(b + 1));
-        o.sc[j] = _mm256_shuffle_epi8(j < 4 ? lo : hi, pick);
+        o.sc[j] = group_scales16(lo, hi, j);
     }
 }
 
