@@ -1,5 +1,6 @@
 #include "features.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
@@ -84,6 +85,10 @@ Features detect() {
     const auto first = f.brand.find_first_not_of(" \t\n");
     const auto last  = f.brand.find_last_not_of(" \t\n");
     f.brand          = first == std::string::npos ? "CPU" : f.brand.substr(first, last - first + 1);
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    f.l1d_bytes = std::max(0L, sysconf(_SC_LEVEL1_DCACHE_SIZE));
+    f.l2_bytes  = std::max(0L, sysconf(_SC_LEVEL2_CACHE_SIZE));
+#endif
     return f;
 }
 

@@ -12,6 +12,7 @@ struct Features {
     bool        avx512bf16 = false; // vdpbf16ps and the bf16 conversions
     bool        ssse3 = false, bmi2 = false, avx_vnni = false, amx_int8 = false;
     std::string brand; // processor name
+    long        l1d_bytes = 0, l2_bytes = 0; // per core, 0 where the system does not say
 };
 
 const Features & features();

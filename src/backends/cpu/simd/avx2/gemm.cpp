@@ -15,6 +15,7 @@
 #include "core/types.h"
 
 #include "backends/cpu/simd/kernel_table.h"
+#include "backends/cpu/simd/tile_prefetch.h"
 
 #include "target_begin.h"
 #include "avx2.h"
@@ -49,6 +50,7 @@ inline void tile_loop(int64_t kc, const float * ap, const float * bp, __m256 (&l
 void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n,
                 bool accumulate) {
     __m256 lo[NR], hi[NR];
+    prefetch_next_tile<NR>(c, ldc, MR * sizeof(float)); // Note [C lines ahead]
     if (m == MR && n == NR) {
 #pragma GCC unroll 6
         for (int j = 0; j < NR; ++j) {

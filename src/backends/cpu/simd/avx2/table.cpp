@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include "backends/cpu/features.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 
@@ -58,6 +59,18 @@ const KernelTable k_avx2 = [] {
     t.mad_rows_f32 = avx2::mad_rows_f32;
     t.mad_rows_f16 = avx2::mad_rows_f16;
     t.scale_f32    = avx2::scale_f32;
+    // Where each core has 2 MiB of L2 and 48 KiB of L1 (Intel's server and
+    // client cores since Golden Cove), deeper blocks pay: an a panel of
+    // 512 x 16 floats (32 KiB) in L1, a chunk of 128 rows (256 KiB) and the
+    // b block of 512 x 1020 (2 MiB) in L2, C read and written once per 512
+    // values of k. loom-bench, Intel Xeon (family 6 model 207), one thread:
+    // 79.6 / 78.8 GFLOP/s (84 / 83% of the AVX2 FMA peak) against 73.6 /
+    // 78.5 with the blocks above (2048^3, 4096 x 512 x 4096).
+    if (features().l2_bytes >= (2L << 20) && features().l1d_bytes >= (48L << 10)) {
+        t.mc = 128;
+        t.kc = 512;
+        t.nc = 1020;
+    }
     t.adamw_f32    = avx2::adamw_f32;
     t.rope_f32     = avx2::rope_f32;
     t.decay_dot_f32 = avx2::decay_dot_f32;

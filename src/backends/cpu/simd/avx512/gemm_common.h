@@ -11,6 +11,8 @@
 
 #include <cstddef>
 
+#include "backends/cpu/simd/tile_prefetch.h"
+
 namespace loom::cpu {
 namespace {
 
@@ -26,6 +28,7 @@ namespace {
 template <int NR, int G, class Loop>
 [[gnu::always_inline]] inline void gemm_tile(float * c, size_t ldc, int m, int n, bool accumulate, Loop && loop) {
     __m512 acc[NR][G];
+    prefetch_next_tile<NR>(c, ldc, 64 * G); // Note [C lines ahead]
     if (m == 16 * G && n == NR) {
         for (int j = 0; j < NR; ++j) {
             for (int g = 0; g < G; ++g) {
