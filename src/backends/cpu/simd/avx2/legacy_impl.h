@@ -111,9 +111,8 @@ struct MXFP4Decoder {
 };
 
 // 8 int32 lanes summing to the block's integer product.
-template <class D> inline __m256i lq_product(__m256i w, const int8_t * yq) {
-    const __m256i y = lq_load(yq);
-    __m256i       p;
+template <class D> inline __m256i lq_product(__m256i w, __m256i y) {
+    __m256i p;
     if constexpr (D::has_min) {
         p = _mm256_maddubs_epi16(w, y);
     } else {
@@ -122,41 +121,77 @@ template <class D> inline __m256i lq_product(__m256i w, const int8_t * yq) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+// Rows per pass for C columns. A row's sum is one chain of FMAs, one per
+// block and column: with one column its latency, not the decoding, would
+// bind, so one column takes four rows at once (four chains, four streams of
+// weights) and two columns two. Every row still meets its blocks in order
+// through the same operations, so its sum has the same bits in any pass.
+template <int C> constexpr int lq_rows() {
+    return C == 1 ? 4 : C == 2 ? 2 : 1;
+}
+
+// R rows from x0 (lda bytes apart) against C columns.
+template <class D, int R, int C>
+[[gnu::always_inline]] inline void lq_tile(int64_t nb, const char * x0, size_t lda, const typename D::Y * const * bc,
+                                           float * dst, size_t ldd) {
+    using W = typename D::W;
+    const W * x[R];
+    __m256    acc[R][C];
+    float     mins[R][C];
+    for (int r = 0; r < R; ++r) {
+        x[r] = reinterpret_cast<const W *>(x0 + size_t(r) * lda);
+        for (int c = 0; c < C; ++c) {
+            acc[r][c]  = _mm256_setzero_ps();
+            mins[r][c] = 0.0f;
+        }
+    }
+    for (int64_t i = 0; i < nb; ++i) {
+        if (i % 4 == 0) {
+            for (int r = 0; r < R; ++r) {
+                _mm_prefetch(reinterpret_cast<const char *>(x[r] + i) + R * lda, _MM_HINT_T0);
+            }
+        }
+        __m256i w[R];
+        float   d[R];
+        for (int r = 0; r < R; ++r) {
+            w[r] = D::levels(x[r][i]);
+            d[r] = D::scale(x[r][i]);
+        }
+        for (int c = 0; c < C; ++c) {
+            const auto &  y  = bc[c][i];
+            const float   yd = lq_half(y.d);
+            const __m256i yq = lq_load(y.qs);
+            for (int r = 0; r < R; ++r) {
+                const __m256i p = lq_product<D>(w[r], yq);
+                acc[r][c]       = _mm256_fmadd_ps(_mm256_set1_ps(d[r] * yd), _mm256_cvtepi32_ps(p), acc[r][c]);
+                if constexpr (D::has_min) {
+                    mins[r][c] += lq_half(x[r][i].m) * lq_half(y.s);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) {
+            dst[size_t(c) * ldd + size_t(r)] = lq_hsum(acc[r][c]) + mins[r][c];
+        }
+    }
+}
+
 template <class D, int C>
 void lq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
                   size_t ldd) {
-    using W = typename D::W;
     using Y = typename D::Y;
     const Y * bc[C];
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const Y *>(b + size_t(c) * ldb);
     }
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
-        __m256       acc[C];
-        float        mins[C];
-        for (int c = 0; c < C; ++c) {
-            acc[c]  = _mm256_setzero_ps();
-            mins[c] = 0.0f;
-        }
-        for (int64_t i = 0; i < nb; ++i) {
-            if (i % 4 == 0) {
-                _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
-            }
-            const __m256i w = D::levels(x[i]);
-            const float   d = D::scale(x[i]);
-            for (int c = 0; c < C; ++c) {
-                const Y &     y = bc[c][i];
-                const __m256i p = lq_product<D>(w, y.qs);
-                acc[c]          = _mm256_fmadd_ps(_mm256_set1_ps(d * lq_half(y.d)), _mm256_cvtepi32_ps(p), acc[c]);
-                if constexpr (D::has_min) {
-                    mins[c] += lq_half(x[i].m) * lq_half(y.s);
-                }
-            }
-        }
-        for (int c = 0; c < C; ++c) {
-            dst[size_t(c) * ldd + size_t(r)] = lq_hsum(acc[c]) + mins[c];
-        }
+    constexpr int R = lq_rows<C>();
+    int64_t       r = 0;
+    for (; r + R <= nrows; r += R) {
+        lq_tile<D, R, C>(nb, a + size_t(r) * lda, lda, bc, dst + r, ldd);
+    }
+    for (; r < nrows; ++r) {
+        lq_tile<D, 1, C>(nb, a + size_t(r) * lda, lda, bc, dst + r, ldd);
     }
 }
 
