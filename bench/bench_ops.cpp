@@ -67,6 +67,19 @@ std::vector<Case> cases() {
                            true});
         }
     }
+    // The prompt products of a 1.1B-parameter llama (TinyLlama's shapes:
+    // embd 2048, FFN 5632), as its Q4_K_M file types them.
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+        for (const auto & mk : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}}) {
+            out.push_back({std::string("MUL_MAT(type_a=") + ggml_type_name(t) + ",type_b=f32,m=" +
+                               std::to_string(mk.first) + ",n=512,k=" + std::to_string(mk.second) + ")",
+                           [t, mk](ggml_context * c) {
+                               return ggml_mul_mat(c, ggml_new_tensor_2d(c, t, mk.second, mk.first),
+                                                   ggml_new_tensor_2d(c, GGML_TYPE_F32, mk.second, 512));
+                           },
+                           true});
+        }
+    }
     const int64_t sm[][3] = {{4096, 4096, 5}, {12888, 256, 5}, {77, 4096, 5}, {1024, 1024, 10},
                              {77, 1024, 10},  {256, 256, 20},  {64, 64, 20},  {77, 64, 20}};
     for (const auto & s : sm) {

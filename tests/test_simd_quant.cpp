@@ -453,7 +453,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
             ASSERT_NE(kt->gemv_decoded[t], nullptr) << kt->name;
             ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
             for (int64_t K : {256, 1280}) {
-                const int64_t nrows = 19;
+                const int64_t nrows = 70; // past the 64 rows the AVX2 stored-row products keep at once
                 const size_t  lda   = ggml_row_size(t, K) + 2;
                 const size_t  ldb   = ggml_row_size(GGML_TYPE_Q8_K, K) + 4;
                 OffBuffer     a(lda * size_t(nrows), 2);

@@ -23,6 +23,7 @@
 namespace loom::cpu::avx2 {
 
 #include "kquants_impl.h"
+#include "kquant_rows.h"
 
 } // namespace loom::cpu::avx2
 

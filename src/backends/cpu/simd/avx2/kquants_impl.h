@@ -117,7 +117,8 @@ inline void kq_nibbles(const uint8_t * qs, KDecoded & o) {
 // low six bits of bytes 0-3 (scales) and 4-7 (mins); groups 4-7 the nibbles
 // of bytes 8-11 (scales low, mins high) below the top two bits of bytes 0-3
 // (scales) and 4-7 (mins).
-inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
+// int16 lanes 0-7: the scales of groups 0-7; lanes 8-15: their mins.
+inline __m256i kq_scales_mins16(const uint8_t * scales) {
     uint32_t w[3];
     std::memcpy(w, scales, sizeof(w));
     constexpr uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
@@ -125,17 +126,30 @@ inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
     const uint32_t     sc_hi = (w[2] & four) | (((w[0] >> 6) & two) << 4);
     const uint32_t     mn_lo = w[1] & six;
     const uint32_t     mn_hi = ((w[2] >> 4) & four) | (((w[1] >> 6) & two) << 4);
-    // int16 lanes 0-7: the scales of groups 0-7; lanes 8-15: their mins.
-    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi)));
+    return _mm256_cvtepu8_epi16(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi)));
+}
+
+// Scale j of kq_scales_mins16's lanes in every int16 lane, from lo = those
+// lanes' low 128 bits in both halves.
+inline __m256i kq_scale_k4(__m256i lo, int j) {
+    return _mm256_shuffle_epi8(lo, _mm256_set1_epi16(int16_t(0x0100 + 0x0202 * j)));
+}
+
+// Each min of kq_scales_mins16's lanes twice, for the two groups of 16 of
+// its group of 32: what meets the column's bsums.
+inline __m256i kq_min_bias_k4(__m256i s16) {
+    const __m256i mins = _mm256_permute4x64_epi64(s16, 0xee);
+    return _mm256_shuffle_epi8(mins, _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10,
+                                                      11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15));
+}
+
+inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
+    const __m256i s16 = kq_scales_mins16(scales);
     const __m256i lo  = _mm256_permute4x64_epi64(s16, 0x44);
     for (int j = 0; j < 8; ++j) {
-        o.sc[j] = _mm256_shuffle_epi8(lo, _mm256_set1_epi16(int16_t(0x0100 + 0x0202 * j)));
+        o.sc[j] = kq_scale_k4(lo, j);
     }
-    // Each min twice, for the two groups of 16 of its group of 32.
-    const __m256i mins = _mm256_permute4x64_epi64(s16, 0xee);
-    o.bias             = _mm256_shuffle_epi8(mins, _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
-                                                                    8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15,
-                                                                    14, 15));
+    o.bias = kq_min_bias_k4(s16);
 }
 
 struct Q4KDecoder {
@@ -278,6 +292,16 @@ struct IQ4XSDecoder {
 };
 #endif
 
+// acc + a block's product from its lane sums isum (scales times levels)
+// and msum (mins times the column's sums), with dd = (d, d, d, d, -dmin,
+// ...): four lanes of isum's halves added, beside four of msum's, then one
+// conversion and one FMA with yd * dd.
+inline __m256 kq_add_sums(__m256i isum, __m256i msum, float yd, __m256 dd, __m256 acc) {
+    const __m256i both = _mm256_add_epi32(_mm256_permute2x128_si256(isum, msum, 0x20),
+                                          _mm256_permute2x128_si256(isum, msum, 0x31));
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(yd), dd), _mm256_cvtepi32_ps(both), acc);
+}
+
 // acc + the product of a decoded super-block with a column's block; Fold:
 // the bias is an offset of the levels, taken off as integers; Prescaled:
 // the levels carry the scales (Note [Q2_K levels times scales]).
@@ -301,11 +325,7 @@ inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
     if constexpr (Fold) {
         return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)), acc);
     }
-    // Four lanes of isum's halves added, beside four of msum's: one
-    // conversion and one FMA with y.d * (d, d, d, d, -dmin, ...).
-    const __m256i both = _mm256_add_epi32(_mm256_permute2x128_si256(isum, msum, 0x20),
-                                          _mm256_permute2x128_si256(isum, msum, 0x31));
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&y.d), w.dd), _mm256_cvtepi32_ps(both), acc);
+    return kq_add_sums(isum, msum, y.d, w.dd, acc);
 }
 
 #if defined(LOOM_KQ_512)

@@ -1,0 +1,119 @@
+// Q4_K rows decoded once on the AVX2 table (Note [Rows decoded once] in
+// kernels/matmul_gemv.cpp). Included by avx2/kquants.cpp after
+// kquants_impl.h, inside its namespace and target.
+//
+// Note [Q4_K stored rows]
+// With many columns (the prompt's products) the 256-bit Q4_K kernel decoded
+// every super-block again for each group of eight columns, and held a whole
+// decoded block (eight level and eight scale registers) beside the columns:
+// more than AVX2's sixteen registers, so the levels were read back from the
+// stack for every column. Here a row's blocks are decoded once per item
+// into the thread's scratch (the levels as bytes, the eight scales and
+// eight mins as int16, d and dmin), and the product takes one level
+// register and its scale at a time, met by every column: the columns' int32
+// sums and these fit the registers. The columns' blocks go eight at a time
+// for up to 64 rows before the next eight, so they stay in the first-level
+// cache across the rows (as the i-quants' stored rows do). Each block's lane
+// sums are the integers kq_block gives and go through the same
+// kq_add_sums into the row's f32 sum in block order, so the results are the
+// bits of gemv_q4_K.
+
+namespace {
+
+struct StoredQ4K {
+    uint8_t u[QK_K];   // levels 0..15 in the order of the column's values
+    int16_t sm[16];    // kq_scales_mins16: the 8 scales, then the 8 mins
+    float   d, dmin;
+    char    pad[DECODED_BLOCK_BYTES - QK_K - 32 - 2 * sizeof(float)];
+};
+static_assert(sizeof(StoredQ4K) == DECODED_BLOCK_BYTES);
+
+void q4k_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    const int64_t nb = K / QK_K;
+    auto *        o  = static_cast<StoredQ4K *>(out);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const block_q4_K *>(static_cast<const char *>(a) + size_t(r) * lda);
+        for (int64_t i = 0; i < nb; ++i, ++o) {
+            // kq_nibbles' registers: 32 bytes of qs give values 64k ..
+            // 64k + 31 (low nibbles) and 64k + 32 .. 64k + 63 (high).
+            for (int k = 0; k < 4; ++k) {
+                const __m256i q = kq_load(x[i].qs + 32 * k);
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 64 * k), _mm256_and_si256(q, m4));
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 64 * k + 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->sm), kq_scales_mins16(x[i].scales));
+            o->d    = kq_half(x[i].d);
+            o->dmin = kq_half(x[i].dmin);
+        }
+    }
+}
+
+template <int C>
+void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+                           float * dst, size_t ldd) {
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
+    alignas(32) float acc[k_rows][C][8];
+    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
+        const int64_t nr = std::min(k_rows, nrows - r0);
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
+            }
+        }
+        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            for (int64_t r = 0; r < nr; ++r) {
+                const auto * x = reinterpret_cast<const StoredQ4K *>(a + size_t(r0 + r) * lda);
+                for (int64_t i = i0; i < i0 + n; ++i) {
+                    const StoredQ4K & sb  = x[i];
+                    const __m256i     s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
+                    const __m256i     lo  = _mm256_permute4x64_epi64(s16, 0x44);
+                    __m256i           isum[C];
+                    for (int c = 0; c < C; ++c) {
+                        isum[c] = _mm256_setzero_si256();
+                    }
+                    for (int j = 0; j < 8; ++j) {
+                        const __m256i sc = kq_scale_k4(lo, j);
+                        const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
+                            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
+                        }
+                    }
+                    const __m256i bias = kq_min_bias_k4(s16);
+                    const __m256  dd   = _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
+                    for (int c = 0; c < C; ++c) {
+                        const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                        _mm256_store_ps(acc[r][c], kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[r][c])));
+                    }
+                }
+            }
+        });
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                dst[size_t(c) * ldd + size_t(r0 + r)] = kq_hsum(_mm256_load_ps(acc[r][c]));
+            }
+        }
+    }
+}
+
+} // namespace
+
+void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    q4k_decode_rows(K, a, lda, nrows, out);
+}
+
+void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                       float * dst, size_t ldd) {
+    const int64_t nb = K / QK_K;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    with_gemv_cols(ncols, [&](auto cols) {
+        q4k_gemv_decoded_cols<decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+    });
+}
