@@ -129,7 +129,7 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 // the item meets the decoded rows (gemv_decoded) instead of decoding them
 // again per group. The levels, scales and block scales are the decoder's
 // own, and the bits those of the type's gemv_quant entry: on the AVX2 table
-// rows are decoded one by one (Q4_K: Note [Q4_K stored rows]); the AVX-512
+// rows are decoded one by one (Q4_K, Q6_K: Note [Q4_K stored rows]); the AVX-512
 // table decodes them into VNNI
 // panels of 16 rows (Note [Decoded panels]; Q4_K: Note [K-quant panels]),
 // and its gemv_quant entries for these types add the same exact block

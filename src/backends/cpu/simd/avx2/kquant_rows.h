@@ -1,5 +1,5 @@
-// Q4_K rows decoded once on the AVX2 table (Note [Rows decoded once] in
-// kernels/matmul_gemv.cpp). Included by avx2/kquants.cpp after
+// Q4_K and Q6_K rows decoded once on the AVX2 table (Note [Rows decoded
+// once] in kernels/matmul_gemv.cpp). Included by avx2/kquants.cpp after
 // kquants_impl.h, inside its namespace and target.
 //
 // Note [Q4_K stored rows]
@@ -16,14 +16,17 @@
 // cache across the rows (as the i-quants' stored rows do). Each block's lane
 // sums are the integers kq_block gives and go through the same
 // kq_add_sums into the row's f32 sum in block order, so the results are the
-// bits of gemv_q4_K.
+// bits of gemv_q4_K. Q6_K's rows are stored the same way (levels 0..63, its
+// 16 signed scales, d) and meet the columns as kq_block's folded form does:
+// the group scales of kq_group_scales16, the offset 32 * scale taken off the
+// integer sums, one FMA by y.d * d; the bits of gemv_q6_K.
 
 namespace {
 
 struct StoredQ4K {
-    uint8_t u[QK_K];   // levels 0..15 in the order of the column's values
-    int16_t sm[16];    // kq_scales_mins16: the 8 scales, then the 8 mins
-    float   d, dmin;
+    uint8_t u[QK_K];   // levels (Q4_K 0..15, Q6_K 0..63) in the order of the column's values
+    int16_t sm[16];    // Q4_K: kq_scales_mins16 (8 scales, 8 mins); Q6_K: the 16 scales
+    float   d, dmin;   // dmin: Q4_K only
     char    pad[DECODED_BLOCK_BYTES - QK_K - 32 - 2 * sizeof(float)];
 };
 static_assert(sizeof(StoredQ4K) == DECODED_BLOCK_BYTES);
@@ -50,8 +53,28 @@ void q4k_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void 
     }
 }
 
-template <int C>
-void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+void q6k_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    const int64_t nb = K / QK_K;
+    auto *        o  = static_cast<StoredQ4K *>(out);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const block_q6_K *>(static_cast<const char *>(a) + size_t(r) * lda);
+        for (int64_t i = 0; i < nb; ++i, ++o) {
+            KDecoded w;
+            Q6KDecoder::decode(x[i], w);
+            for (int j = 0; j < 8; ++j) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 32 * j), w.u[j]);
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->sm),
+                                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x[i].scales))));
+            o->d    = w.d;
+            o->dmin = 0.0f;
+        }
+    }
+}
+
+// Q6: the rows are Q6_K's (q6k_decode_rows), else Q4_K's.
+template <bool Q6, int C>
+void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                            float * dst, size_t ldd) {
     const block_q8_K * bc[C];
     for (int c = 0; c < C; ++c) {
@@ -73,23 +96,37 @@ void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows
                     const StoredQ4K & sb  = x[i];
                     const __m256i     s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
                     const __m256i     lo  = _mm256_permute4x64_epi64(s16, 0x44);
+                    const __m256i     hi  = _mm256_permute4x64_epi64(s16, 0xee);
                     __m256i           isum[C];
                     for (int c = 0; c < C; ++c) {
                         isum[c] = _mm256_setzero_si256();
                     }
                     for (int j = 0; j < 8; ++j) {
-                        const __m256i sc = kq_scale_k4(lo, j);
+                        const __m256i sc = Q6 ? group_scales16(lo, hi, j) : kq_scale_k4(lo, j);
                         const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
                         for (int c = 0; c < C; ++c) {
                             const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
                             isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
                         }
                     }
-                    const __m256i bias = kq_min_bias_k4(s16);
-                    const __m256  dd   = _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
-                    for (int c = 0; c < C; ++c) {
-                        const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                        _mm256_store_ps(acc[r][c], kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[r][c])));
+                    if constexpr (Q6) {
+                        const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                            _mm256_store_ps(acc[r][c],
+                                            _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
+                                                            _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
+                                                            _mm256_load_ps(acc[r][c])));
+                        }
+                    } else {
+                        const __m256i bias = kq_min_bias_k4(s16);
+                        const __m256  dd =
+                            _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                            _mm256_store_ps(acc[r][c],
+                                            kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[r][c])));
+                        }
                     }
                 }
             }
@@ -102,18 +139,33 @@ void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows
     }
 }
 
+template <bool Q6>
+void kq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                     float * dst, size_t ldd) {
+    const int64_t nb = K / QK_K;
+    const auto *  ac = static_cast<const char *>(a);
+    const auto *  bc = static_cast<const char *>(b);
+    with_gemv_cols(ncols, [&](auto cols) {
+        kq_gemv_decoded_cols<Q6, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+    });
+}
+
 } // namespace
 
 void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
     q4k_decode_rows(K, a, lda, nrows, out);
 }
 
+void decode_rows_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    q6k_decode_rows(K, a, lda, nrows, out);
+}
+
 void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd) {
-    const int64_t nb = K / QK_K;
-    const auto *  ac = static_cast<const char *>(a);
-    const auto *  bc = static_cast<const char *>(b);
-    with_gemv_cols(ncols, [&](auto cols) {
-        q4k_gemv_decoded_cols<decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
-    });
+    kq_gemv_decoded<false>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_decoded_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                       float * dst, size_t ldd) {
+    kq_gemv_decoded<true>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
