@@ -42,6 +42,9 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=$srv_addr" \
 
 export LOOM_RPC_TOKEN="run-rpc-netns-$$"
 log="$dir/rpc-netns.server.log"
+# Emptied here, not only by the server's redirection: the background job may
+# open it after the loop below has read an earlier run's port from it.
+: >"$log"
 ip netns exec "$srv" "$server" -H "$srv_addr" -p 0 -t 1 --tls-cert "$cert" --tls-key "$key" >"$log" 2>&1 &
 pid=$!
 port=""

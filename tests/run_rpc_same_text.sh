@@ -8,6 +8,9 @@
 set -eu
 server=$1 run=$2 model=$3 dir=$4
 log="$dir/rpc-same-text.server.log"
+# Emptied here, not only by the server's redirection: the background job may
+# open it after the loop below has read an earlier run's port from it.
+: >"$log"
 export LOOM_RPC_TOKEN="run-rpc-same-text-$$"
 "$server" -H 127.0.0.1 -p 0 -t 1 >"$log" 2>&1 &
 pid=$!
