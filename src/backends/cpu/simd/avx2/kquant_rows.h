@@ -23,56 +23,43 @@
 
 namespace {
 
-struct StoredQ4K {
+struct StoredKBlock {
     uint8_t u[QK_K];   // levels (Q4_K 0..15, Q6_K 0..63) in the order of the column's values
     int16_t sm[16];    // Q4_K: kq_scales_mins16 (8 scales, 8 mins); Q6_K: the 16 scales
     float   d, dmin;   // dmin: Q4_K only
     char    pad[DECODED_BLOCK_BYTES - QK_K - 32 - 2 * sizeof(float)];
 };
-static_assert(sizeof(StoredQ4K) == DECODED_BLOCK_BYTES);
+static_assert(sizeof(StoredKBlock) == DECODED_BLOCK_BYTES);
 
-void q4k_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+// Rows of Q4_K (Q6 false) or Q6_K, decoded by the type's 256-bit decoder.
+template <bool Q6>
+void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    using D          = std::conditional_t<Q6, Q6KDecoder, Q4KDecoder>;
+    using W          = typename D::W;
     const int64_t nb = K / QK_K;
-    auto *        o  = static_cast<StoredQ4K *>(out);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    auto *        o  = static_cast<StoredKBlock *>(out);
     for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const block_q4_K *>(static_cast<const char *>(a) + size_t(r) * lda);
-        for (int64_t i = 0; i < nb; ++i, ++o) {
-            // kq_nibbles' registers: 32 bytes of qs give values 64k ..
-            // 64k + 31 (low nibbles) and 64k + 32 .. 64k + 63 (high).
-            for (int k = 0; k < 4; ++k) {
-                const __m256i q = kq_load(x[i].qs + 32 * k);
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 64 * k), _mm256_and_si256(q, m4));
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 64 * k + 32),
-                                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-            }
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->sm), kq_scales_mins16(x[i].scales));
-            o->d    = kq_half(x[i].d);
-            o->dmin = kq_half(x[i].dmin);
-        }
-    }
-}
-
-void q6k_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    const int64_t nb = K / QK_K;
-    auto *        o  = static_cast<StoredQ4K *>(out);
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const block_q6_K *>(static_cast<const char *>(a) + size_t(r) * lda);
+        const auto * x = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r) * lda);
         for (int64_t i = 0; i < nb; ++i, ++o) {
             KDecoded w;
-            Q6KDecoder::decode(x[i], w);
+            D::decode(x[i], w);
             for (int j = 0; j < 8; ++j) {
                 _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 32 * j), w.u[j]);
             }
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->sm),
-                                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x[i].scales))));
+            __m256i s16;
+            if constexpr (Q6) {
+                s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x[i].scales)));
+            } else {
+                s16 = kq_scales_mins16(x[i].scales);
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->sm), s16);
             o->d    = w.d;
-            o->dmin = 0.0f;
+            o->dmin = Q6 ? 0.0f : w.dmin;
         }
     }
 }
 
-// Q6: the rows are Q6_K's (q6k_decode_rows), else Q4_K's.
+// Q6: the rows are Q6_K's, else Q4_K's (kq_decode_rows).
 template <bool Q6, int C>
 void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                            float * dst, size_t ldd) {
@@ -91,9 +78,9 @@ void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
         }
         by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
             for (int64_t r = 0; r < nr; ++r) {
-                const auto * x = reinterpret_cast<const StoredQ4K *>(a + size_t(r0 + r) * lda);
+                const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(r0 + r) * lda);
                 for (int64_t i = i0; i < i0 + n; ++i) {
-                    const StoredQ4K & sb  = x[i];
+                    const StoredKBlock & sb  = x[i];
                     const __m256i     s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
                     const __m256i     lo  = _mm256_permute4x64_epi64(s16, 0x44);
                     const __m256i     hi  = _mm256_permute4x64_epi64(s16, 0xee);
@@ -153,11 +140,11 @@ void kq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const
 } // namespace
 
 void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    q4k_decode_rows(K, a, lda, nrows, out);
+    kq_decode_rows<false>(K, a, lda, nrows, out);
 }
 
 void decode_rows_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    q6k_decode_rows(K, a, lda, nrows, out);
+    kq_decode_rows<true>(K, a, lda, nrows, out);
 }
 
 void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
