@@ -29,6 +29,38 @@ template <class Add8> inline __attribute__((always_inline)) void by_eight_blocks
     }
 }
 
+// The walk of the AVX2 table's products of stored rows (Note [Rows decoded
+// once]; the i-quants' and Q4_K/Q6_K's): rows in chunks of 64 whose f32
+// sums (C columns x eight lanes) are kept while the columns' blocks go eight
+// at a time for every row of the chunk, so that those 8 x C blocks stay in
+// the first-level cache across the rows. add(row, i0, n, acc) adds blocks
+// i0 .. i0 + n - 1 of a row into acc[c]; each sum ends as hsum of its lanes
+// in dst (column c at dst + c * ldd).
+template <int C, class Add, class Hsum>
+inline __attribute__((always_inline)) void stored_rows_walk(int64_t nb, int64_t nrows, float * dst, size_t ldd,
+                                                            Add && add, Hsum && hsum) {
+    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
+    alignas(32) float acc[k_rows][C][8];
+    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
+        const int64_t nr = std::min(k_rows, nrows - r0);
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
+            }
+        }
+        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            for (int64_t r = 0; r < nr; ++r) {
+                add(r0 + r, i0, n, acc[r]);
+            }
+        });
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                dst[size_t(c) * ldd + size_t(r0 + r)] = hsum(_mm256_load_ps(acc[r][c]));
+            }
+        }
+    }
+}
+
 // Byte shuffles that give register j's group scales from 16 int16 scales:
 // applied to lanes 0-7 (j < 4) or 8-15 (j >= 4) of the scales copied to
 // both halves, lanes 0-7 take scale 2j, lanes 8-15 scale 2j + 1. Loaded

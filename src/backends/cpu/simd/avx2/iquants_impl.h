@@ -619,9 +619,9 @@ void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
 
 // The stored rows' products (Note [Stored levels offset]) take the
 // columns' blocks eight at a time for every row of the call before the next
-// eight: those 8 x C blocks (up to 18 KiB) stay in the first-level cache
-// across the rows, where a whole row's columns (C x nb blocks) came from the
-// second level for every row. Each row's f32 sums follow Note [Block totals]
+// eight (stored_rows_walk, block_totals.h): those 8 x C blocks (up to 18 KiB)
+// stay in the first-level cache across the rows, where a whole row's columns
+// (C x nb blocks) came from the second level for every row. Each row's f32 sums follow Note [Block totals]
 // as iq_row_totals does, in the same order, so the bits are the same.
 template <int C>
 void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
@@ -630,60 +630,44 @@ void iq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
     }
-    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
-    alignas(32) float acc[k_rows][C][8];
-    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
-        const int64_t nr = std::min(k_rows, nrows - r0);
-        for (int64_t r = 0; r < nr; ++r) {
+    stored_rows_walk<C>(nb, nrows, dst, ldd, [&](int64_t row, int64_t i0, int64_t n, float (*acc)[8])
+                                                 __attribute__((always_inline)) {
+        const auto *      x = reinterpret_cast<const StoredBlock *>(a + size_t(row) * lda);
+        __m256i           part[C][8];
+        alignas(32) float scale[C][8];
+        iq_eight_blocks<C, false>(i0, n, [&](int64_t i, __m256i (*pt)[8], int64_t slot) {
+            // One level register and its scales at a time, met by
+            // every column: the columns' sums and these fit the 16
+            // registers of AVX2.
+            const StoredBlock & sb   = x[i];
+            const __m256i       sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
+            const __m256i       lo8  = _mm256_permute4x64_epi64(sc16, 0x44); // lanes 0-7 in both halves
+            const __m256i       hi8  = _mm256_permute4x64_epi64(sc16, 0xee); // lanes 8-15 in both halves
+            __m256i             isum[C];
             for (int c = 0; c < C; ++c) {
-                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
+                isum[c] = _mm256_setzero_si256();
             }
-        }
-        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
-            for (int64_t r = 0; r < nr; ++r) {
-                const auto *      x = reinterpret_cast<const StoredBlock *>(a + size_t(r0 + r) * lda);
-                __m256i           part[C][8];
-                alignas(32) float scale[C][8];
-                iq_eight_blocks<C, false>(i0, n, [&](int64_t i, __m256i (*pt)[8], int64_t slot) {
-                    // One level register and its scales at a time, met by
-                    // every column: the columns' sums and these fit the 16
-                    // registers of AVX2.
-                    const StoredBlock & sb   = x[i];
-                    const __m256i       sc16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sc));
-                    const __m256i       lo8  = _mm256_permute4x64_epi64(sc16, 0x44); // lanes 0-7 in both halves
-                    const __m256i       hi8  = _mm256_permute4x64_epi64(sc16, 0xee); // lanes 8-15 in both halves
-                    __m256i             isum[C];
-                    for (int c = 0; c < C; ++c) {
-                        isum[c] = _mm256_setzero_si256();
-                    }
-                    for (int j = 0; j < 8; ++j) {
-                        const __m256i sc = group_scales16(lo8, hi8, j);
-                        const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
-                        for (int c = 0; c < C; ++c) {
-                            const __m256i p = _mm256_maddubs_epi16(u, iq_load(bc[c][i].qs + 32 * j));
-                            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
-                        }
-                    }
-                    for (int c = 0; c < C; ++c) {
-                        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(iq_load(bc[c][i].bsums), sc16), 6);
-                        pt[c][slot]          = _mm256_sub_epi32(isum[c], offset);
-                    }
-                    return sb.d;
-                }, part, scale, bc);
+            for (int j = 0; j < 8; ++j) {
+                const __m256i sc = group_scales16(lo8, hi8, j);
+                const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
                 for (int c = 0; c < C; ++c) {
-                    const __m256 sum = _mm256_fmadd_ps(_mm256_load_ps(scale[c]),
-                                                       _mm256_cvtepi32_ps(block_totals8(part[c])),
-                                                       _mm256_load_ps(acc[r][c]));
-                    _mm256_store_ps(acc[r][c], sum);
+                    const __m256i p = _mm256_maddubs_epi16(u, iq_load(bc[c][i].qs + 32 * j));
+                    isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
                 }
             }
-        });
-        for (int64_t r = 0; r < nr; ++r) {
             for (int c = 0; c < C; ++c) {
-                dst[size_t(c) * ldd + size_t(r0 + r)] = iq_hsum(_mm256_load_ps(acc[r][c]));
+                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(iq_load(bc[c][i].bsums), sc16), 6);
+                pt[c][slot]          = _mm256_sub_epi32(isum[c], offset);
             }
+            return sb.d;
+        }, part, scale, bc);
+        for (int c = 0; c < C; ++c) {
+            const __m256 sum = _mm256_fmadd_ps(_mm256_load_ps(scale[c]),
+                                               _mm256_cvtepi32_ps(block_totals8(part[c])),
+                                               _mm256_load_ps(acc[c]));
+            _mm256_store_ps(acc[c], sum);
         }
-    }
+    }, iq_hsum);
 }
 
 template <class D>

@@ -13,7 +13,7 @@
 // register and its scale at a time, met by every column: the columns' int32
 // sums and these fit the registers. The columns' blocks go eight at a time
 // for up to 64 rows before the next eight, so they stay in the first-level
-// cache across the rows (as the i-quants' stored rows do). Each block's lane
+// cache across the rows (stored_rows_walk, as the i-quants' stored rows). Each block's lane
 // sums are the integers kq_block gives and go through the same
 // kq_add_sums into the row's f32 sum in block order, so the results are the
 // bits of gemv_q4_K. Q6_K's rows are stored the same way (levels 0..63, its
@@ -67,63 +67,44 @@ void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
     }
-    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
-    alignas(32) float acc[k_rows][C][8];
-    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
-        const int64_t nr = std::min(k_rows, nrows - r0);
-        for (int64_t r = 0; r < nr; ++r) {
+    stored_rows_walk<C>(nb, nrows, dst, ldd, [&](int64_t row, int64_t i0, int64_t n, float (*acc)[8])
+                                                 __attribute__((always_inline)) {
+        const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(row) * lda);
+        for (int64_t i = i0; i < i0 + n; ++i) {
+            const StoredKBlock & sb  = x[i];
+            const __m256i        s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
+            const __m256i        lo  = _mm256_permute4x64_epi64(s16, 0x44);
+            const __m256i        hi  = _mm256_permute4x64_epi64(s16, 0xee);
+            __m256i              isum[C];
             for (int c = 0; c < C; ++c) {
-                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
+                isum[c] = _mm256_setzero_si256();
             }
-        }
-        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
-            for (int64_t r = 0; r < nr; ++r) {
-                const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(r0 + r) * lda);
-                for (int64_t i = i0; i < i0 + n; ++i) {
-                    const StoredKBlock & sb  = x[i];
-                    const __m256i     s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
-                    const __m256i     lo  = _mm256_permute4x64_epi64(s16, 0x44);
-                    const __m256i     hi  = _mm256_permute4x64_epi64(s16, 0xee);
-                    __m256i           isum[C];
-                    for (int c = 0; c < C; ++c) {
-                        isum[c] = _mm256_setzero_si256();
-                    }
-                    for (int j = 0; j < 8; ++j) {
-                        const __m256i sc = Q6 ? group_scales16(lo, hi, j) : kq_scale_k4(lo, j);
-                        const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
-                        for (int c = 0; c < C; ++c) {
-                            const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
-                            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
-                        }
-                    }
-                    if constexpr (Q6) {
-                        const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
-                        for (int c = 0; c < C; ++c) {
-                            const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                            _mm256_store_ps(acc[r][c],
-                                            _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
-                                                            _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
-                                                            _mm256_load_ps(acc[r][c])));
-                        }
-                    } else {
-                        const __m256i bias = kq_min_bias_k4(s16);
-                        const __m256  dd =
-                            _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
-                        for (int c = 0; c < C; ++c) {
-                            const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                            _mm256_store_ps(acc[r][c],
-                                            kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[r][c])));
-                        }
-                    }
+            for (int j = 0; j < 8; ++j) {
+                const __m256i sc = Q6 ? group_scales16(lo, hi, j) : kq_scale_k4(lo, j);
+                const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                for (int c = 0; c < C; ++c) {
+                    const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
+                    isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
                 }
             }
-        });
-        for (int64_t r = 0; r < nr; ++r) {
-            for (int c = 0; c < C; ++c) {
-                dst[size_t(c) * ldd + size_t(r0 + r)] = kq_hsum(_mm256_load_ps(acc[r][c]));
+            if constexpr (Q6) {
+                const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
+                for (int c = 0; c < C; ++c) {
+                    const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                    _mm256_store_ps(acc[c], _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
+                                                            _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
+                                                            _mm256_load_ps(acc[c])));
+                }
+            } else {
+                const __m256i bias = kq_min_bias_k4(s16);
+                const __m256  dd   = _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                    _mm256_store_ps(acc[c], kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[c])));
+                }
             }
         }
-    }
+    }, kq_hsum);
 }
 
 template <bool Q6>
