@@ -29,6 +29,21 @@ template <class Add8> inline __attribute__((always_inline)) void by_eight_blocks
     }
 }
 
+// The walk of decode_rows on the AVX2 table: nrows rows of K values of
+// weight blocks W (lda bytes apart) into consecutive stored blocks S, one
+// per super-block; store(x, o) decodes block x into o.
+template <class W, class S, class Store>
+inline void stored_rows_fill(int64_t K, const void * a, size_t lda, int64_t nrows, void * out, Store && store) {
+    const int64_t nb = K / QK_K;
+    auto *        o  = static_cast<S *>(out);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r) * lda);
+        for (int64_t i = 0; i < nb; ++i, ++o) {
+            store(x[i], *o);
+        }
+    }
+}
+
 // The walk of the AVX2 table's products of stored rows (Note [Rows decoded
 // once]; the i-quants' and Q4_K/Q6_K's): rows in chunks of 64 whose f32
 // sums (C columns x eight lanes) are kept while the columns' blocks go eight

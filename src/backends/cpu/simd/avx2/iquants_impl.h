@@ -587,23 +587,16 @@ static_assert(sizeof(StoredBlock) == DECODED_BLOCK_BYTES);
 
 template <class D>
 void iq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    using W          = typename D::W;
-    const int64_t nb = K / QK_K;
-    auto *        o  = static_cast<StoredBlock *>(out);
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r) * lda);
-        for (int64_t i = 0; i < nb; ++i, ++o) {
-            IDecoded w;
-            D::decode(x[i], w);
-            for (int j = 0; j < 8; ++j) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 32 * j),
-                                    _mm256_add_epi8(w.q[j], _mm256_set1_epi8(64)));
-                o->sc[2 * j]     = int16_t(_mm256_extract_epi16(w.sc[j], 0));
-                o->sc[2 * j + 1] = int16_t(_mm256_extract_epi16(w.sc[j], 8));
-            }
-            o->d = w.d;
+    stored_rows_fill<typename D::W, StoredBlock>(K, a, lda, nrows, out, [](const typename D::W & x, StoredBlock & o) {
+        IDecoded w;
+        D::decode(x, w);
+        for (int j = 0; j < 8; ++j) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), _mm256_add_epi8(w.q[j], _mm256_set1_epi8(64)));
+            o.sc[2 * j]     = int16_t(_mm256_extract_epi16(w.sc[j], 0));
+            o.sc[2 * j + 1] = int16_t(_mm256_extract_epi16(w.sc[j], 8));
         }
-    }
+        o.d = w.d;
+    });
 }
 
 // Note [Stored levels offset]

@@ -35,28 +35,22 @@ static_assert(sizeof(StoredKBlock) == DECODED_BLOCK_BYTES);
 template <bool Q6>
 void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
     using D          = std::conditional_t<Q6, Q6KDecoder, Q4KDecoder>;
-    using W          = typename D::W;
-    const int64_t nb = K / QK_K;
-    auto *        o  = static_cast<StoredKBlock *>(out);
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r) * lda);
-        for (int64_t i = 0; i < nb; ++i, ++o) {
-            KDecoded w;
-            D::decode(x[i], w);
-            for (int j = 0; j < 8; ++j) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->u + 32 * j), w.u[j]);
-            }
-            __m256i s16;
-            if constexpr (Q6) {
-                s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x[i].scales)));
-            } else {
-                s16 = kq_scales_mins16(x[i].scales);
-            }
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o->sm), s16);
-            o->d    = w.d;
-            o->dmin = Q6 ? 0.0f : w.dmin;
+    stored_rows_fill<typename D::W, StoredKBlock>(K, a, lda, nrows, out, [](const typename D::W & x, StoredKBlock & o) {
+        KDecoded w;
+        D::decode(x, w);
+        for (int j = 0; j < 8; ++j) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), w.u[j]);
         }
-    }
+        __m256i s16;
+        if constexpr (Q6) {
+            s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+        } else {
+            s16 = kq_scales_mins16(x.scales);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.sm), s16);
+        o.d    = w.d;
+        o.dmin = Q6 ? 0.0f : w.dmin;
+    });
 }
 
 // Q6: the rows are Q6_K's, else Q4_K's (kq_decode_rows).
