@@ -60,6 +60,28 @@ void   qgemm2_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda
 void   qgemm2_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
+// Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 the same way (rows2_legacy.cpp, Note
+// [Legacy rows per register]); Q5_0, IQ4_NL and MXFP4 on prepared columns.
+void gemv2_q4_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void gemv2_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void gemv2_q5_1(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void gemv2_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
+void gemv2_mxfp4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd);
+void qcols2_prepare_q5_0(int64_t K, const void * b, size_t ldb, int ncols, void * out);
+void qcols2_prepare_iq4_nl(int64_t K, const void * b, size_t ldb, int ncols, void * out);
+void qcols2_prepare_mxfp4(int64_t K, const void * b, size_t ldb, int ncols, void * out);
+void qgemm2_q5_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                 const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+void qgemm2_iq4_nl(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+void qgemm2_mxfp4(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                  const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
+
 float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);

@@ -90,11 +90,16 @@ const KernelTable k_avx2 = [] {
     t.decode_rows[GGML_TYPE_Q6_K]  = avx2::decode_rows_q6_K; // Note [Q4_K stored rows]
     t.gemv_decoded[GGML_TYPE_Q6_K] = avx2::gemv_decoded_q6_K;
     t.quantize_row_q8_K          = avx2::quantize_row_q8_K;
-    t.gemv_quant[GGML_TYPE_Q4_1] = avx2::gemv_q4_1;
-    t.gemv_quant[GGML_TYPE_Q5_0] = avx2::gemv_q5_0;
-    t.gemv_quant[GGML_TYPE_Q5_1] = avx2::gemv_q5_1;
-    t.gemv_quant[GGML_TYPE_IQ4_NL] = avx2::gemv_iq4_nl;
-    t.gemv_quant[GGML_TYPE_MXFP4]  = avx2::gemv_mxfp4;
+    // Two rows per register (rows2_legacy.cpp, Note [Legacy rows per
+    // register]).
+    t.gemv_quant[GGML_TYPE_Q4_1]    = avx2::gemv2_q4_1;
+    t.gemv_quant[GGML_TYPE_Q5_0]    = avx2::gemv2_q5_0;
+    t.qgemm_quant[GGML_TYPE_Q5_0]   = {avx2::qcols2_bytes, avx2::qcols2_prepare_q5_0, avx2::qgemm2_q5_0, 4};
+    t.gemv_quant[GGML_TYPE_Q5_1]    = avx2::gemv2_q5_1;
+    t.gemv_quant[GGML_TYPE_IQ4_NL]  = avx2::gemv2_iq4_nl;
+    t.qgemm_quant[GGML_TYPE_IQ4_NL] = {avx2::qcols2_bytes, avx2::qcols2_prepare_iq4_nl, avx2::qgemm2_iq4_nl, 4};
+    t.gemv_quant[GGML_TYPE_MXFP4]   = avx2::gemv2_mxfp4;
+    t.qgemm_quant[GGML_TYPE_MXFP4]  = {avx2::qcols2_bytes, avx2::qcols2_prepare_mxfp4, avx2::qgemm2_mxfp4, 4};
     t.gemv_quant[GGML_TYPE_IQ4_XS] = avx2::gemv_iq4_xs;
     avx2::add_iquant_kernels(t);
     return t;
