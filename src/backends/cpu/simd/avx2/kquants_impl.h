@@ -66,8 +66,15 @@ struct KDecoded {
     __m256  dd;     // d in lanes 0-3, -dmin in 4-7 (the decoders that keep the bias)
 };
 
-inline __m256 kq_dd(const KDecoded & o) {
-    return _mm256_setr_ps(o.d, o.d, o.d, o.d, -o.dmin, -o.dmin, -o.dmin, -o.dmin);
+// d in lanes 0-3 and -dmin in 4-7 from a block's fp16 d and dmin, stored
+// side by side: one conversion, one permute and one sign flip.
+template <class W> [[gnu::always_inline]] inline __m256 kq_dd_of(const W & x) {
+    static_assert(offsetof(W, dmin) == offsetof(W, d) + sizeof(uint16_t));
+    uint32_t both;
+    std::memcpy(&both, &x.d, sizeof both);
+    const __m256 v = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(int(both)))); // d, dmin, 0, 0
+    const __m256 dd = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    return _mm256_xor_ps(dd, _mm256_setr_ps(0.0f, 0.0f, 0.0f, 0.0f, -0.0f, -0.0f, -0.0f, -0.0f));
 }
 
 // Scales of the 16 groups of 16 into the per-register form.
@@ -161,7 +168,7 @@ struct Q4KDecoder {
         kq_scales_mins_k4(x.scales, o);
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
-        o.dd   = kq_dd(o);
+        o.dd   = kq_dd_of(x);
     }
 };
 
@@ -181,7 +188,7 @@ struct Q5KDecoder {
         kq_scales_mins_k4(x.scales, o);
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
-        o.dd   = kq_dd(o);
+        o.dd   = kq_dd_of(x);
     }
 };
 
@@ -216,6 +223,21 @@ struct Q6KDecoder {
     }
 };
 
+// Q3_K's 16 six-bit scales, as scale_q3_K reads them, minus 32, in the
+// int16 lanes of a register: the low four bits of scales j and j + 8 are
+// the nibbles of byte j (j < 8), the top two bits of scale j bits
+// 2 (j / 4) of byte 8 + j % 4; four bytes of each at once in 32-bit words.
+inline __m256i q3k_scales16(const uint8_t * scales) {
+    uint32_t w[3];
+    std::memcpy(w, scales, sizeof(w));
+    constexpr uint32_t four = 0x0f0f0f0f, two = 0x03030303;
+    const __m128i      v    = _mm_setr_epi32(int((w[0] & four) | ((w[2] & two) << 4)),
+                                             int((w[1] & four) | (((w[2] >> 2) & two) << 4)),
+                                             int(((w[0] >> 4) & four) | (((w[2] >> 4) & two) << 4)),
+                                             int(((w[1] >> 4) & four) | (((w[2] >> 6) & two) << 4)));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+}
+
 struct Q3KDecoder {
     static constexpr bool fold = true;
     static constexpr bool signed_levels = false;
@@ -223,20 +245,20 @@ struct Q3KDecoder {
     static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
         // Bit j of hmask[l] set: level u = low bits + 4, else low bits (and
-        // the value is u - 4 either way).
-        const __m256i h   = kq_load(x.hmask);
-        const __m256i one = _mm256_set1_epi8(1);
-        for (int j = 0; j < 8; ++j) {
-            const __m256i b = _mm256_and_si256(_mm256_srli_epi16(h, j), one);
-            o.u[j]          = _mm256_or_si256(o.u[j], _mm256_slli_epi16(b, 2));
-        }
-        int16_t s[16], b[16];
-        for (int g = 0; g < 16; ++g) {
-            s[g] = int16_t(scale_q3_K(x.scales, g));
-            b[g] = int16_t(4 * s[g]);
-        }
-        kq_group_scales(s, o);
-        o.bias = kq_load(b);
+        // the value is u - 4 either way): bit j moved to bit 2.
+        const __m256i h    = kq_load(x.hmask);
+        const __m256i four = _mm256_set1_epi8(4);
+        o.u[0]             = _mm256_or_si256(o.u[0], _mm256_and_si256(_mm256_slli_epi16(h, 2), four));
+        o.u[1]             = _mm256_or_si256(o.u[1], _mm256_and_si256(_mm256_slli_epi16(h, 1), four));
+        o.u[2]             = _mm256_or_si256(o.u[2], _mm256_and_si256(h, four));
+        o.u[3]             = _mm256_or_si256(o.u[3], _mm256_and_si256(_mm256_srli_epi16(h, 1), four));
+        o.u[4]             = _mm256_or_si256(o.u[4], _mm256_and_si256(_mm256_srli_epi16(h, 2), four));
+        o.u[5]             = _mm256_or_si256(o.u[5], _mm256_and_si256(_mm256_srli_epi16(h, 3), four));
+        o.u[6]             = _mm256_or_si256(o.u[6], _mm256_and_si256(_mm256_srli_epi16(h, 4), four));
+        o.u[7]             = _mm256_or_si256(o.u[7], _mm256_and_si256(_mm256_srli_epi16(h, 5), four));
+        const __m256i s16  = q3k_scales16(x.scales);
+        kq_group_scales16(s16, o);
+        o.bias = _mm256_slli_epi16(s16, 2); // 4 * scale
         o.d    = kq_half(x.d);
     }
 };
@@ -263,17 +285,34 @@ struct Q2KDecoder {
         const __m256i mul  = _mm256_set1_epi32(0x03020100);
         const __m256i t[2] = {_mm256_mullo_epi32(_mm256_cvtepu8_epi32(sc), mul),
                               _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)), mul)};
+        // The even groups of each half of t in the low lane, the odd ones in
+        // the high lane: register j's groups 2j and 2j + 1 are then int32
+        // lane j % 4 of their lanes of tt[j / 4], whose bytes 4 (j % 4) + u
+        // the levels u pick.
+        const __m256i spread = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+        const __m256i tt[2]  = {_mm256_permutevar8x32_epi32(t[0], spread), _mm256_permutevar8x32_epi32(t[1], spread)};
         for (int j = 0; j < 8; ++j) {
-            // Groups 2j and 2j + 1: int32 lanes 2j % 8 and 2j % 8 + 1 of t[j / 4].
-            const int     g   = 2 * (j % 4);
-            const __m256i sel = _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1);
-            o.u[j]            = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(t[j / 4], sel), o.u[j]);
-            o.sc[j]           = _mm256_set1_epi16(1);
+            const __m256i at = j % 4 == 0 ? o.u[j] : _mm256_add_epi8(o.u[j], _mm256_set1_epi8(char(4 * (j % 4))));
+            o.u[j]           = _mm256_shuffle_epi8(tt[j / 4], at);
+            o.sc[j]          = _mm256_set1_epi16(1);
         }
         o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
-        o.dd   = kq_dd(o);
+        o.dd   = kq_dd_of(x);
+    }
+    // The levels as they are with their group scales, for one column: the
+    // products above pay for themselves only when several columns share
+    // them. The integer sums are the same, and so the bits.
+    static void decode_plain(const W & x, KDecoded & o) {
+        kq_two_bits(x.qs, o);
+        const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+        const __m128i four = _mm_set1_epi8(0x0f);
+        kq_group_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), o);
+        o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
+        o.d    = kq_half(x.d);
+        o.dmin = kq_half(x.dmin);
+        o.dd   = kq_dd_of(x);
     }
 };
 
@@ -281,6 +320,10 @@ struct Q2KDecoder {
 // times scales]).
 template <class D, class = void> struct kq_prescaled : std::false_type {};
 template <class D> struct kq_prescaled<D, std::void_t<decltype(D::prescaled)>> : std::bool_constant<D::prescaled> {};
+
+// Whether a prescaled decoder has a plain form for products of one column.
+template <class D, class = void> struct kq_has_plain : std::false_type {};
+template <class D> struct kq_has_plain<D, std::void_t<decltype(&D::decode_plain)>> : std::true_type {};
 
 #if !defined(LOOM_KQ_512)
 // IQ4_XS's rows are decoded group by group as the columns meet them
@@ -697,7 +740,7 @@ inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, 
 
 // acc[c] + the product of block i of a row, x, with column c's block i.
 template <class D, int C>
-inline void kq_block_cols(const typename D::W & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
+[[gnu::always_inline]] inline void kq_block_cols(const typename D::W & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
 #if defined(LOOM_KQ_512)
     KDecoded512 w5;
     kq_decode512<D>(x, w5);
@@ -706,6 +749,11 @@ inline void kq_block_cols(const typename D::W & x, const block_q8_K * const * bc
     }
 #else
     KDecoded w;
+    if constexpr (C == 1 && kq_has_plain<D>::value) {
+        D::decode_plain(x, w);
+        acc[0] = kq_block<D::fold, false>(w, bc[0][i], acc[0]);
+        return;
+    }
     D::decode(x, w);
     for (int c = 0; c < C; ++c) {
         acc[c] = kq_block<D::fold, kq_prescaled<D>::value>(w, bc[c][i], acc[c]);
