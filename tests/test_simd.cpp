@@ -379,6 +379,40 @@ TEST(Simd, GemvAllTypes) {
     }
 }
 
+// More than four float columns over long rows: the rows go in blocks
+// (several per pass of four columns); each column's results are those of a
+// call with its group of four columns alone, bit for bit, and near the
+// portable table's.
+TEST(Simd, FloatGemvRowBlocksKeepTheBits) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(17);
+        for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+            const int64_t K = 40000; // rows of 80 KiB or more: a few per block
+            for (int64_t nrows : {9, 37}) {
+                for (int ncols = 5; ncols <= GEMV_MAX_COLS; ++ncols) {
+                    SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " rows " +
+                                 std::to_string(nrows) + " cols " + std::to_string(ncols));
+                    GemvCase     c   = make_gemv_case(rng, type, K, nrows, ncols);
+                    const size_t ldd = size_t(nrows);
+                    std::vector<float> got(ldd * size_t(ncols)), alone(ldd * size_t(ncols)), want(ldd * size_t(ncols));
+                    const uint8_t * a = c.a.data() + kOff;
+                    const uint8_t * b = c.b.data() + kOff;
+                    gemv_of(*kt, type)(K, a, c.lda, nrows, b, c.ldb, ncols, got.data(), ldd);
+                    for (int c0 = 0; c0 < ncols; c0 += 4) {
+                        gemv_of(*kt, type)(K, a, c.lda, nrows, b + size_t(c0) * c.ldb, c.ldb, std::min(4, ncols - c0),
+                                           alone.data() + size_t(c0) * ldd, ldd);
+                    }
+                    gemv_of(portable_kernels(), type)(K, a, c.lda, nrows, b, c.ldb, ncols, want.data(), ldd);
+                    for (size_t i = 0; i < got.size(); ++i) {
+                        ASSERT_EQ(got[i], alone[i]) << "result " << i;
+                        ASSERT_NEAR(got[i], want[i], 1e-3f * (1.0f + std::fabs(want[i]))) << "result " << i;
+                    }
+                }
+            }
+        }
+    }
+}
+
 // Every product on prepared columns a table offers (and the AVX-512
 // four-rows kernel for Q4_0, which processors without VBMI use).
 struct QGemmCase {

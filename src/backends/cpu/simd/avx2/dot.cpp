@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -132,10 +133,8 @@ void gemv_float_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const
 }
 
 template <class Ops>
-void gemv_float(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd) {
-    const auto * ac = static_cast<const char *>(a);
-    const auto * bc = static_cast<const char *>(b);
+void gemv_float_groups(int64_t K, const char * ac, size_t lda, int64_t nrows, const char * bc, size_t ldb, int ncols,
+                       float * dst, size_t ldd) {
     for (; ncols > 4; ncols -= 4, bc += 4 * ldb, dst += 4 * ldd) { // four columns fill the registers
         gemv_float_cols<Ops, 4>(K, ac, lda, nrows, bc, ldb, dst, ldd);
     }
@@ -144,6 +143,28 @@ void gemv_float(int64_t K, const void * a, size_t lda, int64_t nrows, const void
         case 2: gemv_float_cols<Ops, 2>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
         case 3: gemv_float_cols<Ops, 3>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
         default: gemv_float_cols<Ops, 4>(K, ac, lda, nrows, bc, ldb, dst, ldd); break;
+    }
+}
+
+// More than four columns take several passes over the rows; each pass
+// takes a block of rows (at most about 512 KiB, whole groups of four rows)
+// while the block is still in L2 from the pass before, so the weights come
+// from memory once rather than once per four columns. A row's sums are
+// computed the same way in a tile of any height, so the bits are those of
+// one pass per four columns over all the rows.
+template <class Ops>
+void gemv_float(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd) {
+    const auto * ac = static_cast<const char *>(a);
+    const auto * bc = static_cast<const char *>(b);
+    if (ncols <= 4) {
+        gemv_float_groups<Ops>(K, ac, lda, nrows, bc, ldb, ncols, dst, ldd);
+        return;
+    }
+    const int64_t block = std::max<int64_t>(4, int64_t((512u << 10) / std::max<size_t>(lda, 1)) / 4 * 4);
+    for (int64_t r0 = 0; r0 < nrows; r0 += block) {
+        gemv_float_groups<Ops>(K, ac + size_t(r0) * lda, lda, std::min(block, nrows - r0), bc, ldb, ncols, dst + r0,
+                               ldd);
     }
 }
 
