@@ -146,6 +146,13 @@ template <int G> struct TileScales {
     __m256 v[n_acc<G>];
 };
 
+// Four fp16 values in the low four 16-bit lanes, zeros above.
+[[gnu::always_inline]] inline __m128i halves4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    __m128i h = _mm_cvtsi32_si128(int(uint32_t(a) | uint32_t(b) << 16));
+    h         = _mm_insert_epi16(h, c, 2);
+    return _mm_insert_epi16(h, d, 3);
+}
+
 // Block i's scales of the tile's 2G rows (fp16 d, or E8M0 e), as floats
 // in lanes 0 .. 2G - 1.
 template <class Q, int G>
@@ -154,9 +161,8 @@ template <class Q, int G>
         return e8m0_scales(G == 2 ? _mm_setr_epi32(ar[0][i].e, ar[1][i].e, ar[2][i].e, ar[3][i].e)
                                   : _mm_setr_epi32(ar[0][i].e, ar[1][i].e, 0, 0));
     } else {
-        __m128i h = _mm_cvtsi32_si128(ar[0][i].d);
-        for (int r = 1; r < 2 * G; ++r) h = _mm_insert_epi16(h, ar[r][i].d, r);
-        return _mm_cvtph_ps(h);
+        return _mm_cvtph_ps(G == 2 ? halves4(ar[0][i].d, ar[1][i].d, ar[2][i].d, ar[3][i].d)
+                                   : halves4(ar[0][i].d, ar[1][i].d, 0, 0));
     }
 }
 
@@ -174,8 +180,8 @@ template <class Q, int G>
 template <class Q, int G>
 [[gnu::always_inline]] inline TileScales<G> tile_mins(const typename Q::W * const * ar, int64_t i) {
     static_assert(G == 1 || G == 2);
-    __m128i h = _mm_cvtsi32_si128(ar[0][i].m);
-    for (int r = 1; r < 2 * G; ++r) h = _mm_insert_epi16(h, ar[r][i].m, r);
+    const __m128i h = G == 2 ? halves4(ar[0][i].m, ar[1][i].m, ar[2][i].m, ar[3][i].m)
+                             : halves4(ar[0][i].m, ar[1][i].m, 0, 0);
     const __m256  m   = _mm256_zextps128_ps256(_mm_cvtph_ps(h)); // lanes from 2G on are zero
     const __m256i idx = G == 2 ? _mm256_setr_epi32(0, 4, 2, 4, 1, 4, 3, 4) : _mm256_setr_epi32(0, 4, 4, 4, 1, 4, 4, 4);
     return {{_mm256_permutevar8x32_ps(m, idx)}};
