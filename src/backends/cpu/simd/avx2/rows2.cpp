@@ -47,26 +47,8 @@ namespace loom::cpu::avx2 {
 
 namespace {
 
-struct Q4 {
-    using W                     = block_q4_0;
-    using Y                     = block_q8_0;
-    static constexpr int offset = 8;
-    static constexpr int pairs  = 2; // pairs of rows per tile
-    static constexpr int cols   = 3; // columns a tile meets per pass
-    static constexpr int dec_cols = 4; // the same on decoded rows (Note [Rows decoded per chunk])
-    struct Dec {
-        __m256i lo, hi;
-    };
-    [[gnu::always_inline]] static void decode(const W & a, const W & b, Dec & d) {
-        const __m256i q = pair(a.qs, b.qs);
-        const __m256i m = _mm256_set1_epi8(0x0f);
-        d.lo            = _mm256_and_si256(q, m);
-        d.hi            = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
-    }
-    [[gnu::always_inline]] static __m256i product(const Dec & d, const Col & c) {
-        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(d.lo, c.lo), _mm256_maddubs_epi16(d.hi, c.hi));
-        return _mm256_add_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), c.start);
-    }
+struct Q4 : UnsignedQ<block_q4_0, block_q8_0, 8, 3> {
+    [[gnu::always_inline]] static void decode(const W & a, const W & b, Dec & d) { nibble_pair(a.qs, b.qs, d.lo, d.hi); }
     static constexpr GemvFn one_row = gemv_q4_0;
 };
 

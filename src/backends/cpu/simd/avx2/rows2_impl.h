@@ -13,6 +13,8 @@
 // has_min (value d u + m: the block adds m times the column's s), e8m0
 // (the scale is an E8M0 byte e instead of an fp16 d).
 
+#include "e8m0.h"
+
 namespace {
 
 [[gnu::always_inline]] inline __m128i load128(const void * p) {
@@ -47,6 +49,44 @@ template <int Offset> [[gnu::always_inline]] inline __m128i start_lanes(__m128i 
         return _mm_sub_epi32(_mm_setzero_si128(), _mm_madd_epi16(s16, _mm_set1_epi16(1)));
     }
 }
+
+// The nibbles of one block of two rows: lo holds weights 0..15, hi 16..31.
+[[gnu::always_inline]] inline void nibble_pair(const uint8_t * a, const uint8_t * b, __m256i & lo, __m256i & hi) {
+    const __m256i q = pair(a, b);
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    lo              = _mm256_and_si256(q, m);
+    hi              = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+}
+
+// The types whose levels are stored unsigned (at most 31, so the two
+// maddubs sums of a pair of halves still fit int16 when added): lo and hi
+// meet the column's halves, and the column's starting value takes the
+// offset off. A type adds its decode and one_row (and has_min or e8m0).
+struct UnsignedDec {
+    __m256i lo, hi;
+};
+
+template <int Offset>
+[[gnu::always_inline]] inline __m256i unsigned_product(const UnsignedDec & d, const Col & c) {
+    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(d.lo, c.lo), _mm256_maddubs_epi16(d.hi, c.hi));
+    const __m256i p   = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    if constexpr (Offset == 0) {
+        return p;
+    } else {
+        return _mm256_add_epi32(p, c.start);
+    }
+}
+
+template <class W_, class Y_, int Offset, int Cols> struct UnsignedQ {
+    using W                       = W_;
+    using Y                       = Y_;
+    using Dec                     = UnsignedDec;
+    static constexpr int offset   = Offset;
+    static constexpr int pairs    = 2; // pairs of rows per tile
+    static constexpr int cols     = Cols; // columns a tile meets per pass
+    static constexpr int dec_cols = 4; // the same on decoded rows (Note [Rows decoded per chunk])
+    [[gnu::always_inline]] static __m256i product(const Dec & d, const Col & c) { return unsigned_product<Offset>(d, c); }
+};
 
 // Prepared columns: for a group of QGEMM_COLS columns, block i holds the
 // columns' low halves (16 bytes each), high halves, starting values (four
@@ -106,14 +146,6 @@ template <int Offset> void prepare_cols(int64_t K, const void * b, size_t ldb, i
             std::memcpy(pb + PREP_D + 4 * size_t(c), &d, sizeof d);
         }
     }
-}
-
-// e8m0_to_fp32_half of the bytes in int32 lanes: 2^(e - 128), whose float
-// bits are (e - 1) << 23, or the subnormal 0x00200000 << e for e < 2.
-[[gnu::always_inline]] inline __m128 e8m0_scales(__m128i e) {
-    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
-    const __m128i sub    = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
-    return _mm_castsi128_ps(_mm_blendv_epi8(normal, sub, _mm_cmplt_epi32(e, _mm_set1_epi32(2))));
 }
 
 // Where a tile's partial sums live between calls that cover parts of K: the

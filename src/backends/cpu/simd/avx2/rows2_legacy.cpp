@@ -49,14 +49,6 @@ namespace {
 
 #include "core/types/fp4_values.inc"
 
-// The nibbles of one block of two rows: lo holds weights 0..15, hi 16..31.
-[[gnu::always_inline]] inline void nibble_pair(const uint8_t * a, const uint8_t * b, __m256i & lo, __m256i & hi) {
-    const __m256i q = pair(a, b);
-    const __m256i m = _mm256_set1_epi8(0x0f);
-    lo              = _mm256_and_si256(q, m);
-    hi              = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
-}
-
 // 16 added to each weight of two rows whose bit in its block's qh is set.
 [[gnu::always_inline]] inline void add_fifth_bits(const uint8_t * qa, const uint8_t * qb, __m256i & lo, __m256i & hi) {
     uint32_t ha, hb;
@@ -75,81 +67,32 @@ namespace {
     hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bhi, bit), bit), sixteen));
 }
 
-// Unsigned levels: lo and hi meet the column's halves; both int16 sums fit
-// when added (the levels are at most 31).
-struct UnsignedDec {
-    __m256i lo, hi;
-};
-
-template <int Offset>
-[[gnu::always_inline]] inline __m256i unsigned_product(const UnsignedDec & d, const Col & c) {
-    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(d.lo, c.lo), _mm256_maddubs_epi16(d.hi, c.hi));
-    const __m256i p   = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
-    if constexpr (Offset == 0) {
-        return p;
-    } else {
-        return _mm256_add_epi32(p, c.start);
-    }
-}
-
-struct Q41 {
-    using W                        = block_q4_1;
-    using Y                        = block_q8_1;
-    using Dec                      = UnsignedDec;
-    static constexpr int  offset   = 0;
-    static constexpr bool has_min  = true;
-    static constexpr int  pairs    = 2;
-    static constexpr int  cols     = 2;
-    static constexpr int  dec_cols = 4;
+struct Q41 : UnsignedQ<block_q4_1, block_q8_1, 0, 2> {
+    static constexpr bool has_min = true;
     [[gnu::always_inline]] static void decode(const W & a, const W & b, Dec & d) { nibble_pair(a.qs, b.qs, d.lo, d.hi); }
-    [[gnu::always_inline]] static __m256i product(const Dec & d, const Col & c) { return unsigned_product<0>(d, c); }
     static constexpr GemvFn one_row = gemv_q4_1;
 };
 
-struct Q51 {
-    using W                        = block_q5_1;
-    using Y                        = block_q8_1;
-    using Dec                      = UnsignedDec;
-    static constexpr int  offset   = 0;
-    static constexpr bool has_min  = true;
-    static constexpr int  pairs    = 2;
-    static constexpr int  cols     = 2;
-    static constexpr int  dec_cols = 4;
+struct Q51 : UnsignedQ<block_q5_1, block_q8_1, 0, 2> {
+    static constexpr bool has_min = true;
     [[gnu::always_inline]] static void decode(const W & a, const W & b, Dec & d) {
         nibble_pair(a.qs, b.qs, d.lo, d.hi);
         add_fifth_bits(a.qh, b.qh, d.lo, d.hi);
     }
-    [[gnu::always_inline]] static __m256i product(const Dec & d, const Col & c) { return unsigned_product<0>(d, c); }
     static constexpr GemvFn one_row = gemv_q5_1;
 };
 
-struct Q50 {
-    using W                       = block_q5_0;
-    using Y                       = block_q8_0;
-    using Dec                     = UnsignedDec;
-    static constexpr int offset   = 16;
-    static constexpr int pairs    = 2;
-    static constexpr int cols     = 3;
-    static constexpr int dec_cols = 4;
+struct Q50 : UnsignedQ<block_q5_0, block_q8_0, 16, 3> {
     [[gnu::always_inline]] static void decode(const W & a, const W & b, Dec & d) {
         nibble_pair(a.qs, b.qs, d.lo, d.hi);
         add_fifth_bits(a.qh, b.qh, d.lo, d.hi);
-    }
-    [[gnu::always_inline]] static __m256i product(const Dec & d, const Col & c) {
-        return unsigned_product<offset>(d, c);
     }
     static constexpr GemvFn one_row = gemv_q5_0;
 };
 
-struct MXFP4 {
-    using W                       = block_mxfp4;
-    using Y                       = block_q8_0;
-    using Dec                     = UnsignedDec;
-    static constexpr int  offset   = 12;
-    static constexpr bool e8m0     = true;
-    static constexpr int  pairs    = 2;
-    static constexpr int  cols     = 3;
-    static constexpr int  dec_cols = 4;
+// The smallest doubled E2M1 value is -12.
+struct MXFP4 : UnsignedQ<block_mxfp4, block_q8_0, 12, 3> {
+    static constexpr bool e8m0 = true;
     [[gnu::always_inline]] static void decode(const W & a, const W & b, Dec & d) {
         nibble_pair(a.qs, b.qs, d.lo, d.hi);
         const __m256i table = _mm256_add_epi8(_mm256_broadcastsi128_si256(load128(kvalues_fp4)),
@@ -157,12 +100,8 @@ struct MXFP4 {
         d.lo = _mm256_shuffle_epi8(table, d.lo);
         d.hi = _mm256_shuffle_epi8(table, d.hi);
     }
-    [[gnu::always_inline]] static __m256i product(const Dec & d, const Col & c) {
-        return unsigned_product<offset>(d, c);
-    }
     static constexpr GemvFn one_row = gemv_mxfp4;
 };
-static_assert(MXFP4::offset == 12, "the smallest doubled E2M1 value is -12");
 
 struct IQ4NL {
     using W                       = block_iq4_nl;

@@ -41,6 +41,8 @@
 
 namespace loom::cpu::avx512 {
 
+#include "../avx2/e8m0.h"
+
 namespace {
 
 // GCC 12 reports the undefined inputs that the unmasked forms of some
@@ -154,14 +156,6 @@ template <class Q> struct has_min<Q, std::void_t<decltype(Q::has_min)>> : std::b
 // Whether Q's blocks scale by an E8M0 byte e instead of an fp16 d.
 template <class Q, class = void> struct has_e8m0 : std::false_type {};
 template <class Q> struct has_e8m0<Q, std::void_t<decltype(Q::e8m0)>> : std::bool_constant<Q::e8m0> {};
-
-// e8m0_to_fp32_half of four bytes in int32 lanes: 2^(e - 128), whose float
-// bits are (e - 1) << 23, or the subnormal 0x00200000 << e for e < 2.
-[[gnu::always_inline]] inline __m128 e8m0_scales(__m128i e) {
-    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
-    const __m128i sub    = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
-    return _mm_castsi128_ps(_mm_blendv_epi8(normal, sub, _mm_cmplt_epi32(e, _mm_set1_epi32(2))));
-}
 
 struct Q8 {
     using W                     = block_q8_0;
