@@ -277,11 +277,20 @@ struct Q2KDecoder {
     static constexpr bool signed_levels = false;
     static constexpr bool prescaled = true;
     using W = block_q2_K;
-    static void decode(const W & x, KDecoded & o) {
+    // What both forms share: the levels as stored, the mins against the
+    // column's sums, d and dmin; returns the group scales (0..15) as bytes.
+    static __m128i decode_common(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
         const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
         const __m128i four = _mm_set1_epi8(0x0f);
-        const __m128i sc   = _mm_and_si128(v, four);
+        o.bias             = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
+        o.d                = kq_half(x.d);
+        o.dmin             = kq_half(x.dmin);
+        o.dd               = kq_dd_of(x);
+        return _mm_and_si128(v, four);
+    }
+    static void decode(const W & x, KDecoded & o) {
+        const __m128i sc   = decode_common(x, o);
         const __m256i mul  = _mm256_set1_epi32(0x03020100);
         const __m256i t[2] = {_mm256_mullo_epi32(_mm256_cvtepu8_epi32(sc), mul),
                               _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)), mul)};
@@ -296,23 +305,12 @@ struct Q2KDecoder {
             o.u[j]           = _mm256_shuffle_epi8(tt[j / 4], at);
             o.sc[j]          = _mm256_set1_epi16(1);
         }
-        o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
-        o.d    = kq_half(x.d);
-        o.dmin = kq_half(x.dmin);
-        o.dd   = kq_dd_of(x);
     }
     // The levels as they are with their group scales, for one column: the
     // products above pay for themselves only when several columns share
     // them. The integer sums are the same, and so the bits.
     static void decode_plain(const W & x, KDecoded & o) {
-        kq_two_bits(x.qs, o);
-        const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
-        const __m128i four = _mm_set1_epi8(0x0f);
-        kq_group_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(v, four)), o);
-        o.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
-        o.d    = kq_half(x.d);
-        o.dmin = kq_half(x.dmin);
-        o.dd   = kq_dd_of(x);
+        kq_group_scales16(_mm256_cvtepu8_epi16(decode_common(x, o)), o);
     }
 };
 

@@ -1,7 +1,8 @@
 // Matrix-vector products of the 32-value types Q4_1, Q5_0, Q5_1, IQ4_NL and
-// MXFP4 on
-// 256-bit integer instructions, written once for the AVX2 table
-// (avx2/legacy_quants.cpp) and the AVX-512 one (avx512/legacy_quants.cpp,
+// MXFP4 on 256-bit integer instructions, a row at a time, written once for
+// the AVX2 table (avx2/legacy_quants.cpp: there only for a matrix's last
+// odd row, the others go through the two-row tiles of rows2_legacy.cpp) and
+// the AVX-512 one (avx512/legacy_quants.cpp,
 // the same code compiled for AVX-512: a block is one 256-bit register, so
 // wider registers would only hold two blocks of one row, with nothing to
 // gain over the extra registers and encodings the compiler already takes).
