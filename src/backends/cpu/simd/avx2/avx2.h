@@ -37,14 +37,18 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
                float * dst, size_t ldd);
 
 #include "../quant_gemv.inc"
-// Q4_K and Q6_K rows decoded once and their products (kquants.cpp, Note
-// [Q4_K stored rows]): the decode_rows and gemv_decoded entries of this table.
+// Q4_K, Q6_K and IQ4_XS rows decoded once and their products (kquants.cpp,
+// Notes [Q4_K stored rows] and [IQ4_XS stored rows]): the decode_rows and
+// gemv_decoded entries of this table.
 void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd);
 void decode_rows_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void gemv_decoded_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd);
+void decode_rows_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
+void gemv_decoded_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                         float * dst, size_t ldd);
 
 // Q4_0 and Q8_0 with two rows per register (rows2.cpp, Note [Two rows per
 // register]): every column count, and on prepared columns (the same bits).

@@ -1,4 +1,4 @@
-// Q4_K and Q6_K rows decoded once on the AVX2 table (Note [Rows decoded
+// Q4_K, Q6_K and IQ4_XS rows decoded once on the AVX2 table (Note [Rows decoded
 // once] in kernels/matmul_gemv.cpp). Included by avx2/kquants.cpp after
 // kquants_impl.h, inside its namespace and target.
 //
@@ -23,38 +23,66 @@
 
 namespace {
 
+// Note [IQ4_XS stored rows]
+// IQ4_XS's levels are signed (-127 .. 113): they cannot take an offset
+// into unsigned bytes without pairs overflowing maddubs, so its stored rows
+// keep the signed levels and meet each column through the sign trick, as
+// iq4_xs_fused does (maddubs of |level| with the column's bytes carrying
+// the level's sign): |level| is taken once per register for every column,
+// and each column pays one sign. The eight group scales (scale - 32) are
+// stored as int16. Each block's integer sums are iq4_xs_fused's and go into
+// the row's f32 sum by the same FMA with y.d * d, so the bits are those of
+// gemv_iq4_xs; the gain is the decode done once per row instead of once per
+// group of eight columns, and no levels spilled beside eight columns' sums.
+
+enum class StoredK { q4_K, q6_K, iq4_xs };
+
 struct StoredKBlock {
-    uint8_t u[QK_K];   // levels (Q4_K 0..15, Q6_K 0..63) in the order of the column's values
-    int16_t sm[16];    // Q4_K: kq_scales_mins16 (8 scales, 8 mins); Q6_K: the 16 scales
+    uint8_t u[QK_K];   // levels (Q4_K 0..15, Q6_K 0..63, IQ4_XS signed) in the order of the column's values
+    int16_t sm[16];    // Q4_K: kq_scales_mins16 (8 scales, 8 mins); Q6_K: the 16 scales; IQ4_XS: 8 scales - 32
     float   d, dmin;   // dmin: Q4_K only
     char    pad[DECODED_BLOCK_BYTES - QK_K - 32 - 2 * sizeof(float)];
 };
 static_assert(sizeof(StoredKBlock) == DECODED_BLOCK_BYTES);
 
-// Rows of Q4_K (Q6 false) or Q6_K, decoded by the type's 256-bit decoder.
-template <bool Q6>
+template <StoredK T> struct StoredKType;
+template <> struct StoredKType<StoredK::q4_K> { using D = Q4KDecoder; };
+template <> struct StoredKType<StoredK::q6_K> { using D = Q6KDecoder; };
+template <> struct StoredKType<StoredK::iq4_xs> { using D = IQ4XSDecoder; };
+
+// Rows of Q4_K, Q6_K (by the type's 256-bit decoder) or IQ4_XS.
+template <StoredK T>
 void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    using D          = std::conditional_t<Q6, Q6KDecoder, Q4KDecoder>;
+    using D = typename StoredKType<T>::D;
     stored_rows_fill<typename D::W, StoredKBlock>(K, a, lda, nrows, out, [](const typename D::W & x, StoredKBlock & o) {
-        KDecoded w;
-        D::decode(x, w);
-        for (int j = 0; j < 8; ++j) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), w.u[j]);
-        }
-        __m256i s16;
-        if constexpr (Q6) {
-            s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+        if constexpr (T == StoredK::iq4_xs) {
+            for (int j = 0; j < 8; ++j) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), iq4_xs_levels(x, j));
+                o.sm[j]     = int16_t(iq4_xs_scale(x, j));
+                o.sm[8 + j] = 0;
+            }
+            o.d    = kq_half(x.d);
+            o.dmin = 0.0f;
         } else {
-            s16 = kq_scales_mins16(x.scales);
+            KDecoded w;
+            D::decode(x, w);
+            for (int j = 0; j < 8; ++j) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), w.u[j]);
+            }
+            __m256i s16;
+            if constexpr (T == StoredK::q6_K) {
+                s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+            } else {
+                s16 = kq_scales_mins16(x.scales);
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.sm), s16);
+            o.d    = w.d;
+            o.dmin = T == StoredK::q6_K ? 0.0f : w.dmin;
         }
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.sm), s16);
-        o.d    = w.d;
-        o.dmin = Q6 ? 0.0f : w.dmin;
     });
 }
 
-// Q6: the rows are Q6_K's, else Q4_K's (kq_decode_rows).
-template <bool Q6, int C>
+template <StoredK T, int C>
 void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                            float * dst, size_t ldd) {
     const block_q8_K * bc[C];
@@ -65,69 +93,109 @@ void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                                                  __attribute__((always_inline)) {
         const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(row) * lda);
         for (int64_t i = i0; i < i0 + n; ++i) {
-            const StoredKBlock & sb  = x[i];
-            const __m256i        s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
-            const __m256i        lo  = _mm256_permute4x64_epi64(s16, 0x44);
-            const __m256i        hi  = _mm256_permute4x64_epi64(s16, 0xee);
+            const StoredKBlock & sb = x[i];
             __m256i              isum[C];
             for (int c = 0; c < C; ++c) {
                 isum[c] = _mm256_setzero_si256();
             }
-            for (int j = 0; j < 8; ++j) {
-                const __m256i sc = Q6 ? group_scales16(lo, hi, j) : kq_scale_k4(lo, j);
-                const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
-                for (int c = 0; c < C; ++c) {
-                    const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
-                    isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
-                }
-            }
-            if constexpr (Q6) {
-                const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
-                for (int c = 0; c < C; ++c) {
-                    const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                    _mm256_store_ps(acc[c], _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
-                                                            _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
-                                                            _mm256_load_ps(acc[c])));
+            if constexpr (T == StoredK::iq4_xs) {
+                // Four columns at a time: eight columns' sums beside the
+                // levels, their magnitudes and the scale spill registers.
+                auto four = [&](auto c0) __attribute__((always_inline)) {
+                    constexpr int c_0 = decltype(c0)::value;
+                    constexpr int n_c = C - c_0 < 4 ? C - c_0 : 4;
+                    // Not unrolled: GCC would load every level register
+                    // ahead and spill the sums.
+#pragma GCC unroll 1
+                    for (int j = 0; j < 8; ++j) {
+                        const __m256i sc = _mm256_set1_epi16(sb.sm[j]);
+                        const __m256i l  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                        const __m256i al = _mm256_abs_epi8(l);
+                        for (int c = c_0; c < c_0 + n_c; ++c) {
+                            const __m256i y = kq_load(bc[c][i].qs + 32 * j);
+                            const __m256i p = _mm256_maddubs_epi16(al, _mm256_sign_epi8(y, l));
+                            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
+                        }
+                    }
+                    for (int c = c_0; c < c_0 + n_c; ++c) {
+                        _mm256_store_ps(acc[c], _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
+                                                                _mm256_cvtepi32_ps(isum[c]), _mm256_load_ps(acc[c])));
+                    }
+                };
+                four(std::integral_constant<int, 0>{});
+                if constexpr (C > 4) {
+                    four(std::integral_constant<int, 4>{});
                 }
             } else {
-                const __m256i bias = kq_min_bias_k4(s16);
-                const __m256  dd   = _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
-                for (int c = 0; c < C; ++c) {
-                    const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                    _mm256_store_ps(acc[c], kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[c])));
+                constexpr bool Q6  = T == StoredK::q6_K;
+                const __m256i  s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
+                const __m256i  lo  = _mm256_permute4x64_epi64(s16, 0x44);
+                const __m256i  hi  = _mm256_permute4x64_epi64(s16, 0xee);
+                for (int j = 0; j < 8; ++j) {
+                    const __m256i sc = Q6 ? group_scales16(lo, hi, j) : kq_scale_k4(lo, j);
+                    const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                    for (int c = 0; c < C; ++c) {
+                        const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
+                        isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
+                    }
+                }
+                if constexpr (Q6) {
+                    const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
+                    for (int c = 0; c < C; ++c) {
+                        const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                        _mm256_store_ps(acc[c], _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
+                                                                _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
+                                                                _mm256_load_ps(acc[c])));
+                    }
+                } else {
+                    const __m256i bias = kq_min_bias_k4(s16);
+                    const __m256  dd   = _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
+                    for (int c = 0; c < C; ++c) {
+                        const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                        _mm256_store_ps(acc[c], kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[c])));
+                    }
                 }
             }
         }
     }, kq_hsum);
 }
 
-template <bool Q6>
+template <StoredK T>
 void kq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                      float * dst, size_t ldd) {
     const int64_t nb = K / QK_K;
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
     with_gemv_cols(ncols, [&](auto cols) {
-        kq_gemv_decoded_cols<Q6, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+        kq_gemv_decoded_cols<T, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
     });
 }
 
 } // namespace
 
 void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    kq_decode_rows<false>(K, a, lda, nrows, out);
+    kq_decode_rows<StoredK::q4_K>(K, a, lda, nrows, out);
 }
 
 void decode_rows_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    kq_decode_rows<true>(K, a, lda, nrows, out);
+    kq_decode_rows<StoredK::q6_K>(K, a, lda, nrows, out);
+}
+
+void decode_rows_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    kq_decode_rows<StoredK::iq4_xs>(K, a, lda, nrows, out);
 }
 
 void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd) {
-    kq_gemv_decoded<false>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    kq_gemv_decoded<StoredK::q4_K>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
 
 void gemv_decoded_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd) {
-    kq_gemv_decoded<true>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    kq_gemv_decoded<StoredK::q6_K>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_decoded_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                         float * dst, size_t ldd) {
+    kq_gemv_decoded<StoredK::iq4_xs>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }

@@ -708,22 +708,31 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
 // eight scale registers) does not fit the 16 registers beside the columns'
 // sums. The levels meet the columns through the sign trick (maddubs of
 // |level| with the column's bytes carrying the level's sign).
-template <int C>
-inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
+// Group j's 32 signed levels, in the order of the column's values.
+inline __m256i iq4_xs_levels(const block_iq4_xs & x, int j) {
     const __m256i table =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq::kvalues_iq4nl)));
-    const __m128i m4 = _mm_set1_epi8(0x0f);
-    __m256i       isum[C];
+    const __m128i m4  = _mm_set1_epi8(0x0f);
+    const __m128i q   = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 16 * j));
+    const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    return _mm256_shuffle_epi8(table, nib);
+}
+
+// Group j's scale, 6 bits less 32.
+inline int iq4_xs_scale(const block_iq4_xs & x, int j) {
+    return (((x.scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((x.scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
+template <int C>
+inline void iq4_xs_fused(const block_iq4_xs & x, const block_q8_K * const * bc, int64_t i, __m256 * acc) {
+    __m256i isum[C];
     for (int c = 0; c < C; ++c) {
         isum[c] = _mm256_setzero_si256();
     }
     for (int j = 0; j < 8; ++j) {
-        const __m128i q   = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qs + 16 * j));
-        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-        const __m256i u   = _mm256_shuffle_epi8(table, nib);
-        const __m256i au  = _mm256_sign_epi8(u, u);
-        const int     ls  = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((x.scales_h >> (2 * j)) & 3) << 4);
-        const __m256i sc  = _mm256_set1_epi16(int16_t(ls - 32));
+        const __m256i u  = iq4_xs_levels(x, j);
+        const __m256i au = _mm256_sign_epi8(u, u);
+        const __m256i sc = _mm256_set1_epi16(int16_t(iq4_xs_scale(x, j)));
         for (int c = 0; c < C; ++c) {
             const __m256i y = kq_load(bc[c][i].qs + 32 * j);
             isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(au, _mm256_sign_epi8(y, u)), sc));

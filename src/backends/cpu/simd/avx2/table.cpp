@@ -100,7 +100,9 @@ const KernelTable k_avx2 = [] {
     t.qgemm_quant[GGML_TYPE_IQ4_NL] = {avx2::qcols2_bytes, avx2::qcols2_prepare_iq4_nl, avx2::qgemm2_iq4_nl, 4};
     t.gemv_quant[GGML_TYPE_MXFP4]   = avx2::gemv2_mxfp4;
     t.qgemm_quant[GGML_TYPE_MXFP4]  = {avx2::qcols2_bytes, avx2::qcols2_prepare_mxfp4, avx2::qgemm2_mxfp4, 4};
-    t.gemv_quant[GGML_TYPE_IQ4_XS] = avx2::gemv_iq4_xs;
+    t.gemv_quant[GGML_TYPE_IQ4_XS]   = avx2::gemv_iq4_xs;
+    t.decode_rows[GGML_TYPE_IQ4_XS]  = avx2::decode_rows_iq4_xs; // Note [IQ4_XS stored rows]
+    t.gemv_decoded[GGML_TYPE_IQ4_XS] = avx2::gemv_decoded_iq4_xs;
     avx2::add_iquant_kernels(t);
     return t;
 }();
