@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types/i_quants.h"

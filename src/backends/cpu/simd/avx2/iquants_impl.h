@@ -22,9 +22,11 @@
 // scales gives exact int32 sums, and the block's total adds d * y.d * isum
 // (Note [Block totals]), d carrying the type's constant factor (1/8, 1/4, a
 // power of two). The grids
-// are read with gathers of the entries the indices name (indices masked to
-// the grid's size, so any bytes decode), the sign patterns expanded to
-// bytes by a shuffle and a bit test. A super-block is decoded once per row
+// are read with gathers of the entries the indices name, or with scalar
+// loads where those are faster (IQ2_XXS, IQ2_XS) (indices masked to the
+// grid's size, so any bytes decode), the sign patterns expanded to bytes by
+// a shuffle and a bit test; where the levels are not stored, they meet the
+// columns as they are decoded (Note [Grid levels and signs apart]). A super-block is decoded once per row
 // and meets every column of the call (up to GEMV_MAX_COLS); only the order
 // of the f32 additions differs from the portable dot products.
 
@@ -59,6 +61,12 @@ struct IDecoded {
     __m256i q[8];  // signed levels of values 32j .. 32j + 31
     __m256i sc[8]; // int16 scales of groups 2j (lanes 0-7) and 2j + 1 (8-15)
     float   d;     // the block's scale times the type's constant factor
+    // Register j from the grid's (positive) levels, their sign bytes and
+    // the two groups' scales (the decoders of grid types with sign patterns).
+    inline void set(int j, __m256i grid, __m256i signs, __m256i scales);
+    inline void set(int j, __m256i grid, uint32_t signs, __m256i scales) {
+        set(j, grid, _mm256_set1_epi32(int(signs)), scales);
+    }
 };
 
 // The scales of a register's two groups of 16.
@@ -77,24 +85,59 @@ inline __m256i iq_grid64(const uint64_t * grid, __m128i idx) {
     return _mm256_i32gather_epi64(reinterpret_cast<const long long *>(grid), idx, 8);
 }
 
+// The same from four indices in general registers: scalar loads beat a
+// gather of four here (IQ2_XXS with one column: 22.0 against 24.0-25.2
+// GFLOP/s on an Intel Xeon, family 6 model 207).
+inline __m256i iq_grid64(const uint64_t * grid, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+    return _mm256_set_epi64x(int64_t(grid[i3]), int64_t(grid[i2]), int64_t(grid[i1]), int64_t(grid[i0]));
+}
+
 // The same for eight 4-value entries of a 32-bit grid.
 inline __m256i iq_grid32(const uint32_t * grid, __m256i idx) {
     return _mm256_i32gather_epi32(reinterpret_cast<const int *>(grid), idx, 4);
 }
 
-// levels with the signs of four sign bytes (bytes 0-3 of every 128-bit
-// lane of s: byte l for values 8l .. 8l + 7, bit j for value 8l + j: set
-// is negative).
-inline __m256i iq_apply_signs(__m256i levels, __m256i s) {
+// -1 or +1 in every byte by the signs of four sign bytes (bytes 0-3 of
+// every 128-bit lane of s: byte l for values 8l .. 8l + 7, bit j for value
+// 8l + j: set is negative).
+inline __m256i iq_sign_ones(__m256i s) {
     const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
     const __m256i bits   = _mm256_set1_epi64x(int64_t(0x8040201008040201));
     const __m256i bytes  = _mm256_shuffle_epi8(s, spread);
     const __m256i neg    = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);
-    return _mm256_sign_epi8(levels, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
+    return _mm256_or_si256(neg, _mm256_set1_epi8(1));
 }
-inline __m256i iq_apply_signs(__m256i levels, uint32_t s) {
-    return iq_apply_signs(levels, _mm256_set1_epi32(int(s)));
+
+inline void IDecoded::set(int j, __m256i grid, __m256i signs, __m256i scales) {
+    q[j]  = _mm256_sign_epi8(grid, iq_sign_ones(signs));
+    sc[j] = scales;
 }
+
+// Note [Grid levels and signs apart]
+// The grid types with sign patterns (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+// IQ3_S) have positive grid levels (8 .. 62). Where the levels are not
+// stored, each register of them meets the columns as the decoder gives it
+// (IFused: no decoded super-block kept beside the columns' sums), unsigned,
+// and the column's bytes take the signs instead (maddubs of the grid levels
+// with y * sign): one instruction per register and column where signing
+// the levels and the sign trick take three (sign, abs, sign). The int16
+// products are the same, so the sums are.
+template <int C> struct IFused {
+    const block_q8_K * const * bc;
+    int64_t                    i;     // the block of the columns
+    __m256i                    isum[C];
+    float                      d;
+    void set(int j, __m256i grid, __m256i signs, __m256i scales) {
+        const __m256i ones = iq_sign_ones(signs);
+        for (int c = 0; c < C; ++c) {
+            const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bc[c][i].qs + 32 * j));
+            const __m256i p = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(y, ones));
+            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, scales));
+        }
+    }
+    void set(int j, __m256i grid, uint32_t signs, __m256i scales) { set(j, grid, _mm256_set1_epi32(int(signs)), scales); }
+};
+
 
 // Note [Sign patterns in lanes]
 // IQ2_XXS, IQ2_XS and IQ3_XXS give each eight values a 7-bit pattern k,
@@ -135,7 +178,7 @@ inline __m256i iq_odd_scales28(__m256i m) {
 struct IQ2XXSDecoder {
     using W                       = block_iq2_xxs;
     static constexpr float factor = 0.125f;
-    static void decode(const W & x, IDecoded & o) {
+    template <class O> static void decode(const W & x, O & o) {
         // Group g: four grid indices in bytes 8g .. 8g + 3 of qs, then a
         // word of four sign patterns and the scale; the words of groups
         // 0-7 gathered into one register (the odd dwords of qs).
@@ -144,11 +187,11 @@ struct IQ2XXSDecoder {
             _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), 0xdd)), 0xd8);
         const __m256i signs = iq_sign_bytes28(meta);
         const __m256i sc    = iq_odd_scales28(meta);
+#pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const uint32_t idx  = iq_u32(x.qs + 4 * g); // four grid indices
-            const __m256i  grid = iq_grid64(iq::iq2xxs_grid, _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(idx))));
-            o.q[g]              = iq_apply_signs(grid, iq_lane(signs, g));
-            o.sc[g]             = iq_lane(sc, g);
+            const __m256i  grid = iq_grid64(iq::iq2xxs_grid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
+            o.set(g, grid, iq_lane(signs, g), iq_lane(sc, g));
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -157,18 +200,19 @@ struct IQ2XXSDecoder {
 struct IQ2XSDecoder {
     using W                       = block_iq2_xs;
     static constexpr float factor = 0.125f;
-    static void decode(const W & x, IDecoded & o) {
-        const __m128i m9 = _mm_set1_epi32(511);
+    template <class O> static void decode(const W & x, O & o) {
         // Each uint16 of qs: a 9-bit grid index, a 7-bit sign pattern
         // above it; the patterns of the block's 32 in bytes, in order.
         const __m256i k16   = _mm256_packus_epi16(_mm256_srli_epi16(iq_load(x.qs), 9),
                                                   _mm256_srli_epi16(iq_load(x.qs + 16), 9));
         const __m256i signs = iq_sign_bytes(_mm256_permute4x64_epi64(k16, 0xd8));
+#pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
-            const __m128i q    = _mm_cvtepu16_epi32(iq_bytes8(x.qs + 4 * g));
-            const __m256i grid = iq_grid64(iq::iq2xs_grid, _mm_and_si128(q, m9));
-            o.q[g]             = iq_apply_signs(grid, iq_lane(signs, g));
-            o.sc[g]            = iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4));
+            uint64_t q;
+            std::memcpy(&q, x.qs + 4 * g, sizeof q);
+            const __m256i grid = iq_grid64(iq::iq2xs_grid, uint32_t(q & 511), uint32_t((q >> 16) & 511),
+                                           uint32_t((q >> 32) & 511), uint32_t((q >> 48) & 511));
+            o.set(g, grid, iq_lane(signs, g), iq_scales(iq_odd(x.scales[g] & 0xf), iq_odd(x.scales[g] >> 4)));
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -177,9 +221,19 @@ struct IQ2XSDecoder {
 struct IQ2SDecoder {
     using W                       = block_iq2_s;
     static constexpr float factor = 0.125f;
-    static void decode(const W & x, IDecoded & o) {
+    template <class O> static void decode(const W & x, O & o) {
+        // The 16 odd scales (group 2g: the low nibble of scales[g], 2g + 1 the
+        // high one) in the int16 lanes of one register, then each register's two.
+        const __m128i b8   = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(x.scales));
+        const __m128i nib  = _mm_unpacklo_epi8(_mm_and_si128(b8, _mm_set1_epi8(0x0f)),
+                                               _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(0x0f)));
+        const __m256i s16  = _mm256_cvtepu8_epi16(nib);
+        const __m256i odd  = _mm256_or_si256(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
+        const __m256i lo8  = _mm256_permute4x64_epi64(odd, 0x44);
+        const __m256i hi8  = _mm256_permute4x64_epi64(odd, 0xee);
         const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
         const __m256i m3     = _mm256_set1_epi32(3);
+#pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) {
             // Groups 2p and 2p + 1, entries e = 0..7 (l = e % 4 of group 2p
             // + e / 4): byte 8p + e of qs, bits 2l, 2l + 1 of the group's qh
@@ -193,20 +247,8 @@ struct IQ2SDecoder {
                 const int     g    = 2 * p + k;
                 const __m256i grid = iq_grid64(iq::iq2s_grid, k == 0 ? _mm256_castsi256_si128(idx)
                                                                      : _mm256_extracti128_si256(idx, 1));
-                o.q[g]             = iq_apply_signs(grid, iq_u32(x.qs + QK_K / 8 + 4 * g));
+                o.set(g, grid, iq_u32(x.qs + QK_K / 8 + 4 * g), group_scales16(lo8, hi8, g));
             }
-        }
-        // The 16 odd scales (group 2g: the low nibble of scales[g], 2g + 1 the
-        // high one) in the int16 lanes of one register, then each register's two.
-        const __m128i b8   = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(x.scales));
-        const __m128i nib  = _mm_unpacklo_epi8(_mm_and_si128(b8, _mm_set1_epi8(0x0f)),
-                                               _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(0x0f)));
-        const __m256i s16  = _mm256_cvtepu8_epi16(nib);
-        const __m256i odd  = _mm256_or_si256(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
-        const __m256i lo8  = _mm256_permute4x64_epi64(odd, 0x44);
-        const __m256i hi8  = _mm256_permute4x64_epi64(odd, 0xee);
-        for (int g = 0; g < 8; ++g) {
-            o.sc[g] = group_scales16(lo8, hi8, g);
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -215,15 +257,15 @@ struct IQ2SDecoder {
 struct IQ3XXSDecoder {
     using W                       = block_iq3_xxs;
     static constexpr float factor = 0.25f;
-    static void decode(const W & x, IDecoded & o) {
+    template <class O> static void decode(const W & x, O & o) {
         // The words of four sign patterns and a scale, one per group.
         const __m256i meta  = iq_load(x.qs + QK_K / 4);
         const __m256i signs = iq_sign_bytes28(meta);
         const __m256i sc    = iq_odd_scales28(meta);
+#pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const __m256i idx = _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * g));
-            o.q[g]            = iq_apply_signs(iq_grid32(iq::iq3xxs_grid, idx), iq_lane(signs, g));
-            o.sc[g]           = iq_lane(sc, g);
+            o.set(g, iq_grid32(iq::iq3xxs_grid, idx), iq_lane(signs, g), iq_lane(sc, g));
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -232,7 +274,7 @@ struct IQ3XXSDecoder {
 struct IQ3SDecoder {
     using W                       = block_iq3_s;
     static constexpr float factor = 1.0f;
-    static void decode(const W & x, IDecoded & o) {
+    template <class O> static void decode(const W & x, O & o) {
         const __m256i shifts = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256i one    = _mm256_set1_epi32(1);
         for (int g = 0; g < 8; ++g) {
@@ -240,10 +282,9 @@ struct IQ3SDecoder {
             const __m256i lo  = _mm256_cvtepu8_epi32(iq_bytes8(x.qs + 8 * g));
             const __m256i hi  = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x.qh[g]), shifts), one);
             const __m256i idx = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
-            o.q[g]            = iq_apply_signs(iq_grid32(iq::iq3s_grid, idx), iq_u32(x.signs + 4 * g));
             const uint8_t sc  = x.scales[g / 2];
             const int     ls  = iq_odd(g % 2 ? sc >> 4 : sc & 0xf);
-            o.sc[g]           = _mm256_set1_epi16(int16_t(ls));
+            o.set(g, iq_grid32(iq::iq3s_grid, idx), iq_u32(x.signs + 4 * g), _mm256_set1_epi16(int16_t(ls)));
         }
         o.d = factor * _cvtsh_ss(x.d);
     }
@@ -440,6 +481,13 @@ inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
     return isum;
 }
 
+// Whether D's decoder takes an output of its own (the grid types with
+// sign patterns: Note [Grid levels and signs apart]).
+template <class D, class = void> struct iq_fused : std::false_type {};
+template <class D>
+struct iq_fused<D, std::void_t<decltype(D::decode(std::declval<const typename D::W &>(), std::declval<IFused<1> &>()))>>
+    : std::true_type {};
+
 // Note [Block totals]
 // A row's product with a column: each super-block's exact integer total,
 // then, eight blocks at a time, lane b of an f32 sum adds d * y.d times the
@@ -563,6 +611,18 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
                 const __m256i h  = _mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08);
                 return _mm256_mul_ps(_mm256_set1_ps(D::factor), _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
             });
+            continue;
+        }
+        if constexpr (iq_fused<D>::value) {
+            iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
+                _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
+                IFused<C> f{bc, i, {}, 0.0f};
+                D::decode(x[i], f);
+                for (int c = 0; c < C; ++c) {
+                    part[c][slot] = f.isum[c];
+                }
+                return f.d;
+            }, dst + r, ldd);
             continue;
         }
         iq_row<C>(nb, bc, [&](int64_t i, IDecoded & w) {
