@@ -67,6 +67,14 @@ struct IDecoded {
     inline void set(int j, __m256i grid, uint32_t signs, __m256i scales) {
         set(j, grid, _mm256_set1_epi32(int(signs)), scales);
     }
+    // Register j from unsigned bytes u, the levels less offset (IQ1_S and
+    // IQ1_M: Note [IQ1 levels unsigned]), then the factors of the column's
+    // sums of 16 that take the offsets off in the fused products.
+    void set_biased(int j, __m256i u, __m256i scales, __m256i offset) {
+        q[j]  = _mm256_add_epi8(u, offset);
+        sc[j] = scales;
+    }
+    void add_bsums(__m256i) {}
 };
 
 // The scales of a register's two groups of 16.
@@ -136,7 +144,30 @@ template <int C> struct IFused {
         }
     }
     void set(int j, __m256i grid, uint32_t signs, __m256i scales) { set(j, grid, _mm256_set1_epi32(int(signs)), scales); }
+    void set_biased(int j, __m256i u, __m256i scales, __m256i) {
+        for (int c = 0; c < C; ++c) {
+            const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bc[c][i].qs + 32 * j));
+            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), scales));
+        }
+    }
+    void add_bsums(__m256i f16) {
+        for (int c = 0; c < C; ++c) {
+            const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bc[c][i].bsums));
+            isum[c]         = _mm256_add_epi32(isum[c], _mm256_madd_epi16(b, f16));
+        }
+    }
 };
+
+// Note [IQ1 levels unsigned]
+// IQ1_S and IQ1_M levels are 8 g + delta (g -1, 0 or 1, delta +-1). Where
+// they are not stored, the decoders give unsigned bytes u = level - offset
+// that meet the column's bytes through maddubs directly, and the offsets
+// come back through the column's sums of 16: sum sc (u + o) y = sum sc u y
+// + sum_g sc_g o_g bsums_g, one madd per block and column with the factors
+// sc_g o_g. IQ1_S's delta is one per group of 32, so u = 8 g + 8 (0, 8,
+// 16) and o = delta - 8 (no delta per register); IQ1_M's is one per eight
+// values, so u = level + 9 (0 .. 18) and o = -9. The block's total is the
+// same exact integer.
 
 
 // Note [Sign patterns in lanes]
@@ -296,7 +327,20 @@ struct IQ3SDecoder {
 struct IQ1SDecoder {
     using W                       = block_iq1_s;
     static constexpr float factor = 0.125f;
-    static void decode(const W & x, IDecoded & o) {
+    template <class O> static void decode(const W & x, O & o) {
+        // Per group of 16 (bsums' order): the odd scale of its group of 32
+        // (bits 12-14 of qh) and the offset delta - 8 (-9 where bit 15 is
+        // set, else -7).
+        const __m128i h     = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.qh));
+        const __m128i s8    = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1),
+                                           _mm_set1_epi16(1));
+        const __m128i neg   = _mm_srai_epi16(h, 15);
+        const __m128i o8    = _mm_add_epi16(_mm_set1_epi16(-7), _mm_add_epi16(neg, neg));
+        const __m256i sc16  = _mm256_set_m128i(_mm_unpackhi_epi16(s8, s8), _mm_unpacklo_epi16(s8, s8));
+        const __m256i off16 = _mm256_set_m128i(_mm_unpackhi_epi16(o8, o8), _mm_unpacklo_epi16(o8, o8));
+        const __m256i lo8   = _mm256_permute4x64_epi64(sc16, 0x44);
+        const __m256i hi8   = _mm256_permute4x64_epi64(sc16, 0xee);
+        const __m256i eight = _mm256_set1_epi8(8);
         const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 16, 19, 22, 25);
         const __m256i m7     = _mm256_set1_epi32(7);
         for (int p = 0; p < 4; ++p) {
@@ -311,10 +355,12 @@ struct IQ1SDecoder {
                 const uint16_t qh    = uint16_t(qh2 >> (16 * k));
                 const __m256i  grid8 = iq_grid64(iq::iq1s_grid8.v, k == 0 ? _mm256_castsi256_si128(idx)
                                                                           : _mm256_extracti128_si256(idx, 1));
-                o.q[2 * p + k]  = _mm256_add_epi8(grid8, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
-                o.sc[2 * p + k] = _mm256_set1_epi16(int16_t(iq_odd((qh >> 12) & 7)));
+                const int     g     = 2 * p + k;
+                o.set_biased(g, _mm256_add_epi8(grid8, eight), group_scales16(lo8, hi8, g),
+                             _mm256_set1_epi8(qh & 0x8000 ? -9 : -7));
             }
         }
+        o.add_bsums(_mm256_mullo_epi16(sc16, off16));
         o.d = factor * _cvtsh_ss(x.d);
     }
 };
@@ -336,11 +382,16 @@ inline __m256i iq1m_scales16(const uint8_t * scales) {
 struct IQ1MDecoder {
     using W                       = block_iq1_m;
     static constexpr float factor = 0.125f;
-    static void decode(const W & x, IDecoded & o) {
+    template <class O> static void decode(const W & x, O & o) {
         uint16_t sc[4];
         std::memcpy(sc, x.scales, sizeof sc);
+        // Register g: the scales of groups 2g (lanes 0-7) and 2g + 1 (8-15).
+        const __m256i s16    = iq1m_scales16(x.scales);
+        const __m256i lo8    = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
+        const __m256i hi8    = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
         const __m256i nibble = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
         const __m256i m7 = _mm256_set1_epi32(7), m8 = _mm256_set1_epi32(8), one = _mm256_set1_epi8(1);
+        const __m256i nine = _mm256_set1_epi8(9);
         for (int p = 0; p < 4; ++p) {
             // Groups 2p and 2p + 1, entries e = 0..7: byte 8p + e of qs, above
             // it the three low bits of nibble e of the word at qh + 4p (qh[2g
@@ -357,16 +408,11 @@ struct IQ1MDecoder {
                 const __m256i spread =
                     _mm256_setr_epi32(4 * k, 4 * k, 4 * k + 1, 4 * k + 1, 4 * k + 2, 4 * k + 2, 4 * k + 3, 4 * k + 3);
                 const __m256i delta = _mm256_or_si256(_mm256_permutevar8x32_epi32(neg, spread), one);
-                o.q[2 * p + k]      = _mm256_add_epi8(grid8, delta);
+                o.set_biased(2 * p + k, _mm256_add_epi8(_mm256_add_epi8(grid8, delta), nine),
+                             group_scales16(lo8, hi8, 2 * p + k), _mm256_set1_epi8(-9));
             }
         }
-        // Register g: the scales of groups 2g (lanes 0-7) and 2g + 1 (8-15).
-        const __m256i s16 = iq1m_scales16(x.scales);
-        const __m256i lo8 = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
-        const __m256i hi8 = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
-        for (int g = 0; g < 8; ++g) {
-            o.sc[g] = group_scales16(lo8, hi8, g);
-        }
+        o.add_bsums(_mm256_mullo_epi16(s16, _mm256_set1_epi16(-9)));
         // The fp16 scale: the top nibble of each of the four scale words.
         const uint16_t d =
             uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
@@ -482,7 +528,8 @@ inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
 }
 
 // Whether D's decoder takes an output of its own (the grid types with
-// sign patterns: Note [Grid levels and signs apart]).
+// sign patterns, Note [Grid levels and signs apart], and IQ1_S and IQ1_M,
+// Note [IQ1 levels unsigned]).
 template <class D, class = void> struct iq_fused : std::false_type {};
 template <class D>
 struct iq_fused<D, std::void_t<decltype(D::decode(std::declval<const typename D::W &>(), std::declval<IFused<1> &>()))>>
