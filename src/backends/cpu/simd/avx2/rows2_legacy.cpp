@@ -54,8 +54,9 @@ namespace {
     uint32_t ha, hb;
     std::memcpy(&ha, qa, sizeof ha);
     std::memcpy(&hb, qb, sizeof hb);
-    const __m256i v =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128(int(ha))), _mm_cvtsi32_si128(int(hb)), 1);
+    // Broadcasts from memory and a blend: no move into a vector register
+    // on the shuffle port.
+    const __m256i v = _mm256_blend_epi32(_mm256_set1_epi32(int(ha)), _mm256_set1_epi32(int(hb)), 0xf0);
     // Byte j of a lane of lo takes byte j / 8 of its row's qh (weights
     // 0..15), of hi byte 2 + j / 8 (weights 16..31); then keeps bit j % 8.
     const __m256i blo = _mm256_shuffle_epi8(v, _mm256_setr_epi64x(0, 0x0101010101010101, 0, 0x0101010101010101));
