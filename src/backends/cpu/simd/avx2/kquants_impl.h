@@ -84,6 +84,16 @@ inline void kq_group_scales(const int16_t (&s)[16], KDecoded & o) {
     }
 }
 
+// acc + a block's product from its lane sums isum (scales times levels)
+// and msum (mins times the column's sums), with dd = (d, d, d, d, -dmin,
+// ...): four lanes of isum's halves added, beside four of msum's, then one
+// conversion and one FMA with yd * dd.
+inline __m256 kq_add_sums(__m256i isum, __m256i msum, float yd, __m256 dd, __m256 acc) {
+    const __m256i both = _mm256_add_epi32(_mm256_permute2x128_si256(isum, msum, 0x20),
+                                          _mm256_permute2x128_si256(isum, msum, 0x31));
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(yd), dd), _mm256_cvtepi32_ps(both), acc);
+}
+
 // The same from the 16 scales in the int16 lanes of one register, with
 // byte shuffles instead of a broadcast from memory per group: sc[j] takes
 // lane 2j in its low half and lane 2j + 1 in its high half.
@@ -276,10 +286,9 @@ struct Q2KDecoder {
     static constexpr bool fold = false;
     static constexpr bool signed_levels = false;
     static constexpr bool prescaled = true;
+    static constexpr bool has_plain = true; // product_plain
     using W = block_q2_K;
-    // What both forms share: the levels as stored, the mins against the
-    // column's sums, d and dmin; returns the group scales (0..15) as bytes.
-    static __m128i decode_common(const W & x, KDecoded & o) {
+    static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
         const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
         const __m128i four = _mm_set1_epi8(0x0f);
@@ -287,10 +296,7 @@ struct Q2KDecoder {
         o.d                = kq_half(x.d);
         o.dmin             = kq_half(x.dmin);
         o.dd               = kq_dd_of(x);
-        return _mm_and_si128(v, four);
-    }
-    static void decode(const W & x, KDecoded & o) {
-        const __m128i sc   = decode_common(x, o);
+        const __m128i sc   = _mm_and_si128(v, four);
         const __m256i mul  = _mm256_set1_epi32(0x03020100);
         const __m256i t[2] = {_mm256_mullo_epi32(_mm256_cvtepu8_epi32(sc), mul),
                               _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)), mul)};
@@ -306,11 +312,29 @@ struct Q2KDecoder {
             o.sc[j]          = _mm256_set1_epi16(1);
         }
     }
-    // The levels as they are with their group scales, for one column: the
-    // products above pay for themselves only when several columns share
-    // them. The integer sums are the same, and so the bits.
-    static void decode_plain(const W & x, KDecoded & o) {
-        kq_group_scales16(_mm256_cvtepu8_epi16(decode_common(x, o)), o);
+    // acc + the block's product with one column, the levels as they are
+    // with their group scales: the products above pay for themselves only
+    // when several columns share them. Each register of levels meets the
+    // column as it is decoded, so that the levels, their scales and the sum
+    // are not all live at once (with a whole decoded block the accumulator
+    // went through memory). The integer sums are kq_block's, so the bits
+    // are.
+    [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
+        const __m128i v    = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales));
+        const __m128i four = _mm_set1_epi8(0x0f);
+        const __m256i s16  = _mm256_cvtepu8_epi16(_mm_and_si128(v, four));
+        const __m256i lo   = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
+        const __m256i hi   = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
+        const __m256i m3   = _mm256_set1_epi8(3);
+        __m256i       isum = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            const __m256i u = _mm256_and_si256(_mm256_srli_epi16(kq_load(x.qs + 32 * (j / 4)), 2 * (j % 4)), m3);
+            const __m256i p = _mm256_maddubs_epi16(u, kq_load(y.qs + 32 * j));
+            isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, group_scales16(lo, hi, j)));
+        }
+        const __m256i bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), four));
+        const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), bias);
+        return kq_add_sums(isum, msum, y.d, kq_dd_of(x), acc);
     }
 };
 
@@ -321,7 +345,7 @@ template <class D> struct kq_prescaled<D, std::void_t<decltype(D::prescaled)>> :
 
 // Whether a prescaled decoder has a plain form for products of one column.
 template <class D, class = void> struct kq_has_plain : std::false_type {};
-template <class D> struct kq_has_plain<D, std::void_t<decltype(&D::decode_plain)>> : std::true_type {};
+template <class D> struct kq_has_plain<D, std::void_t<decltype(D::has_plain)>> : std::bool_constant<D::has_plain> {};
 
 #if !defined(LOOM_KQ_512)
 // IQ4_XS's rows are decoded group by group as the columns meet them
@@ -332,16 +356,6 @@ struct IQ4XSDecoder {
     static constexpr bool signed_levels = true;
 };
 #endif
-
-// acc + a block's product from its lane sums isum (scales times levels)
-// and msum (mins times the column's sums), with dd = (d, d, d, d, -dmin,
-// ...): four lanes of isum's halves added, beside four of msum's, then one
-// conversion and one FMA with yd * dd.
-inline __m256 kq_add_sums(__m256i isum, __m256i msum, float yd, __m256 dd, __m256 acc) {
-    const __m256i both = _mm256_add_epi32(_mm256_permute2x128_si256(isum, msum, 0x20),
-                                          _mm256_permute2x128_si256(isum, msum, 0x31));
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(yd), dd), _mm256_cvtepi32_ps(both), acc);
-}
 
 // acc + the product of a decoded super-block with a column's block; Fold:
 // the bias is an offset of the levels, taken off as integers; Prescaled:
@@ -757,8 +771,7 @@ template <class D, int C>
 #else
     KDecoded w;
     if constexpr (C == 1 && kq_has_plain<D>::value) {
-        D::decode_plain(x, w);
-        acc[0] = kq_block<D::fold, false>(w, bc[0][i], acc[0]);
+        acc[0] = D::product_plain(x, bc[0][i], acc[0]);
         return;
     }
     D::decode(x, w);
