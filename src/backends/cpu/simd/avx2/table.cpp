@@ -104,6 +104,12 @@ const KernelTable k_avx2 = [] {
     t.decode_rows[GGML_TYPE_IQ4_XS]  = avx2::decode_rows_iq4_xs; // Note [IQ4_XS stored rows]
     t.gemv_decoded[GGML_TYPE_IQ4_XS] = avx2::gemv_decoded_iq4_xs;
     avx2::add_iquant_kernels(t);
+    // TQ2_0's levels are two shifts and a mask away: its product with eight
+    // columns at a time (one maddubs and one 16-bit add per register and
+    // column) beats stored rows, which take a madd with the group scales
+    // per register and column.
+    t.decode_rows[GGML_TYPE_TQ2_0]  = nullptr;
+    t.gemv_decoded[GGML_TYPE_TQ2_0] = nullptr;
     return t;
 }();
 
