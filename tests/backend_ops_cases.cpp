@@ -719,6 +719,10 @@ const AttnCase kAttnCases[] = {
     {48, 48, 9, 41, 4, 2, 1, GGML_TYPE_F32, true, GGML_TYPE_F32, {1, 1, 0, 0}, 0.144f, 0.0f, 0.0f, true, true},
     {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
     {64, 64, 3, 301, 2, 1, 1, GGML_TYPE_F32, false, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    // Queries in groups of four and a remainder, each with its own masked
+    // blocks of positions (the random mask ends anywhere in 200).
+    {64, 64, 10, 200, 3, 1, 1, GGML_TYPE_F16, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, false},
+    {32, 32, 11, 150, 2, 2, 1, GGML_TYPE_F32, true, GGML_TYPE_F32, {1, 1, 0, 0}, 0.2f, 0.0f, 30.0f, true, false},
     // Quantized and bf16 caches.
     {64, 64, 5, 37, 4, 2, 1, GGML_TYPE_Q8_0, true, GGML_TYPE_F16, {1, 1, 0, 0}, 0.125f, 0.0f, 0.0f, false, true},
     {32, 32, 3, 17, 6, 3, 2, GGML_TYPE_Q4_0, true, GGML_TYPE_F16, {2, 1, 3, 0}, 0.18f, 8.0f, 0.0f, true, true},

@@ -3,9 +3,12 @@
 //
 // Each work item is one (query, head, dim-3) row; threads take contiguous
 // runs of items, queries varying fastest so that consecutive items read
-// the same k and v head. Per row, positions go in blocks of KV_BLOCK: their
-// scores come from the kernel table's matrix-vector product (k rows against
-// the query), then are folded into the output with an online softmax: a
+// the same k and v head, and take up to Q_GROUP consecutive queries of one
+// head together. Positions go in blocks of KV_BLOCK: the group's scores come
+// from one call of the kernel table's matrix-vector product (k rows against
+// the group's queries as its columns, each k row read once for all of
+// them), then each query folds its own into its output with an online
+// softmax: a
 // running maximum M, a running sum S of exp(s - M) and an accumulator of
 // exp(s - M) * v, all rescaled by exp(M_old - M_new) when a block raises the
 // maximum (once per block, the exponentials of a block in one vector pass).
@@ -42,17 +45,22 @@ constexpr size_t SCRATCH_ALIGN = 64;
 // Positions per block (a multiple of GEMV_ROW_ALIGN).
 constexpr int64_t KV_BLOCK = 64;
 
+// Queries of one head whose scores are one product (at most GEMV_MAX_COLS).
+constexpr int64_t Q_GROUP = 4;
+static_assert(Q_GROUP <= GEMV_MAX_COLS);
+
 // v rows read in place by the table's row accumulation.
 bool v_in_place(ggml_type t) {
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
 }
 
+// A thread's scratch: Q_GROUP accumulators, q rows and score blocks.
 struct Slices {
     size_t acc;    // DV floats
     size_t q;      // q row as k's operand type
     size_t scores; // KV_BLOCK floats, then the block's mask terms
     size_t v;      // KV_BLOCK rows of v as f32 (0 where v is read in place)
-    size_t per_thread() const { return acc + q + scores + v; }
+    size_t per_thread() const { return Q_GROUP * (acc + q + scores) + v; }
 };
 
 Slices slices(const ggml_tensor * op) {
@@ -130,101 +138,130 @@ void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
     const Slices sl = slices(dst);
     LOOM_ASSERT(p.wsize >= sl.per_thread() * size_t(p.nth));
     char *  scratch = static_cast<char *>(p.wdata) + sl.per_thread() * size_t(p.ith);
-    float * acc     = reinterpret_cast<float *>(scratch);
-    void *  q_op    = scratch + sl.acc;
-    float * scores  = reinterpret_cast<float *>(scratch + sl.acc + sl.q);
-    float * mterm   = scores + KV_BLOCK;
-    float * vrows   = reinterpret_cast<float *>(scratch + sl.acc + sl.q + sl.scores); // v_to_f32's rows
+    float * accs    = reinterpret_cast<float *>(scratch);                  // query g's at g * sl.acc bytes
+    char *  q_ops   = scratch + Q_GROUP * sl.acc;                           // g * sl.q
+    float * scores  = reinterpret_cast<float *>(q_ops + Q_GROUP * sl.q);    // query g's at g * KV_BLOCK
+    float * mterms  = scores + Q_GROUP * KV_BLOCK;                          // the same
+    float * vrows   = reinterpret_cast<float *>(scratch + Q_GROUP * (sl.acc + sl.q + sl.scores)); // v_to_f32's rows
+    auto acc_of = [&](int64_t g) { return reinterpret_cast<float *>(reinterpret_cast<char *>(accs) + g * sl.acc); };
 
     const Range r = split_range(n_q * n_head * q->ne[3], p.ith, p.nth);
-    for (int64_t ir = r.begin; ir < r.end; ++ir) {
-        const int64_t i3 = ir / (n_q * n_head);
-        const int64_t h  = ir / n_q % n_head;
-        const int64_t iq = ir % n_q;
+    for (int64_t ir0 = r.begin; ir0 < r.end;) {
+        const int64_t i3  = ir0 / (n_q * n_head);
+        const int64_t h   = ir0 / n_q % n_head;
+        const int64_t iq0 = ir0 % n_q;
+        const int64_t ng  = std::min({Q_GROUP, r.end - ir0, n_q - iq0}); // queries iq0 .. iq0 + ng - 1
 
         const float  slope = alibi_slope(max_bias, n_head, h);
-        const char * mrow  = mask != nullptr ? at(mask, iq, h % mask->ne[2], i3 % mask->ne[3]) : nullptr;
         const char * kmat  = at(k, 0, h / rk2, i3 / rk3);
         const char * vmat  = at(v, 0, h / rv2, i3 / rv3);
+        const char * mrow[Q_GROUP] = {};
+        float        M[Q_GROUP], S[Q_GROUP]; // per query: largest score so far, sum of exp(score - M)
+        for (int64_t g = 0; g < ng; ++g) {
+            if (mask != nullptr) {
+                mrow[g] = at(mask, iq0 + g, h % mask->ne[2], i3 % mask->ne[3]);
+            }
+            convert_f32_row(kdot.operand, at(q, iq0 + g, h, i3), q->nb[0], q_ops + g * sl.q, DK);
+            std::memset(acc_of(g), 0, size_t(DV) * sizeof(float));
+            M[g] = -INFINITY;
+            S[g] = 0.0f;
+        }
 
-        convert_f32_row(kdot.operand, at(q, iq, h, i3), q->nb[0], q_op, DK);
-        std::memset(acc, 0, size_t(DV) * sizeof(float));
-
-        float M = -INFINITY; // largest score so far
-        float S = 0.0f;      // sum of exp(score - M)
         for (int64_t ic0 = 0; ic0 < n_kv; ic0 += KV_BLOCK) {
             const int64_t n = std::min(KV_BLOCK, n_kv - ic0);
-            if (mrow != nullptr) {
-                mask_terms(kt, mrow + ic0 * mask->nb[0], mask_f16, slope, n, mterm);
-                // A block counts unless every term is -inf.
-                if (std::all_of(mterm, mterm + n, [](float t) { return t == -INFINITY; })) {
-                    continue;
+            // A query's block counts unless every one of its mask terms is
+            // -inf; the block is skipped when no query's counts.
+            bool live[Q_GROUP];
+            bool any = false;
+            for (int64_t g = 0; g < ng; ++g) {
+                live[g] = true;
+                if (mrow[g] != nullptr) {
+                    float * mterm = mterms + g * KV_BLOCK;
+                    mask_terms(kt, mrow[g] + ic0 * mask->nb[0], mask_f16, slope, n, mterm);
+                    live[g] = !std::all_of(mterm, mterm + n, [](float t) { return t == -INFINITY; });
                 }
+                any = any || live[g];
+            }
+            if (!any) {
+                continue;
             }
             if (kgemv != nullptr) {
-                kgemv(DK, kmat + ic0 * k->nb[1], k->nb[1], n, q_op, 0, 1, scores, size_t(n));
+                kgemv(DK, kmat + ic0 * k->nb[1], k->nb[1], n, q_ops, sl.q, int(ng), scores, size_t(KV_BLOCK));
             } else {
-                for (int64_t i = 0; i < n; ++i) {
-                    scores[i] = kdot.dot(DK, kmat + (ic0 + i) * k->nb[1], q_op);
+                for (int64_t g = 0; g < ng; ++g) {
+                    for (int64_t i = 0; i < n; ++i) {
+                        scores[g * KV_BLOCK + i] = kdot.dot(DK, kmat + (ic0 + i) * k->nb[1], q_ops + g * sl.q);
+                    }
                 }
             }
-            if (softcap != 0.0f) {
-                for (int64_t i = 0; i < n; ++i) {
-                    const float s = softcap * std::tanh(scores[i] * scale);
-                    scores[i]     = mrow != nullptr ? s + mterm[i] : s;
+            for (int64_t g = 0; g < ng; ++g) {
+                if (!live[g]) {
+                    continue;
                 }
-            } else {
-                // The same two roundings per score as the loop above.
-                kt.scale_f32(n, scores, scale, scores);
-                if (mrow != nullptr) {
-                    kt.binary_f32[0](n, scores, mterm, scores);
+                float *       sc    = scores + g * KV_BLOCK;
+                const float * mterm = mterms + g * KV_BLOCK;
+                float *       acc   = acc_of(g);
+                if (softcap != 0.0f) {
+                    for (int64_t i = 0; i < n; ++i) {
+                        const float s = softcap * std::tanh(sc[i] * scale);
+                        sc[i]         = mrow[g] != nullptr ? s + mterm[i] : s;
+                    }
+                } else {
+                    // The same two roundings per score as the loop above.
+                    kt.scale_f32(n, sc, scale, sc);
+                    if (mrow[g] != nullptr) {
+                        kt.binary_f32[0](n, sc, mterm, sc);
+                    }
+                }
+                const float bmax = kt.max_f32(n, sc);
+                if (!(bmax > -INFINITY)) {
+                    continue; // every position masked (or NaN)
+                }
+                float rescale = 1.0f;
+                if (bmax > M[g]) {
+                    // The old terms move onto the new maximum (nothing to
+                    // move before the first block that counts).
+                    rescale = M[g] == -INFINITY ? 0.0f : std::exp(M[g] - bmax);
+                    if (M[g] != -INFINITY) {
+                        kt.scale_f32(DV, acc, rescale, acc);
+                    }
+                    M[g] = bmax;
+                }
+                const float sum = float(kt.exp_sub_sum_f32(n, sc, M[g]));
+                S[g]            = S[g] * rescale + sum;
+                if (v_to_f32 == nullptr) {
+                    vmad(DV, acc, vmat + ic0 * v->nb[1], v->nb[1], n, sc);
+                } else {
+                    for (int64_t i = 0; i < n; ++i) {
+                        v_to_f32(vmat + (ic0 + i) * v->nb[1], vrows + i * DV, DV);
+                    }
+                    kt.mad_rows_f32(DV, acc, vrows, size_t(DV) * sizeof(float), n, sc);
                 }
             }
-            const float bmax = kt.max_f32(n, scores);
-            if (!(bmax > -INFINITY)) {
-                continue; // every position masked (or NaN)
-            }
-            float rescale = 1.0f;
-            if (bmax > M) {
-                // The old terms move onto the new maximum (nothing to move
-                // before the first block that counts).
-                rescale = M == -INFINITY ? 0.0f : std::exp(M - bmax);
-                if (M != -INFINITY) {
+        }
+
+        for (int64_t g = 0; g < ng; ++g) {
+            float * acc = acc_of(g);
+            if (sinks != nullptr) {
+                // The head's sink is one more score, with no value row.
+                const float s = static_cast<const float *>(sinks->data)[h];
+                if (s > M[g]) {
+                    const float rescale = M[g] == -INFINITY ? 0.0f : std::exp(M[g] - s);
                     kt.scale_f32(DV, acc, rescale, acc);
+                    S[g] = S[g] * rescale + 1.0f;
+                    M[g] = s;
+                } else {
+                    S[g] += std::exp(s - M[g]);
                 }
-                M = bmax;
             }
-            const float sum = float(kt.exp_sub_sum_f32(n, scores, M));
-            S               = S * rescale + sum;
-            if (v_to_f32 == nullptr) {
-                vmad(DV, acc, vmat + ic0 * v->nb[1], v->nb[1], n, scores);
-            } else {
-                for (int64_t i = 0; i < n; ++i) {
-                    v_to_f32(vmat + (ic0 + i) * v->nb[1], vrows + i * DV, DV);
-                }
-                kt.mad_rows_f32(DV, acc, vrows, size_t(DV) * sizeof(float), n, scores);
+            float *     out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] +
+                                                    (iq0 + g) * dst->nb[2] + i3 * dst->nb[3]);
+            const float inv = S[g] == 0.0f ? 0.0f : 1.0f / S[g];
+            for (int64_t d = 0; d < DV; ++d) {
+                out[d] = acc[d] * inv;
             }
         }
-
-        if (sinks != nullptr) {
-            // The head's sink is one more score, with no value row.
-            const float s = static_cast<const float *>(sinks->data)[h];
-            if (s > M) {
-                const float rescale = M == -INFINITY ? 0.0f : std::exp(M - s);
-                kt.scale_f32(DV, acc, rescale, acc);
-                S = S * rescale + 1.0f;
-                M = s;
-            } else {
-                S += std::exp(s - M);
-            }
-        }
-
-        float *     out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + h * dst->nb[1] + iq * dst->nb[2] +
-                                                i3 * dst->nb[3]);
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-        for (int64_t d = 0; d < DV; ++d) {
-            out[d] = acc[d] * inv;
-        }
+        ir0 += ng;
     }
 }
 
