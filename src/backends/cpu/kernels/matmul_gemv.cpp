@@ -141,9 +141,23 @@ DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const g
     return kt.decode_rows[a->type];
 }
 
-// Rows of an item whose rows are decoded once: whole panels.
+// Rows of an item whose rows are decoded once: whole panels, and up to 64
+// rows while their decoded blocks take at most 256 KiB (they stay in L2
+// while every column group passes): what a kernel does once per call for
+// its columns (Q4_K's layout by dwords on AVX2) is then shared by more rows.
+// This is the most (what the scratch holds); decoded_rows_for picks fewer
+// where the matrix is too small for four items a thread.
 int64_t decoded_item_rows(int64_t K, int64_t nc) {
-    return (gemv_min_rows(K, nc) + DECODED_PANEL_ROWS - 1) / DECODED_PANEL_ROWS * DECODED_PANEL_ROWS;
+    const int64_t fit  = int64_t(256 << 10) / int64_t(std::max<size_t>(decoded_row_bytes(K), 1));
+    const int64_t rows = std::max(gemv_min_rows(K, nc), std::min<int64_t>(64, fit));
+    return (rows + DECODED_PANEL_ROWS - 1) / DECODED_PANEL_ROWS * DECODED_PANEL_ROWS;
+}
+
+int64_t decoded_rows_for(int64_t M, int nth, int64_t K, int64_t nc) {
+    const int64_t most  = decoded_item_rows(K, nc);
+    const int64_t least = (gemv_min_rows(K, nc) + DECODED_PANEL_ROWS - 1) / DECODED_PANEL_ROWS * DECODED_PANEL_ROWS;
+    const int64_t share = M / (4 * int64_t(std::max(nth, 1))) / DECODED_PANEL_ROWS * DECODED_PANEL_ROWS;
+    return std::clamp(share, least, std::max(least, most));
 }
 
 // Bytes of one thread's decoded rows (0 where rows are not decoded once).
@@ -245,7 +259,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     const int64_t min_rows     = gemv_min_rows(K_, NC_);
     const bool    may_decode   = qg_.gemm == nullptr && !heads_ && rows_decoder(kt, a_, b_) != nullptr;
     item_rows_ = qg_.gemm != nullptr && N > GEMV_MAX_COLS ? QGEMM_ITEM_ROWS
-                 : may_decode                             ? decoded_item_rows(K_, NC_)
+                 : may_decode                             ? decoded_rows_for(M, nth, K_, NC_)
                                                           : min_rows;
     n_ru_      = (M + item_rows_ - 1) / item_rows_;
     n_cg_      = (NC_ + GEMV_MAX_COLS - 1) / GEMV_MAX_COLS;

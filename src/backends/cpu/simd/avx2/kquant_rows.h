@@ -50,6 +50,38 @@ template <> struct StoredKType<StoredK::q4_K> { using D = Q4KDecoder; };
 template <> struct StoredKType<StoredK::q6_K> { using D = Q6KDecoder; };
 template <> struct StoredKType<StoredK::iq4_xs> { using D = IQ4XSDecoder; };
 
+// Note [Q4_K stored rows by dwords]
+// Q4_K's stored levels (0..15) and, once per step of eight blocks, the
+// columns' bytes are laid out by dwords: register r holds dword r of each of
+// the block's eight groups of 32 (bytes 4g .. 4g + 3: values 32g + 4r ..
+// 32g + 4r + 3), the transpose of the 8 x 8 dwords of the block. Every
+// int16 lane of a maddubs then stays within one group in all eight
+// registers, so the eight products add up as int16 (each lane 16 values:
+// at most 16 * 15 * 127 = 30480) and one madd with the group scales (each
+// twice) gives the block's sums: per register and column one maddubs and
+// one add instead of a maddubs, a madd and an add. The totals are exact
+// integers whatever their lanes, and go through Note [Q4_K block totals on
+// 256-bit registers] as the one-pass kernel's do: the same bits.
+
+// The 8 x 8 transpose of the dwords of in[0..7] (in may be out).
+inline void kq_by_dwords(const __m256i * in, __m256i * out) {
+    __m256i t[8], u[8];
+    for (int k = 0; k < 4; ++k) {
+        t[2 * k]     = _mm256_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    for (int r = 0; r < 4; ++r) {
+        out[r]     = _mm256_permute2x128_si256(u[r], u[4 + r], 0x20);
+        out[r + 4] = _mm256_permute2x128_si256(u[r], u[4 + r], 0x31);
+    }
+}
+
 // Rows of Q4_K, Q6_K (by the type's 256-bit decoder) or IQ4_XS.
 template <StoredK T>
 void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
@@ -66,6 +98,9 @@ void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
         } else {
             KDecoded w;
             D::decode(x, w);
+            if constexpr (T == StoredK::q4_K) {
+                kq_by_dwords(w.u, w.u); // Note [Q4_K stored rows by dwords]
+            }
             for (int j = 0; j < 8; ++j) {
                 _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), w.u[j]);
             }
@@ -80,6 +115,102 @@ void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
             o.dmin = T == StoredK::q6_K ? 0.0f : w.dmin;
         }
     });
+}
+
+// Q4_K's stored rows against C columns (Note [Q4_K stored rows by dwords]):
+// the walk of stored_rows_walk, with the step's column blocks laid out by
+// dwords once for all the rows of the chunk.
+template <int C>
+void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+                           float * dst, size_t ldd) {
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
+    alignas(32) float  acc[k_rows][C][8];
+    alignas(32) int8_t yt[8][C][QK_K]; // the step's column blocks by dwords
+    const __m256i      at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                               _mm256_set1_epi32(int(sizeof(StoredKBlock))));
+    const __m256i      dup = _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11,
+                                              12, 13, 12, 13, 14, 15, 14, 15);
+    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
+        const int64_t nr = std::min(k_rows, nrows - r0);
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
+            }
+        }
+        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            __m256 yd[C];
+            for (int c = 0; c < C; ++c) {
+                for (int64_t k = 0; k < n; ++k) {
+                    __m256i v[8];
+                    for (int j = 0; j < 8; ++j) {
+                        v[j] = kq_load(bc[c][i0 + k].qs + 32 * j);
+                    }
+                    kq_by_dwords(v, v);
+                    for (int j = 0; j < 8; ++j) {
+                        _mm256_store_si256(reinterpret_cast<__m256i *>(yt[k][c] + 32 * j), v[j]);
+                    }
+                }
+                yd[c] = kq_yd8(bc[c] + i0, n);
+            }
+            const __m256 live = _mm256_castsi256_ps(kq_live8(n));
+            for (int64_t r = 0; r < nr; ++r) {
+                const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(r0 + r) * lda) + i0;
+                __m256i      t1[C][8], t2[C][8];
+                for (int64_t k = 0; k < 8; ++k) {
+                    if (k >= n) {
+                        for (int c = 0; c < C; ++c) {
+                            t1[c][k] = t2[c][k] = _mm256_setzero_si256();
+                        }
+                        continue;
+                    }
+                    const StoredKBlock & sb   = x[k];
+                    const __m256i        s16  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
+                    const __m256i        sc   = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0x44), dup);
+                    const __m256i        bias = kq_min_bias_k4(s16);
+                    // Four columns at a time (no sum spilled beside eight).
+                    auto four = [&](auto c0) __attribute__((always_inline)) {
+                        constexpr int c_0 = decltype(c0)::value;
+                        constexpr int n_c = C - c_0 < 4 ? C - c_0 : 4;
+                        __m256i       p[n_c];
+                        for (int c = 0; c < n_c; ++c) {
+                            p[c] = _mm256_setzero_si256();
+                        }
+                        for (int j = 0; j < 8; ++j) {
+                            const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                            for (int c = 0; c < n_c; ++c) {
+                                const __m256i y =
+                                    _mm256_load_si256(reinterpret_cast<const __m256i *>(yt[k][c_0 + c] + 32 * j));
+                                p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, y));
+                            }
+                        }
+                        for (int c = 0; c < n_c; ++c) {
+                            t1[c_0 + c][k] = _mm256_madd_epi16(p[c], sc);
+                            t2[c_0 + c][k] = _mm256_madd_epi16(kq_load(bc[c_0 + c][i0 + k].bsums), bias);
+                        }
+                    };
+                    four(std::integral_constant<int, 0>{});
+                    if constexpr (C > 4) {
+                        four(std::integral_constant<int, 4>{});
+                    }
+                }
+                const __m256 d8 = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->d, at, live, 1);
+                const __m256 m8 = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->dmin, at, live, 1);
+                for (int c = 0; c < C; ++c) {
+                    _mm256_store_ps(acc[r][c],
+                                    kq_add_totals8(_mm256_load_ps(acc[r][c]), yd[c], d8, m8, t1[c], t2[c]));
+                }
+            }
+        });
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int c = 0; c < C; ++c) {
+                dst[size_t(c) * ldd + size_t(r0 + r)] = kq_hsum(_mm256_load_ps(acc[r][c]));
+            }
+        }
+    }
 }
 
 template <StoredK T, int C>
@@ -178,7 +309,11 @@ void kq_gemv_decoded(int64_t K, const void * a, size_t lda, int64_t nrows, const
     const auto *  ac = static_cast<const char *>(a);
     const auto *  bc = static_cast<const char *>(b);
     with_gemv_cols(ncols, [&](auto cols) {
-        kq_gemv_decoded_cols<T, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+        if constexpr (T == StoredK::q4_K) {
+            q4k_gemv_decoded_cols<decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+        } else {
+            kq_gemv_decoded_cols<T, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+        }
     });
 }
 

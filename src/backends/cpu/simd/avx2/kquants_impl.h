@@ -717,6 +717,105 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
 #endif
 
 #if !defined(LOOM_KQ_512)
+// Note [Q4_K block totals on 256-bit registers]
+// The AVX2 table's Q4_K products add exact block totals too (Note [K-quant
+// block totals]: T1 and T2 are kq_block's isum and msum, summed), in every
+// path, the one pass over the rows here and the stored rows
+// (avx2/kquant_rows.h, Note [Q4_K stored rows by dwords]), so that both
+// give the same bits whatever lanes their integer sums take: per block and
+// column two int32 sums wait in memory, and the conversions, products and
+// FMAs of eight blocks are done at once.
+
+// The lanes below n, as a mask of -1 and 0.
+inline __m256i kq_live8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// d and dmin of blocks x[0 .. n), as floats in lanes (0 from n on).
+template <class W> inline void kq_dm8(const W * x, int64_t n, __m256 & d8, __m256 & m8) {
+    static_assert(offsetof(W, dmin) == offsetof(W, d) + sizeof(uint16_t), "d and dmin in one 32-bit word");
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(W))));
+    const __m256i dm = _mm256_mask_i32gather_epi32(
+        _mm256_setzero_si256(), reinterpret_cast<const int *>(reinterpret_cast<const char *>(x) + offsetof(W, d)), at,
+        kq_live8(n), 1);
+    // The low halves (d) then the high ones (dmin), in order.
+    const __m256i both = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(dm, _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(dm, 16)), 0xd8);
+    d8 = _mm256_cvtph_ps(_mm256_castsi256_si128(both));
+    m8 = _mm256_cvtph_ps(_mm256_extracti128_si256(both, 1));
+}
+
+// y[0 .. n).d in lanes (0 from n on).
+inline __m256 kq_yd8(const block_q8_K * y, int64_t n) {
+    const __m256i at =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(block_q8_K))));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &y->d, at, _mm256_castsi256_ps(kq_live8(n)), 1);
+}
+
+// acc + eight blocks' totals (Note [K-quant block totals]).
+inline __m256 kq_add_totals8(__m256 acc, __m256 yd, __m256 d8, __m256 m8, const __m256i * t1, const __m256i * t2) {
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(block_totals8(t1)), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(yd, m8), _mm256_cvtepi32_ps(block_totals8(t2)), acc);
+}
+
+// A decoded super-block's lane sums with a column's block: kq_block's isum
+// (T1) and msum (T2).
+inline void kq_block_sums(const KDecoded & w, const block_q8_K & y, __m256i & isum, __m256i & msum) {
+    isum = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+        const __m256i p = _mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j));
+        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
+    }
+    msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
+}
+
+template <class D, int C>
+void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+                         float * dst, size_t ldd) {
+    static_assert(std::is_same_v<D, Q4KDecoder>, "the AVX2 table's block totals are Q4_K's");
+    using W = typename D::W;
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+        const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        __m256       acc[C];
+        for (int c = 0; c < C; ++c) {
+            acc[c] = _mm256_setzero_ps();
+        }
+        auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            __m256i t1[C][8], t2[C][8];
+            for (int64_t k = 0; k < 8; ++k) {
+                if (k >= n) {
+                    for (int c = 0; c < C; ++c) {
+                        t1[c][k] = t2[c][k] = _mm256_setzero_si256();
+                    }
+                    continue;
+                }
+                // The same place in the next row, which follows in memory.
+                _mm_prefetch(reinterpret_cast<const char *>(x + i0 + k) + lda, _MM_HINT_T0);
+                KDecoded w;
+                D::decode(x[i0 + k], w);
+                for (int c = 0; c < C; ++c) {
+                    kq_block_sums(w, bc[c][i0 + k], t1[c][k], t2[c][k]);
+                }
+            }
+            __m256 d8, m8;
+            kq_dm8(x + i0, n, d8, m8);
+            for (int c = 0; c < C; ++c) {
+                acc[c] = kq_add_totals8(acc[c], kq_yd8(bc[c] + i0, n), d8, m8, t1[c], t2[c]);
+            }
+        };
+        by_eight_blocks(nb, add8);
+        for (int c = 0; c < C; ++c) {
+            dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);
+        }
+    }
+}
+#endif
+
+#if !defined(LOOM_KQ_512)
 // IQ4_XS on 256-bit registers, each group of 32 decoded and met by the
 // columns at once: a super-block decoded whole (eight level registers and
 // eight scale registers) does not fit the 16 registers beside the columns'
@@ -825,6 +924,12 @@ void kq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
     with_gemv_cols(ncols, [&](auto cols) {
 #if defined(LOOM_KQ_512)
         if constexpr (Totals) {
+            kq_totals_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
+            return;
+        }
+#else
+        // Note [Q4_K block totals on 256-bit registers]
+        if constexpr (Totals && std::is_same_v<D, Q4KDecoder>) {
             kq_totals_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
             return;
         }
