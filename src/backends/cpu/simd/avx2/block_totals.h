@@ -50,10 +50,11 @@ inline void stored_rows_fill(int64_t K, const void * a, size_t lda, int64_t nrow
 // at a time for every row of the chunk, so that those 8 x C blocks stay in
 // the first-level cache across the rows. add(row, i0, n, acc) adds blocks
 // i0 .. i0 + n - 1 of a row into acc[c]; each sum ends as hsum of its lanes
-// in dst (column c at dst + c * ldd).
-template <int C, class Add, class Hsum>
+// in dst (column c at dst + c * ldd). step(i0, n), where given, runs before
+// the rows of each step (what the rows share of the columns' blocks).
+template <int C, class Add, class Hsum, class Step = std::nullptr_t>
 inline __attribute__((always_inline)) void stored_rows_walk(int64_t nb, int64_t nrows, float * dst, size_t ldd,
-                                                            Add && add, Hsum && hsum) {
+                                                            Add && add, Hsum && hsum, Step && step = nullptr) {
     constexpr int64_t k_rows = 64; // rows whose sums are kept at once
     alignas(32) float acc[k_rows][C][8];
     for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
@@ -64,6 +65,9 @@ inline __attribute__((always_inline)) void stored_rows_walk(int64_t nb, int64_t 
             }
         }
         by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+            if constexpr (!std::is_same_v<std::decay_t<Step>, std::nullptr_t>) {
+                step(i0, n);
+            }
             for (int64_t r = 0; r < nr; ++r) {
                 add(r0 + r, i0, n, acc[r]);
             }

@@ -118,8 +118,8 @@ void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void *
 }
 
 // Q4_K's stored rows against C columns (Note [Q4_K stored rows by dwords]):
-// the walk of stored_rows_walk, with the step's column blocks laid out by
-// dwords once for all the rows of the chunk.
+// stored_rows_walk, each step's column blocks laid out by dwords once for
+// all the rows of the chunk.
 template <int C>
 void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                            float * dst, size_t ldd) {
@@ -127,90 +127,74 @@ void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
     }
-    constexpr int64_t k_rows = 64; // rows whose sums are kept at once
-    alignas(32) float  acc[k_rows][C][8];
     alignas(32) int8_t yt[8][C][QK_K]; // the step's column blocks by dwords
-    const __m256i      at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                               _mm256_set1_epi32(int(sizeof(StoredKBlock))));
+    __m256             yd[C];
+    const __m256i      at  = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                _mm256_set1_epi32(int(sizeof(StoredKBlock))));
     const __m256i      dup = _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11,
                                               12, 13, 12, 13, 14, 15, 14, 15);
-    for (int64_t r0 = 0; r0 < nrows; r0 += k_rows) {
-        const int64_t nr = std::min(k_rows, nrows - r0);
-        for (int64_t r = 0; r < nr; ++r) {
-            for (int c = 0; c < C; ++c) {
-                _mm256_store_ps(acc[r][c], _mm256_setzero_ps());
+    auto step = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
+        for (int c = 0; c < C; ++c) {
+            for (int64_t k = 0; k < n; ++k) {
+                __m256i v[8];
+                for (int j = 0; j < 8; ++j) {
+                    v[j] = kq_load(bc[c][i0 + k].qs + 32 * j);
+                }
+                kq_by_dwords(v, v);
+                for (int j = 0; j < 8; ++j) {
+                    _mm256_store_si256(reinterpret_cast<__m256i *>(yt[k][c] + 32 * j), v[j]);
+                }
             }
+            yd[c] = kq_yd8(bc[c] + i0, n);
         }
-        by_eight_blocks(nb, [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
-            __m256 yd[C];
-            for (int c = 0; c < C; ++c) {
-                for (int64_t k = 0; k < n; ++k) {
-                    __m256i v[8];
-                    for (int j = 0; j < 8; ++j) {
-                        v[j] = kq_load(bc[c][i0 + k].qs + 32 * j);
-                    }
-                    kq_by_dwords(v, v);
-                    for (int j = 0; j < 8; ++j) {
-                        _mm256_store_si256(reinterpret_cast<__m256i *>(yt[k][c] + 32 * j), v[j]);
-                    }
-                }
-                yd[c] = kq_yd8(bc[c] + i0, n);
-            }
-            const __m256 live = _mm256_castsi256_ps(kq_live8(n));
-            for (int64_t r = 0; r < nr; ++r) {
-                const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(r0 + r) * lda) + i0;
-                __m256i      t1[C][8], t2[C][8];
-                for (int64_t k = 0; k < 8; ++k) {
-                    if (k >= n) {
-                        for (int c = 0; c < C; ++c) {
-                            t1[c][k] = t2[c][k] = _mm256_setzero_si256();
-                        }
-                        continue;
-                    }
-                    const StoredKBlock & sb   = x[k];
-                    const __m256i        s16  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
-                    const __m256i        sc   = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0x44), dup);
-                    const __m256i        bias = kq_min_bias_k4(s16);
-                    // Four columns at a time (no sum spilled beside eight).
-                    auto four = [&](auto c0) __attribute__((always_inline)) {
-                        constexpr int c_0 = decltype(c0)::value;
-                        constexpr int n_c = C - c_0 < 4 ? C - c_0 : 4;
-                        __m256i       p[n_c];
-                        for (int c = 0; c < n_c; ++c) {
-                            p[c] = _mm256_setzero_si256();
-                        }
-                        for (int j = 0; j < 8; ++j) {
-                            const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
-                            for (int c = 0; c < n_c; ++c) {
-                                const __m256i y =
-                                    _mm256_load_si256(reinterpret_cast<const __m256i *>(yt[k][c_0 + c] + 32 * j));
-                                p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, y));
-                            }
-                        }
-                        for (int c = 0; c < n_c; ++c) {
-                            t1[c_0 + c][k] = _mm256_madd_epi16(p[c], sc);
-                            t2[c_0 + c][k] = _mm256_madd_epi16(kq_load(bc[c_0 + c][i0 + k].bsums), bias);
-                        }
-                    };
-                    four(std::integral_constant<int, 0>{});
-                    if constexpr (C > 4) {
-                        four(std::integral_constant<int, 4>{});
-                    }
-                }
-                const __m256 d8 = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->d, at, live, 1);
-                const __m256 m8 = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->dmin, at, live, 1);
+    };
+    auto add = [&](int64_t row, int64_t i0, int64_t n, float (*acc)[8]) __attribute__((always_inline)) {
+        const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(row) * lda) + i0;
+        __m256i      t1[C][8], t2[C][8];
+        for (int64_t k = 0; k < 8; ++k) {
+            if (k >= n) {
                 for (int c = 0; c < C; ++c) {
-                    _mm256_store_ps(acc[r][c],
-                                    kq_add_totals8(_mm256_load_ps(acc[r][c]), yd[c], d8, m8, t1[c], t2[c]));
+                    t1[c][k] = t2[c][k] = _mm256_setzero_si256();
                 }
+                continue;
             }
-        });
-        for (int64_t r = 0; r < nr; ++r) {
-            for (int c = 0; c < C; ++c) {
-                dst[size_t(c) * ldd + size_t(r0 + r)] = kq_hsum(_mm256_load_ps(acc[r][c]));
+            const StoredKBlock & sb   = x[k];
+            const __m256i        s16  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
+            const __m256i        sc   = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0x44), dup);
+            const __m256i        bias = kq_min_bias_k4(s16);
+            // Four columns at a time (no sum spilled beside eight).
+            auto four = [&](auto c0) __attribute__((always_inline)) {
+                constexpr int c_0 = decltype(c0)::value;
+                constexpr int n_c = C - c_0 < 4 ? C - c_0 : 4;
+                __m256i       p[n_c];
+                for (int c = 0; c < n_c; ++c) {
+                    p[c] = _mm256_setzero_si256();
+                }
+                for (int j = 0; j < 8; ++j) {
+                    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
+                    for (int c = 0; c < n_c; ++c) {
+                        const __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i *>(yt[k][c_0 + c] + 32 * j));
+                        p[c]            = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(u, y));
+                    }
+                }
+                for (int c = 0; c < n_c; ++c) {
+                    t1[c_0 + c][k] = _mm256_madd_epi16(p[c], sc);
+                    t2[c_0 + c][k] = _mm256_madd_epi16(kq_load(bc[c_0 + c][i0 + k].bsums), bias);
+                }
+            };
+            four(std::integral_constant<int, 0>{});
+            if constexpr (C > 4) {
+                four(std::integral_constant<int, 4>{});
             }
         }
-    }
+        const __m256 live = _mm256_castsi256_ps(kq_live8(n));
+        const __m256 d8   = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->d, at, live, 1);
+        const __m256 m8   = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->dmin, at, live, 1);
+        for (int c = 0; c < C; ++c) {
+            _mm256_store_ps(acc[c], kq_add_totals8(_mm256_load_ps(acc[c]), yd[c], d8, m8, t1[c], t2[c]));
+        }
+    };
+    stored_rows_walk<C>(nb, nrows, dst, ldd, add, kq_hsum, step);
 }
 
 template <StoredK T, int C>
