@@ -41,6 +41,16 @@ namespace {
 // tokens/s with one row, 28.1-28.7 with four, 24.8-25.0 with eight).
 constexpr int64_t KQ_PREFETCH_ROWS = 4;
 
+// Prefetch every cache line of a block of weights KQ_PREFETCH_ROWS rows on
+// from x (a block is 84 to 210 bytes: one prefetch at its start left the
+// rest to the hardware; Q4_K_M generation 29.8-30.1 -> 31.7-32.0 t/s).
+template <class W> [[gnu::always_inline]] inline void kq_prefetch_ahead(const W * x, size_t lda) {
+    const char * p = reinterpret_cast<const char *>(x) + KQ_PREFETCH_ROWS * lda;
+    for (size_t off = 0; off < sizeof(W); off += 64) {
+        _mm_prefetch(p + off, _MM_HINT_T0);
+    }
+}
+
 inline float kq_half(uint16_t h) {
     return _cvtsh_ss(h);
 }
@@ -771,8 +781,7 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
                     }
                     continue;
                 }
-                // The same place KQ_PREFETCH_ROWS rows on.
-                _mm_prefetch(reinterpret_cast<const char *>(x + i0 + k) + KQ_PREFETCH_ROWS * lda, _MM_HINT_T0);
+                kq_prefetch_ahead(x + i0 + k, lda);
                 kq_block_totals<D, C>(x[i0 + k], bc, i0 + k, t1, t2, k);
             }
             // The eight blocks' d and dmin, and each column's d, gathered
@@ -873,8 +882,7 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
             acc[c] = _mm256_setzero_ps();
         }
         for (int64_t i = 0; i < nb; ++i) {
-            // The same place KQ_PREFETCH_ROWS rows on.
-            _mm_prefetch(reinterpret_cast<const char *>(x + i) + KQ_PREFETCH_ROWS * lda, _MM_HINT_T0);
+            kq_prefetch_ahead(x + i, lda);
 #if !defined(LOOM_KQ_512)
             if constexpr (D::signed_levels) {
                 iq4_xs_fused<C>(x[i], bc, i, acc);
