@@ -515,18 +515,6 @@ inline __m256i tq_block_sums(const __m256i (&t)[8], const block_q8_K & y) {
     return _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(iq_load(y.bsums), ones));
 }
 
-// The int32 sums of a decoded super-block with a column's block, in eight
-// lanes (lane l: values 32j + 4l .. 32j + 4l + 3 of every j).
-inline __m256i iq_block_sums(const IDecoded & w, const block_q8_K & y) {
-    __m256i isum = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-        const __m256i q = iq_load(y.qs + 32 * j);
-        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w.q[j]), _mm256_sign_epi8(q, w.q[j]));
-        isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
-    }
-    return isum;
-}
-
 // Whether D's decoder takes an output of its own (the grid types with
 // sign patterns, Note [Grid levels and signs apart], and IQ1_S and IQ1_M,
 // Note [IQ1 levels unsigned]).
@@ -614,19 +602,6 @@ void iq_row_totals(int64_t nb, const block_q8_K * const * bc, Block && block, fl
     }
 }
 
-// The same with decode(i, w) giving block i of the row.
-template <int C, class Decode>
-void iq_row(int64_t nb, const block_q8_K * const * bc, Decode && decode, float * dst, size_t ldd) {
-    iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
-        IDecoded w;
-        decode(i, w);
-        for (int c = 0; c < C; ++c) {
-            part[c][slot] = iq_block_sums(w, bc[c][i]);
-        }
-        return w.d;
-    }, dst, ldd);
-}
-
 template <class D, int C>
 void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
                   size_t ldd) {
@@ -658,10 +633,10 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
                 const __m256i h  = _mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0x08);
                 return _mm256_mul_ps(_mm256_set1_ps(D::factor), _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
             });
-            continue;
-        }
-        if constexpr (iq_fused<D>::value) {
+        } else {
+            static_assert(iq_fused<D>::value, "a grid decoder that takes the caller's output");
             iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
+                // The same place in the next row, which follows in memory.
                 _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
                 IFused<C> f{bc, i, {}, 0.0f};
                 D::decode(x[i], f);
@@ -670,13 +645,7 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
                 }
                 return f.d;
             }, dst + r, ldd);
-            continue;
         }
-        iq_row<C>(nb, bc, [&](int64_t i, IDecoded & w) {
-            // The same place in the next row, which follows in memory.
-            _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
-            D::decode(x[i], w);
-        }, dst + r, ldd);
     }
 }
 

@@ -151,13 +151,8 @@ void q4k_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows
     auto add = [&](int64_t row, int64_t i0, int64_t n, float (*acc)[8]) __attribute__((always_inline)) {
         const auto * x = reinterpret_cast<const StoredKBlock *>(a + size_t(row) * lda) + i0;
         __m256i      t1[C][8], t2[C][8];
-        for (int64_t k = 0; k < 8; ++k) {
-            if (k >= n) {
-                for (int c = 0; c < C; ++c) {
-                    t1[c][k] = t2[c][k] = _mm256_setzero_si256();
-                }
-                continue;
-            }
+        kq_zero_totals<C>(t1, t2, n);
+        for (int64_t k = 0; k < n; ++k) {
             const StoredKBlock & sb   = x[k];
             const __m256i        s16  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
             const __m256i        sc   = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(s16, 0x44), dup);
@@ -242,10 +237,10 @@ void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                     four(std::integral_constant<int, 4>{});
                 }
             } else {
-                constexpr bool Q6  = T == StoredK::q6_K;
-                const __m256i  s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
-                const __m256i  lo  = _mm256_permute4x64_epi64(s16, 0x44);
-                const __m256i  hi  = _mm256_permute4x64_epi64(s16, 0xee);
+                static_assert(T == StoredK::q6_K, "Q4_K's stored rows go through q4k_gemv_decoded_cols");
+                const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.sm));
+                const __m256i lo  = _mm256_permute4x64_epi64(s16, 0x44);
+                const __m256i hi  = _mm256_permute4x64_epi64(s16, 0xee);
                 // Four columns at a time, as IQ4_XS's: with eight, GCC
                 // issues every column's maddubs first and spills a sum.
                 auto four = [&](auto c0) __attribute__((always_inline)) {
@@ -253,7 +248,7 @@ void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                     constexpr int n_c = C - c_0 < 4 ? C - c_0 : 4;
 #pragma GCC unroll 1
                     for (int j = 0; j < 8; ++j) {
-                        const __m256i sc = Q6 ? group_scales16(lo, hi, j) : kq_scale_k4(lo, j);
+                        const __m256i sc = group_scales16(lo, hi, j);
                         const __m256i u  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb.u + 32 * j));
                         for (int c = c_0; c < c_0 + n_c; ++c) {
                             const __m256i p = _mm256_maddubs_epi16(u, kq_load(bc[c][i].qs + 32 * j));
@@ -265,21 +260,12 @@ void kq_gemv_decoded_cols(int64_t nb, const char * a, size_t lda, int64_t nrows,
                 if constexpr (C > 4) {
                     four(std::integral_constant<int, 4>{});
                 }
-                if constexpr (Q6) {
-                    const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
-                    for (int c = 0; c < C; ++c) {
-                        const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                        _mm256_store_ps(acc[c], _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
-                                                                _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
-                                                                _mm256_load_ps(acc[c])));
-                    }
-                } else {
-                    const __m256i bias = kq_min_bias_k4(s16);
-                    const __m256  dd   = _mm256_setr_ps(sb.d, sb.d, sb.d, sb.d, -sb.dmin, -sb.dmin, -sb.dmin, -sb.dmin);
-                    for (int c = 0; c < C; ++c) {
-                        const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                        _mm256_store_ps(acc[c], kq_add_sums(isum[c], msum, bc[c][i].d, dd, _mm256_load_ps(acc[c])));
-                    }
+                const __m256i bias = _mm256_slli_epi16(s16, 5); // 32 * scale
+                for (int c = 0; c < C; ++c) {
+                    const __m256i msum = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
+                    _mm256_store_ps(acc[c], _mm256_fmadd_ps(_mm256_set1_ps(bc[c][i].d * sb.d),
+                                                            _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], msum)),
+                                                            _mm256_load_ps(acc[c])));
                 }
             }
         }

@@ -87,6 +87,15 @@ template <class D, int C>
 #endif
 }
 
+// Blocks n .. 7 of a group of eight add 0 (past the row's last block).
+template <int C> inline void kq_zero_totals(__m256i (*t1)[8], __m256i (*t2)[8], int64_t n) {
+    for (int64_t k = n; k < 8; ++k) {
+        for (int c = 0; c < C; ++c) {
+            t1[c][k] = t2[c][k] = _mm256_setzero_si256();
+        }
+    }
+}
+
 template <class D, int C>
 void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                          float * dst, size_t ldd) {
@@ -104,16 +113,11 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         }
         auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
             __m256i t1[C][8], t2[C][8];
-            for (int64_t k = 0; k < 8; ++k) {
-                if (k >= n) {
-                    for (int c = 0; c < C; ++c) {
-                        t1[c][k] = t2[c][k] = _mm256_setzero_si256();
-                    }
-                    continue;
-                }
+            for (int64_t k = 0; k < n; ++k) {
                 kq_prefetch_ahead(x + i0 + k, lda);
                 kq_block_totals<D, C>(x[i0 + k], bc, i0 + k, t1, t2, k);
             }
+            kq_zero_totals<C>(t1, t2, n);
             // The eight blocks' d and dmin, and each column's d, gathered
             // into lanes (0 past the row's last block): the products y.d *
             // d and y.d * dmin of the scalar code, without a vector load of
