@@ -12,10 +12,11 @@
 //     lets the process count cycles. The AVX-512 figure is printed beside it
 //     where the processor has AVX-512, and the peak of the GEMM's
 //     instructions is measured again right before and after each GEMM case;
-//   - memory bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger
-//     than the caches, with streaming stores so that the bytes counted
+//   - memory bandwidth: a triad a[i] = b[i] + s * c[i] over arrays of four
+//     times the last-level cache or more (Note [Arrays past the last-level
+//     cache]), with streaming stores so that the bytes counted
 //     (3 x 4 per element) are the bytes moved; a read-only sum is printed too
-//     (the best of one stream and four side by side per thread, 512-bit
+//     (the best of 1, 2, 4 and 8 streams side by side per thread, 512-bit
 //     loads where the processor has AVX-512).
 // Cases, through the public API on the CPU backend:
 //   - F32 GEMM M=N=K=2048, and M=4096 K=4096 N=512 (a 4096 x 4096 weight
@@ -298,8 +299,8 @@ __attribute__((target("avx2,fma"))) void triad_part(float * a, const float * b, 
 // A read-only sum of b[begin, end), taken as `streams` equal parts read
 // side by side, 256 bytes of each in turn: several streams keep more reads
 // in flight than one (on a 2-vCPU EPYC VM, four streams per thread read
-// about 10% faster than one). The read limit is the best of one and four
-// streams.
+// about 10% faster than one; on the Intel Xeon VM 27 GB/s against 23). The
+// read limit is the best of one, two, four and eight streams.
 __attribute__((target("avx2"))) float read_part(const float * b, size_t begin, size_t end, int streams) {
     __m256       s[8] = {};
     const size_t len  = (end - begin) / size_t(streams) / 64 * 64;
@@ -344,9 +345,38 @@ std::pair<size_t, size_t> thread_part(size_t n, int ith, int nth) {
     return {lo, ith == nth - 1 ? n : lo + per};
 }
 
-// Arrays of 32 Mi floats (128 MiB each, 384 MiB for the triad).
+// Bytes of the last-level cache, as the system describes it (0 where it
+// does not).
+size_t last_level_cache_bytes() {
+    size_t best = 0;
+    for (int index = 0; index < 8; ++index) {
+        const std::string dir  = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+        FILE *            file = std::fopen((dir + "size").c_str(), "r");
+        if (file == nullptr) {
+            break;
+        }
+        unsigned long value = 0;
+        char          unit  = 0;
+        const int     got   = std::fscanf(file, "%lu%c", &value, &unit);
+        std::fclose(file);
+        if (got >= 1) {
+            const size_t scale = unit == 'K' ? size_t(1) << 10 : unit == 'M' ? size_t(1) << 20 : 1;
+            best               = std::max(best, size_t(value) * scale);
+        }
+    }
+    return best;
+}
+
+// Note [Arrays past the last-level cache]
+// Each array is at least four times the last-level cache and 128 MiB, and
+// the read-only sum reads all three: on the Intel Xeon VM of
+// bench/RESULTS.md (260 MiB of L3) one array of 128 MiB was read at 46-48
+// GB/s with four streams, partly from the cache, and one of 1 GiB, read
+// again and again, at 29-32 GB/s (a cache that resists streams keeps part
+// of it), where a separate program reading 2 GiB measured 25-29 GB/s.
 Bandwidth memory_bandwidth(int n_threads) {
-    const size_t  n = size_t(32) << 20;
+    const size_t  bytes = std::max(size_t(128) << 20, 4 * last_level_cache_bytes());
+    const size_t  n     = bytes / sizeof(float) / 4096 * 4096;
     AlignedFloats a(n), b(n), c(n);
     // Each thread first touches the part it works on.
     auto part = [&](int ith) { return thread_part(n, ith, n_threads); };
@@ -367,15 +397,21 @@ Bandwidth memory_bandwidth(int n_threads) {
             triad_part(a.p, b.p, c.p, lo, hi, 0.5f);
         });
         bw.triad = std::max(bw.triad, 3.0 * double(n) * sizeof(float) / t / 1e9);
-        for (int streams : {1, 4}) {
+        for (int streams : {1, 2, 4, 8}) {
             // Each part is a multiple of 64 * streams floats, so the whole
-            // array is read.
+            // of each array is read; all three in turn, twelve times the
+            // cache or more.
             const double r = run_threads(n_threads, [&](int ith) {
                 const auto [lo, hi] = part(ith);
-                sink[size_t(ith)]   = wide ? read_part512(b.p, lo, hi, streams) : read_part(b.p, lo, hi, streams);
+                float sum           = 0.0f;
+                for (const float * arr : {a.p, b.p, c.p}) {
+                    sum += wide ? read_part512(arr, lo, hi, streams) : read_part(arr, lo, hi, streams);
+                }
+                sink[size_t(ith)] = sum;
             });
-            if (double(n) * sizeof(float) / r / 1e9 > bw.read) {
-                bw.read         = double(n) * sizeof(float) / r / 1e9;
+            const double rate = 3.0 * double(n) * sizeof(float) / r / 1e9;
+            if (rate > bw.read) {
+                bw.read         = rate;
                 bw.read_streams = streams;
             }
         }
