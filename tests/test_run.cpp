@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -404,6 +405,17 @@ TEST(RunReference, ReadWeightsGiveTheSameLogitsAsMappedOnes) {
     EXPECT_FALSE(read->model->mapped());
     const std::vector<int32_t> & ids = reference().at(0).prompt_ids;
     EXPECT_EQ(prompt_logits(*read, ids), prompt_logits(*mapped, ids));
+
+    // The mapping's pages in memory, as the system counts them: after a
+    // prompt every CPU weight was read, and no more than the file's size.
+    size_t resident = 0, huge = 0;
+    size_t read_resident = 0, read_huge = 0;
+    EXPECT_FALSE(read->model->mapped_pages(&read_resident, &read_huge));
+    ASSERT_TRUE(mapped->model->mapped());
+    ASSERT_TRUE(mapped->model->mapped_pages(&resident, &huge));
+    EXPECT_GT(resident, mapped->model->weight_bytes(0) / 2);
+    EXPECT_LE(huge, resident);
+    EXPECT_LE(resident, std::filesystem::file_size(data_path(cpu_config().file)) + 4096);
 }
 
 TEST(RunReference, F16CacheKeepsTheGreedyTokens) {

@@ -331,6 +331,14 @@ int run(const Options & o) {
         std::fprintf(stderr, "loom-run:   %-12s %10.2f %10.2f %10.2f\n", backends->name(d), mib(model->weight_bytes(d)),
                      mib(session->kv_bytes(d)), mib(session->compute_bytes(d)));
     }
+    size_t resident = 0, huge = 0;
+    if (model->mapped_pages(&resident, &huge) && resident > 0) {
+        std::fprintf(stderr, "loom-run: mapped weights: %.2f MiB in memory, %.2f MiB of it on 2 MiB pages%s\n",
+                     mib(resident), mib(huge),
+                     huge * 2 < resident ? " (the page cache holds the file in small pages, which generation reads "
+                                           "more slowly; --no-mmap copies the weights onto 2 MiB pages)"
+                                         : "");
+    }
     std::fprintf(stderr, "loom-run: graph splits: prompt %d, generation %d\n", prompt_splits, gen_splits);
     ggml_backend_sched_t sched = session->sched();
     loom_sched_stats     stats{};

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -658,6 +659,47 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         }
     }
     return m;
+}
+
+bool Model::mapped_pages(size_t * resident, size_t * on_huge_pages) const {
+    if (map_ == nullptr) {
+        return false;
+    }
+    FILE * f = std::fopen("/proc/self/smaps", "r");
+    if (f == nullptr) {
+        return false;
+    }
+    // The mapping's header line starts with its address range; its fields
+    // follow until the next header.
+    const uintptr_t start = reinterpret_cast<uintptr_t>(map_);
+    bool            in    = false;
+    bool            found = false;
+    size_t          rss = 0, pmd = 0;
+    char            line[512];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+        unsigned long lo = 0, hi = 0;
+        char          dash = 0;
+        if (std::sscanf(line, "%lx%c%lx", &lo, &dash, &hi) == 3 && dash == '-') {
+            if (in) {
+                break;
+            }
+            in = lo == start;
+            continue;
+        }
+        unsigned long kb = 0;
+        if (in && std::sscanf(line, "Rss: %lu kB", &kb) == 1) {
+            rss   = size_t(kb) << 10;
+            found = true;
+        } else if (in && std::sscanf(line, "FilePmdMapped: %lu kB", &kb) == 1) {
+            pmd = size_t(kb) << 10;
+        }
+    }
+    std::fclose(f);
+    if (found) {
+        *resident      = rss;
+        *on_huge_pages = pmd;
+    }
+    return found;
 }
 
 size_t Model::token_bytes() const {
