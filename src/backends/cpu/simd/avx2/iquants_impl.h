@@ -614,7 +614,10 @@ void iq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
         const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
         if constexpr (iq_ternary<D>::value) {
             iq_row_totals<C>(nb, bc, [&](int64_t i, __m256i (*part)[8], int64_t slot) {
-                _mm_prefetch(reinterpret_cast<const char *>(x + i) + lda, _MM_HINT_T0);
+                // Both cache lines a block (66 or 54 bytes) can take.
+                const char * next = reinterpret_cast<const char *>(x + i) + lda;
+                _mm_prefetch(next, _MM_HINT_T0);
+                _mm_prefetch(next + sizeof(W) - 1, _MM_HINT_T0);
                 __m256i t[8];
                 D::digits(x[i], t);
                 for (int c = 0; c < C; ++c) {
