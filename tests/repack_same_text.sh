@@ -1,5 +1,5 @@
 #!/bin/sh
-# loom-run gives the same text with its CPU's Q4_0/Q8_0/F16 matrices repacked
+# loom-run gives the same text with its CPU's Q4_0/Q8_0/F16 (Q4_K) matrices repacked
 # (CPU_REPACK, the default where the processor has the kernels) and in the
 # file's layout (--no-repack): the products give the same bits. A prompt of
 # more than eight tokens takes the many-column kernels, generation the

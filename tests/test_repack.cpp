@@ -1,5 +1,6 @@
-// The CPU device's extra buffer type CPU_REPACK: Q4_0, Q8_0 and F16 weights stored in the
-// kernels' own layout. Data goes in and out in ggml's layout at any offset;
+// The CPU device's extra buffer type CPU_REPACK: Q4_0, Q8_0 and F16 weights (AVX-512
+// table), Q4_K (AVX2 table) stored in the kernels' own layout; every test runs again with
+// the AVX2 table selected (Repack.Avx2Table in CMakeLists.txt). Data goes in and out in ggml's layout at any offset;
 // matrix products on repacked weights give the bits of the same product on
 // ggml's layout and agree with a double-precision reference; nothing else
 // may read repacked weights.
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ggml-alloc.h"
@@ -45,7 +47,38 @@ ggml_backend_buffer_type_t repack_buft() {
         GTEST_SKIP() << "this processor's kernels have no repacked layout (AVX-512 VBMI needed)"; \
     }
 
-const ggml_type k_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16};
+// The types the buffer repacks with the kernel table in use: the CPU's
+// feature REPACK_TYPES (ggml_type_name's names, comma-separated).
+std::vector<ggml_type> repacked_types() {
+    std::vector<ggml_type> out;
+    ggml_backend_reg_t     reg = ggml_backend_dev_backend_reg(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+    auto fn = reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    for (const ggml_backend_feature * f = fn != nullptr ? fn(reg) : nullptr; f != nullptr && f->name != nullptr; ++f) {
+        if (std::strcmp(f->name, "REPACK_TYPES") != 0) continue;
+        std::string list = std::string(f->value) + ",";
+        for (size_t at = 0, end; (end = list.find(',', at)) != std::string::npos; at = end + 1) {
+            for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+                const char * name = ggml_type_name(ggml_type(t));
+                if (name != nullptr && list.compare(at, end - at, name) == 0) out.push_back(ggml_type(t));
+            }
+        }
+    }
+    return out;
+}
+const std::vector<ggml_type> k_types = repacked_types();
+
+// A row length of a few blocks every repacked type takes (Q4_K's blocks are 256 values).
+int64_t short_k(ggml_type type) {
+    return type == GGML_TYPE_Q4_K ? 512 : 384;
+}
+
+TEST(Repack, TypesNamedWhereTheBufferIsOffered) {
+    EXPECT_EQ(repack_buft() != nullptr, !k_types.empty());
+    for (ggml_type type : k_types) {
+        EXPECT_TRUE(type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16 || type == GGML_TYPE_Q4_K)
+            << ggml_type_name(type);
+    }
+}
 
 // Rows of random blocks of a quantized type, with finite scales.
 std::vector<uint8_t> random_rows(std::mt19937 & rng, ggml_type type, int64_t K, int64_t rows) {
@@ -82,7 +115,7 @@ TEST(Repack, DataInAndOutInGgmlLayoutAtAnyOffset) {
 
 void data_in_and_out(ggml_backend_buffer_type_t buft, ggml_type type) {
     std::mt19937  rng(7);
-    const int64_t K = 384, rows = 24;
+    const int64_t K = short_k(type), rows = 24;
     auto          ctx = make_ctx(4);
     ggml_tensor * t   = ggml_new_tensor_2d(ctx.get(), type, K, rows);
     ggml_tensor * v   = ggml_view_2d(ctx.get(), t, K, 8, t->nb[1], t->nb[1] * 9); // rows 9 .. 16
@@ -136,15 +169,16 @@ void data_in_and_out(ggml_backend_buffer_type_t buft, ggml_type type) {
 TEST(Repack, OtherTensorsStayInGgmlLayout) {
     REQUIRE_REPACK();
     std::mt19937  rng(3);
-    auto          ctx = make_ctx(5);
+    auto          ctx = make_ctx(6);
     ggml_tensor * odd_k    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 96, 16);  // K not a multiple of 128
     ggml_tensor * odd_rows = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q8_0, 128, 12); // rows not in eights
     ggml_tensor * f32      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 128, 16);
     ggml_tensor * f16      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, 48, 16); // K not a multiple of 32
     ggml_tensor * bf16     = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_BF16, 128, 16);
+    ggml_tensor * k_rows   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_K, 256, 12); // rows not in eights
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
     ASSERT_TRUE(buf);
-    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16, bf16}) {
+    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16, bf16, k_rows}) {
         std::vector<uint8_t> bytes(ggml_nbytes(t));
         for (auto & x : bytes) x = uint8_t(rng() & 0x3f); // finite halves and floats
         ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
@@ -182,11 +216,13 @@ struct Product {
 };
 
 // Double-precision product of the dequantized weights with the activations
-// as the kernels see them: quantized to Q8_0, then dequantized.
+// as the kernels see them: quantized to the type's activation type (Q8_0,
+// Q8_K), then dequantized.
 std::vector<double> reference(ggml_type type, int64_t K, int64_t M, int64_t N, const std::vector<uint8_t> & wa,
                               const std::vector<float> & vb) {
+    const ggml_type    act = ggml_get_type_traits_cpu(type)->vec_dot_type;
     const auto *       q4 = ggml_get_type_traits(type);
-    const auto *       q8 = ggml_get_type_traits(GGML_TYPE_Q8_0);
+    const auto *       q8 = ggml_get_type_traits(act);
     std::vector<float> w(size_t(K * M)), x(size_t(K * N));
     q4->to_float(wa.data(), w.data(), K * M);
     if (type == GGML_TYPE_F16) {
@@ -196,9 +232,24 @@ std::vector<double> reference(ggml_type type, int64_t K, int64_t M, int64_t N, c
             x[i] = N <= 8 ? ggml_fp16_to_fp32(ggml_fp32_to_fp16(vb[i])) : vb[i];
         }
     } else {
-        std::vector<uint8_t> qb(ggml_row_size(GGML_TYPE_Q8_0, K) * size_t(N));
-        ggml_quantize_chunk(GGML_TYPE_Q8_0, vb.data(), qb.data(), 0, N, K, nullptr);
-        q8->to_float(qb.data(), x.data(), K * N);
+        const size_t         row = ggml_row_size(act, K);
+        std::vector<uint8_t> qb(row * size_t(N));
+        for (int64_t n = 0; n < N; ++n) {
+            ggml_get_type_traits_cpu(act)->from_float(vb.data() + n * K, qb.data() + size_t(n) * row, K);
+        }
+        if (act == GGML_TYPE_Q8_K) {
+            // ggml gives Q8_K no to_float: a block is d (f32), 256 int8
+            // values, 16 int16 sums; value i is d * qs[i].
+            const size_t block = ggml_type_size(GGML_TYPE_Q8_K);
+            for (size_t b = 0; b < x.size() / 256; ++b) {
+                float d;
+                std::memcpy(&d, qb.data() + b * block, sizeof d);
+                const auto * qs = reinterpret_cast<const int8_t *>(qb.data() + b * block + sizeof d);
+                for (size_t i = 0; i < 256; ++i) x[b * 256 + i] = d * float(qs[i]);
+            }
+        } else {
+            q8->to_float(qb.data(), x.data(), K * N);
+        }
     }
     std::vector<double> out(size_t(M * N));
     for (int64_t n = 0; n < N; ++n) {
@@ -222,7 +273,12 @@ TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
         SCOPED_TRACE(ggml_type_name(type));
         // K 8192: more blocks than one part of K in the many-column path
         // (Note [Prepared-column blocking]), so partial sums carry over.
-        for (const Shape sh : {Shape{128, 8}, Shape{256, 40}, Shape{512, 136}, Shape{1152, 48}, Shape{8192, 16}}) {
+        // K 2304: a row of Q4_K ends in a group of one block.
+        for (const Shape sh : {Shape{128, 8}, Shape{256, 40}, Shape{512, 136}, Shape{1152, 48}, Shape{2304, 24},
+                               Shape{8192, 16}}) {
+            if (sh.K % ggml_blck_size(type) != 0) {
+                continue;
+            }
             for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 13, 40}) {
                 const std::vector<uint8_t> wa = random_rows(rng, type, sh.K, sh.M);
                 std::vector<float>         vb(size_t(sh.K * N));
@@ -312,7 +368,7 @@ TEST(Repack, PortableKernelsReadRepackedWeights) {
 TEST(Repack, OnlyMatrixProductsReadRepackedWeights) {
     REQUIRE_REPACK();
     auto          ctx  = make_ctx(16);
-    ggml_tensor * w    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 256, 16);
+    ggml_tensor * w    = ggml_new_tensor_2d(ctx.get(), k_types.front(), 256, 16);
     ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
     ASSERT_TRUE(wbuf);
     ggml_tensor *      ids  = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_I32, 2);
@@ -370,7 +426,8 @@ TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {
     REQUIRE_REPACK();
     std::mt19937  rng(21);
     const int64_t K = 512, M = 64;
-    const auto    wa = random_rows(rng, GGML_TYPE_Q8_0, K, M);
+    const ggml_type type = k_types.back();
+    const auto    wa = random_rows(rng, type, K, M);
     std::vector<float> vb(static_cast<size_t>(K));
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (float & f : vb) f = nd(rng);
@@ -379,7 +436,7 @@ TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {
     int                i = 0;
     for (ggml_backend_buffer_type_t bt : {ggml_backend_cpu_buffer_type(), buft}) {
         auto          wctx = make_ctx(2);
-        ggml_tensor * w    = ggml_new_tensor_2d(wctx.get(), GGML_TYPE_Q8_0, K, M);
+        ggml_tensor * w    = ggml_new_tensor_2d(wctx.get(), type, K, M);
         ggml_backend_buffer_ptr wbuf(ggml_backend_alloc_ctx_tensors_from_buft(wctx.get(), bt));
         ggml_backend_buffer_set_usage(wbuf.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         ggml_backend_tensor_set(w, wa.data(), 0, wa.size());

@@ -271,6 +271,33 @@ struct Planned {
 
 // The CPU device's extra buffer type CPU_REPACK (Note [Repacked weights] in
 // the CPU backend), or NULL when it offers none.
+// The weight types the CPU_REPACK buffer repacks (the CPU's feature
+// REPACK_TYPES: type names, comma-separated).
+std::vector<ggml_type> cpu_repacked_types(ggml_backend_dev_t cpu) {
+    std::vector<ggml_type> out;
+    auto fn = reinterpret_cast<ggml_backend_get_features_t>(
+        ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(cpu), "ggml_backend_get_features"));
+    for (const ggml_backend_feature * f = fn != nullptr ? fn(ggml_backend_dev_backend_reg(cpu)) : nullptr;
+         f != nullptr && f->name != nullptr; ++f) {
+        if (std::strcmp(f->name, "REPACK_TYPES") != 0) {
+            continue;
+        }
+        std::string list = f->value;
+        for (size_t at = 0; at <= list.size();) {
+            const size_t end  = std::min(list.find(',', at), list.size());
+            const std::string name = list.substr(at, end - at);
+            for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+                const char * tn = ggml_type_name(ggml_type(t));
+                if (tn != nullptr && name == tn) {
+                    out.push_back(ggml_type(t));
+                }
+            }
+            at = end + 1;
+        }
+    }
+    return out;
+}
+
 ggml_backend_buffer_type_t cpu_repack_buffer_type(ggml_backend_dev_t cpu) {
     auto fn = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
         ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(cpu), "ggml_backend_dev_get_extra_bufts"));
@@ -378,6 +405,8 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
     std::vector<Planned> planned;
     const ggml_backend_buffer_type_t repack_buft =
         options.use_repack ? cpu_repack_buffer_type(backends.device(size_t(cpu))) : nullptr;
+    const std::vector<ggml_type> repacked_types =
+        repack_buft != nullptr ? cpu_repacked_types(backends.device(size_t(cpu))) : std::vector<ggml_type>{};
     auto want = [&](const std::string & name, std::vector<int64_t> shape, bool norm, int device, bool required,
                     int64_t * found_id) {
         *found_id        = gguf_find_tensor(g, name.c_str());
@@ -402,10 +431,11 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
                      (norm ? " (norm weights must be f32)" : " (f32, f16, bf16 or a block type that decodes to f32)");
             return false;
         }
-        // Q4_0, Q8_0 and F16 matrices of the CPU, which only matrix products read
-        // (not the token embeddings, which get_rows reads), go to CPU_REPACK.
+        // Matrices of the CPU whose type CPU_REPACK repacks (Q4_0, Q8_0 and
+        // F16 with AVX-512, Q4_K with AVX2), which only matrix products read
+        // (not the token embeddings, which get_rows reads), go there.
         const bool repack = repack_buft != nullptr && !norm && device == cpu &&
-                            (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16) &&
+                            std::find(repacked_types.begin(), repacked_types.end(), type) != repacked_types.end() &&
                             name != "token_embd.weight" && shape.size() == 2;
         planned.push_back({*found_id, name, device, nullptr, repack});
         return true;

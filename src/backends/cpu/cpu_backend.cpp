@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <memory>
 #include <new>
 #include <thread>
@@ -210,7 +211,9 @@ class CpuDevice final : public ggml_backend_device {
     // The extra buffer types, NULL-terminated: CPU_REPACK where the kernels
     // have the repacked layout (Note [Repacked weights]).
     ggml_backend_buffer_type ** extra_buffer_types() {
-        if (extra_[0] == nullptr && best_kernels().qgemm_q4_0_x8.gemm != nullptr) {
+        const KernelTable & kt = best_kernels();
+        if (extra_[0] == nullptr &&
+            (kt.qgemm_q4_0_x8.gemm != nullptr || kt.gemv_repacked[GGML_TYPE_Q4_K] != nullptr)) {
             extra_[0] = repack_buft_.get();
         }
         return extra_;
@@ -282,6 +285,12 @@ class CpuReg final : public ggml_backend_reg {
             // one) multiplies quantized data with 8-bit integer dot products;
             // the BLAS backend's placement reads it.
             if (best_kernels().int8_dot_products) v.push_back({"INT8_DOT_PRODUCTS", "1"});
+            // The weight types the CPU_REPACK buffer repacks for this table,
+            // as ggml_type_name writes them, comma-separated: clients put
+            // only those in it (a matrix it keeps in ggml's layout is better
+            // left mapped).
+            static const std::string repacks = repacked_type_names();
+            if (!repacks.empty()) v.push_back({"REPACK_TYPES", repacks.c_str()});
             v.push_back({nullptr, nullptr});
             return v;
         }();

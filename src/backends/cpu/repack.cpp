@@ -4,10 +4,13 @@
 #include "repack.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
+#include <utility>
 
 #include "backend/backend_impl.h"
 #include "core/common.h"
@@ -38,8 +41,20 @@ Place place(ggml_type type, size_t row_size, size_t o) {
         const size_t b     = o % chunk;
         return {repacked_f16_chunk(o / row_size, o % row_size / chunk) + b, chunk - b};
     }
-    const size_t block = ggml_type_size(type); // 18 or 34
+    const size_t block = ggml_type_size(type); // 18, 34 or 144
     const size_t r     = o / row_size;
+    if (type == GGML_TYPE_Q4_K) {
+        // Note [Repacked Q4_K]: each block in place, qs's four runs of 32
+        // bytes transposed by 8-byte words.
+        const size_t at = o - o % row_size % block; // the block's start
+        const size_t b  = o % row_size % block;
+        const size_t qs = offsetof(block_q4_K, qs);
+        if (b < qs) {
+            return {at + b, qs - b};
+        }
+        const size_t k = b - qs;
+        return {at + qs + 32 * (k % 32 / 8) + 8 * (k / 32) + k % 8, 8 - k % 8};
+    }
     const size_t i     = o % row_size / block; // block in the row
     const size_t b     = o % row_size % block; // byte in the block
     const size_t q     = i % REPACK_QUAD;
@@ -179,10 +194,34 @@ bool repackable(const ggml_tensor * t) {
         return kt.gemv_f16_x8 != nullptr && t->ne[0] % REPACK_F16_CHUNK == 0 && t->ne[1] % REPACK_ROWS == 0 &&
                ggml_is_contiguous(t);
     }
+    if (t->type == GGML_TYPE_Q4_K) {
+        return kt.gemv_repacked[t->type] != nullptr && kt.decode_rows_repacked[t->type] != nullptr &&
+               t->ne[0] % QK_K == 0 && t->ne[1] % REPACK_ROWS == 0 && ggml_is_contiguous(t);
+    }
     const bool kernels = (t->type == GGML_TYPE_Q4_0 && kt.qgemm_q4_0_x8.gemm != nullptr) ||
                          (t->type == GGML_TYPE_Q8_0 && kt.qgemm_q8_0_x8.gemm != nullptr);
     return kernels && t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0 && t->ne[1] % REPACK_ROWS == 0 &&
            ggml_is_contiguous(t);
+}
+
+std::string repacked_type_names() {
+    const KernelTable & kt = best_kernels();
+    std::string         out;
+    const std::pair<ggml_type, bool> types[] = {
+        {GGML_TYPE_F16, kt.gemv_f16_x8 != nullptr},
+        {GGML_TYPE_Q4_0, kt.qgemm_q4_0_x8.gemm != nullptr},
+        {GGML_TYPE_Q8_0, kt.qgemm_q8_0_x8.gemm != nullptr},
+        {GGML_TYPE_Q4_K, kt.gemv_repacked[GGML_TYPE_Q4_K] != nullptr && kt.decode_rows_repacked[GGML_TYPE_Q4_K] != nullptr},
+    };
+    for (const auto & [type, has] : types) {
+        if (has) {
+            if (!out.empty()) {
+                out.push_back(',');
+            }
+            out.append(ggml_type_name(type));
+        }
+    }
+    return out;
 }
 
 bool is_repack_buffer(ggml_backend_buffer_t b) {

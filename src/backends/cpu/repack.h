@@ -23,7 +23,10 @@
 //
 // and F16 matrices (K a multiple of 32) by chunks of 32 values, chunk j of
 // group g at g * 8 * row_size + 512 j, row r's 32 values at 64 r in it
-// (Note [Repacked F16] in avx512/gemv_float.cpp).
+// (Note [Repacked F16] in avx512/gemv_float.cpp). Q4_K matrices (on the
+// AVX2 table) keep every block where it is, its d, dmin and scales too, and
+// only the 128 bytes of qs change places: the four runs of 32 transposed by
+// 8-byte words (Note [Repacked Q4_K] in simd/avx2/q4k_repacked.h).
 //
 // So a thread reads its rows as one run of whole, aligned cache lines, and
 // each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
@@ -41,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -59,9 +63,13 @@ constexpr size_t repacked_f16_chunk(size_t r, size_t j) {
 
 // Whether t's type and shape have a repacked layout and the kernels this
 // processor runs can use it: Q4_0 or Q8_0 with whole quads per row (ne0 %
-// 128 == 0), or F16 with ne0 % 32 == 0; rows in whole groups (ne1 % 8 ==
-// 0), contiguous.
+// 128 == 0), F16 with ne0 % 32 == 0, or Q4_K; rows in whole groups (ne1 %
+// 8 == 0), contiguous.
 bool repackable(const ggml_tensor * t);
+
+// The types repackable() takes on this processor's kernel table, by
+// ggml_type_name, comma-separated ("" for none).
+std::string repacked_type_names();
 
 // Whether t's data is in the repacked layout (t lives in a CPU_REPACK buffer
 // that repacked it). Views of such a tensor are not; see repacked_base().

@@ -101,7 +101,11 @@ bool takes_dequant_path(ggml_type t) {
 // matrix-vector path instead, b quantized to their quant_operand_type,
 // except on the reference path, which keeps the general one.
 bool takes_table_gemv(const ggml_tensor * a) {
-    return !is_weight_type(a->type) && !is_repacked(a) && best_kernels().gemv_quant[a->type] != nullptr;
+    if (is_weight_type(a->type)) {
+        return false;
+    }
+    const KernelTable & kt = best_kernels();
+    return (is_repacked(a) ? kt.gemv_repacked[a->type] : kt.gemv_quant[a->type]) != nullptr;
 }
 
 struct MulMatJob {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "core/types.h"
@@ -42,8 +43,10 @@ size_t packed_b_size(const ggml_tensor * b) {
     return b_in_place(b) ? 0 : align_to(size_t(b->ne[0]) * sizeof(float) * size_t(ggml_nrows(b)));
 }
 
+// An item's rows as f32, then, for repacked weights (Note [Repacked
+// weights]), one row in ggml's layout.
 size_t thread_rows_size(const ggml_tensor * a) {
-    return align_to(size_t(ITEM_ROWS) * size_t(a->ne[0]) * sizeof(float));
+    return align_to(size_t(ITEM_ROWS) * size_t(a->ne[0]) * sizeof(float)) + (is_repacked(a) ? align_to(a->nb[1]) : 0);
 }
 
 } // namespace
@@ -91,6 +94,9 @@ void compute_mul_mat_dequant(const ComputeParams & p, ggml_tensor * dst) {
         p.sync();
     }
     auto * rows_f32 = reinterpret_cast<float *>(scratch + packed + thread_rows_size(a) * size_t(p.ith));
+    char * unpacked = is_repacked(a) ? reinterpret_cast<char *>(rows_f32) +
+                                           align_to(size_t(ITEM_ROWS) * size_t(K) * sizeof(float))
+                                     : nullptr;
 
     const int64_t n_ru    = (M + ITEM_ROWS - 1) / ITEM_ROWS;
     const Range   items   = split_range(nbatch * n_ru, p.ith, p.nth);
@@ -104,7 +110,12 @@ void compute_mul_mat_dequant(const ComputeParams & p, ggml_tensor * dst) {
         const char *  a_rows =
             static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + m0 * a->nb[1];
         for (int64_t r = 0; r < rows; ++r) {
-            to_float(a_rows + r * a->nb[1], rows_f32 + r * K, K);
+            const char * row = a_rows + r * a->nb[1];
+            if (unpacked != nullptr) {
+                repack_read(a, unpacked, size_t(row - static_cast<const char *>(a->data)), a->nb[1]);
+                row = unpacked;
+            }
+            to_float(row, rows_f32 + r * K, K);
         }
         for (int64_t c0 = 0; c0 < N; c0 += GEMV_MAX_COLS) {
             const int    ncols = int(std::min<int64_t>(GEMV_MAX_COLS, N - c0));

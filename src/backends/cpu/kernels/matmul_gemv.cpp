@@ -18,9 +18,9 @@ namespace {
 
 GemvFn gemv_for(const KernelTable & kt, const ggml_tensor * a) {
     if (is_repacked(a)) {
-        // Note [Repacked weights]: F16 takes a kernel of its own; Q4_0 and
-        // Q8_0 take qgemm_for's.
-        return a->type == GGML_TYPE_F16 ? kt.gemv_f16_x8 : nullptr;
+        // Note [Repacked weights]: F16 and Q4_K take a kernel of their own;
+        // Q4_0 and Q8_0 take qgemm_for's.
+        return a->type == GGML_TYPE_F16 ? kt.gemv_f16_x8 : kt.gemv_repacked[a->type];
     }
     switch (a->type) {
         case GGML_TYPE_F32: return kt.gemv_f32;
@@ -38,6 +38,9 @@ GemvFn gemv_for(const KernelTable & kt, const ggml_tensor * a) {
 QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
     static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
     QGemmKernels ops;
+    if (is_repacked(a) && kt.gemv_repacked[a->type] != nullptr) {
+        return ops; // Note [Repacked Q4_K]: the table's gemv_repacked
+    }
     if (is_repacked(a) && a->type != GGML_TYPE_F16) {
         // Note [Repacked weights]: the only kernels that read this layout.
         ops = a->type == GGML_TYPE_Q4_0 ? kt.qgemm_q4_0_x8 : kt.qgemm_q8_0_x8;
@@ -135,10 +138,11 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 // and its gemv_quant entries for these types add the same exact block
 // totals in the same order. Such items take whole panels of rows.
 DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
-    if (kt.gemv_decoded[a->type] == nullptr || is_repacked(a) || b->ne[1] <= GEMV_MAX_COLS) {
+    if (kt.gemv_decoded[a->type] == nullptr || b->ne[1] <= GEMV_MAX_COLS) {
         return nullptr;
     }
-    return kt.decode_rows[a->type];
+    // Repacked rows decode to the same stored rows (Note [Repacked Q4_K]).
+    return is_repacked(a) ? kt.decode_rows_repacked[a->type] : kt.decode_rows[a->type];
 }
 
 // Rows of an item whose rows are decoded once: whole panels, and up to 64

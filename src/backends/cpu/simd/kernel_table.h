@@ -311,6 +311,14 @@ struct KernelTable {
     // [Decoded panels]). Both null where the table has none.
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
     GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};
+    // Weights of these types in the CPU_REPACK layout (repack.h; Q4_K on
+    // the AVX2 table, Note [Repacked Q4_K]): gemv_repacked[type] with
+    // gemv_quant's contract and bits, reading repacked rows, and
+    // decode_rows_repacked[type] writing from them the rows decode_rows
+    // writes from ggml's layout. A type is repacked only where the table has
+    // both.
+    GemvFn       gemv_repacked[GGML_TYPE_COUNT]        = {};
+    DecodeRowsFn decode_rows_repacked[GGML_TYPE_COUNT] = {};
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;

@@ -43,6 +43,11 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd);
+// Q4_K in the CPU_REPACK layout (Note [Repacked Q4_K] in q4k_repacked.h):
+// the gemv_repacked and decode_rows_repacked entries of this table.
+void gemv_q4_K_repacked(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                        float * dst, size_t ldd);
+void decode_rows_q4_K_repacked(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void decode_rows_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void gemv_decoded_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd);

@@ -82,39 +82,44 @@ inline void kq_by_dwords(const __m256i * in, __m256i * out) {
     }
 }
 
-// Rows of Q4_K, Q6_K (by the type's 256-bit decoder) or IQ4_XS.
+// One block of Q4_K, Q6_K (by the type's 256-bit decoder) or IQ4_XS as
+// stored rows hold it.
+template <StoredK T> inline void kq_stored_block(const typename StoredKType<T>::D::W & x, StoredKBlock & o) {
+    using D = typename StoredKType<T>::D;
+    if constexpr (T == StoredK::iq4_xs) {
+        for (int j = 0; j < 8; ++j) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), iq4_xs_levels(x, j));
+            o.sm[j]     = int16_t(iq4_xs_scale(x, j));
+            o.sm[8 + j] = 0;
+        }
+        o.d    = kq_half(x.d);
+        o.dmin = 0.0f;
+    } else {
+        KDecoded w;
+        D::decode(x, w);
+        if constexpr (T == StoredK::q4_K) {
+            kq_by_dwords(w.u, w.u); // Note [Q4_K stored rows by dwords]
+        }
+        for (int j = 0; j < 8; ++j) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), w.u[j]);
+        }
+        __m256i s16;
+        if constexpr (T == StoredK::q6_K) {
+            s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+        } else {
+            s16 = kq_scales_mins16(x.scales);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.sm), s16);
+        o.d    = w.d;
+        o.dmin = T == StoredK::q6_K ? 0.0f : w.dmin;
+    }
+}
+
+// Rows of Q4_K, Q6_K or IQ4_XS.
 template <StoredK T>
 void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    using D = typename StoredKType<T>::D;
-    stored_rows_fill<typename D::W, StoredKBlock>(K, a, lda, nrows, out, [](const typename D::W & x, StoredKBlock & o) {
-        if constexpr (T == StoredK::iq4_xs) {
-            for (int j = 0; j < 8; ++j) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), iq4_xs_levels(x, j));
-                o.sm[j]     = int16_t(iq4_xs_scale(x, j));
-                o.sm[8 + j] = 0;
-            }
-            o.d    = kq_half(x.d);
-            o.dmin = 0.0f;
-        } else {
-            KDecoded w;
-            D::decode(x, w);
-            if constexpr (T == StoredK::q4_K) {
-                kq_by_dwords(w.u, w.u); // Note [Q4_K stored rows by dwords]
-            }
-            for (int j = 0; j < 8; ++j) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.u + 32 * j), w.u[j]);
-            }
-            __m256i s16;
-            if constexpr (T == StoredK::q6_K) {
-                s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
-            } else {
-                s16 = kq_scales_mins16(x.scales);
-            }
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.sm), s16);
-            o.d    = w.d;
-            o.dmin = T == StoredK::q6_K ? 0.0f : w.dmin;
-        }
-    });
+    using W = typename StoredKType<T>::D::W;
+    stored_rows_fill<W, StoredKBlock>(K, a, lda, nrows, out, [](const W & x, StoredKBlock & o) { kq_stored_block<T>(x, o); });
 }
 
 // Q4_K's stored rows against C columns (Note [Q4_K stored rows by dwords]):

@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "backends/cpu/simd/kernel_table.h"
+#include "core/common.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
@@ -24,6 +27,7 @@ namespace loom::cpu::avx2 {
 
 #include "kquants_impl.h"
 #include "kquant_rows.h"
+#include "q4k_repacked.h"
 
 } // namespace loom::cpu::avx2
 

@@ -76,6 +76,10 @@ const KernelTable * avx512_kernels() {
         t.gemv_decoded[GGML_TYPE_Q6_K] = nullptr;
         t.gemv_quant[GGML_TYPE_Q3_K] = avx512::gemv_q3_K;
         t.gemv_quant[GGML_TYPE_Q4_K] = avx512::gemv_q4_K;
+        // The AVX2 table's repacked Q4_K decodes into its own stored rows,
+        // not this table's panels: Q4_K stays in ggml's layout here.
+        t.gemv_repacked[GGML_TYPE_Q4_K]        = nullptr;
+        t.decode_rows_repacked[GGML_TYPE_Q4_K] = nullptr;
         t.gemv_quant[GGML_TYPE_Q5_K] = avx512::gemv_q5_K;
         t.gemv_quant[GGML_TYPE_Q6_K] = avx512::gemv_q6_K;
         t.quantize_row_q8_K          = avx512::quantize_row_q8_K;
