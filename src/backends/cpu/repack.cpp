@@ -246,18 +246,71 @@ const ggml_tensor * repacked_base(const ggml_tensor * t) {
     return t->view_src != nullptr && is_repacked(t->view_src) ? t->view_src : nullptr;
 }
 
+namespace {
+
+// A Q4_K block from one layout to the other (Note [Repacked Q4_K]: the same
+// block with qs's words transposed, its own inverse), whole.
+void q4k_convert_block(const char * in, char * out) {
+    constexpr size_t qs = offsetof(block_q4_K, qs);
+    std::memcpy(out, in, qs);
+    for (size_t j = 0; j < 4; ++j) {
+        for (size_t k = 0; k < 4; ++k) {
+            std::memcpy(out + qs + 32 * k + 8 * j, in + qs + 32 * j + 8 * k, 8);
+        }
+    }
+}
+
+// pieces(pos, len) over the parts of [offset, offset + n) outside whole
+// blocks of `block` bytes (from the tensor's start), whole(pos) for each
+// whole block: a Q4_K block stays where it is, so whole ones are converted
+// at once instead of by pieces of up to 8 bytes.
+template <class Pieces, class Whole>
+void by_whole_blocks(size_t offset, size_t n, size_t block, Pieces && pieces, Whole && whole) {
+    const size_t end   = offset + n;
+    size_t       pos   = offset;
+    const size_t first = std::min(end, (pos + block - 1) / block * block);
+    if (first > pos) {
+        pieces(pos, first - pos);
+        pos = first;
+    }
+    for (; pos + block <= end; pos += block) {
+        whole(pos);
+    }
+    if (pos < end) {
+        pieces(pos, end - pos);
+    }
+}
+
+} // namespace
+
 void repack_write(const ggml_tensor * t, const void * src, size_t offset, size_t n) {
     auto *       base = static_cast<char *>(t->data);
     const auto * in   = static_cast<const char *>(src);
-    for_each_piece(t, offset, n,
-                   [&](size_t at, size_t pos, size_t len) { std::memcpy(base + at, in + (pos - offset), len); });
+    auto pieces = [&](size_t from, size_t len) {
+        for_each_piece(t, from, len,
+                       [&](size_t at, size_t pos, size_t run) { std::memcpy(base + at, in + (pos - offset), run); });
+    };
+    if (t->type != GGML_TYPE_Q4_K) {
+        pieces(offset, n);
+        return;
+    }
+    by_whole_blocks(offset, n, sizeof(block_q4_K), pieces,
+                    [&](size_t pos) { q4k_convert_block(in + (pos - offset), base + pos); });
 }
 
 void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n) {
     const auto * base = static_cast<const char *>(t->data);
     auto *       out  = static_cast<char *>(dst);
-    for_each_piece(t, offset, n,
-                   [&](size_t at, size_t pos, size_t len) { std::memcpy(out + (pos - offset), base + at, len); });
+    auto pieces = [&](size_t from, size_t len) {
+        for_each_piece(t, from, len,
+                       [&](size_t at, size_t pos, size_t run) { std::memcpy(out + (pos - offset), base + at, run); });
+    };
+    if (t->type != GGML_TYPE_Q4_K) {
+        pieces(offset, n);
+        return;
+    }
+    by_whole_blocks(offset, n, sizeof(block_q4_K), pieces,
+                    [&](size_t pos) { q4k_convert_block(base + pos, out + (pos - offset)); });
 }
 
 void repack_fill(const ggml_tensor * t, uint8_t value, size_t offset, size_t n) {
