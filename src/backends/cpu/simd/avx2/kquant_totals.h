@@ -96,15 +96,14 @@ template <int C> inline void kq_zero_totals(__m256i (*t1)[8], __m256i (*t2)[8], 
     }
 }
 
-template <class D, int C>
-void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
-                         float * dst, size_t ldd) {
-    static_assert(!D::fold, "the block totals here are those of a decoder with mins");
-    using W = typename D::W;
-    const block_q8_K * bc[C];
-    for (int c = 0; c < C; ++c) {
-        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
-    }
+// The rows' products with C columns through their block totals: block(x,
+// i, t1, t2, k) gives block i of row x's lane sums with every column c in
+// t1[c][k] and t2[c][k] (kq_block_totals' contract, whatever the layout of
+// the weights' bits: Note [Repacked Q4_K] has one of its own).
+template <class W, int C, class Block>
+[[gnu::always_inline]] inline void kq_totals_rows(int64_t nb, const char * a, size_t lda, int64_t nrows,
+                                                  const block_q8_K * const * bc, float * dst, size_t ldd,
+                                                  Block && block) {
     for (int64_t r = 0; r < nrows; ++r) {
         const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
         __m256       acc[C];
@@ -115,7 +114,7 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
             __m256i t1[C][8], t2[C][8];
             for (int64_t k = 0; k < n; ++k) {
                 kq_prefetch_ahead(x + i0 + k, lda);
-                kq_block_totals<D, C>(x[i0 + k], bc, i0 + k, t1, t2, k);
+                block(x, i0 + k, t1, t2, k);
             }
             kq_zero_totals<C>(t1, t2, n);
             // The eight blocks' d and dmin, and each column's d, gathered
@@ -133,4 +132,18 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
             dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);
         }
     }
+}
+
+template <class D, int C>
+void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
+                         float * dst, size_t ldd) {
+    static_assert(!D::fold, "the block totals here are those of a decoder with mins");
+    using W = typename D::W;
+    const block_q8_K * bc[C];
+    for (int c = 0; c < C; ++c) {
+        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
+    }
+    kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
+                         [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
+                             __attribute__((always_inline)) { kq_block_totals<D, C>(x[i], bc, i, t1, t2, k); });
 }

@@ -81,52 +81,32 @@ void q4k_repacked_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrow
                                             13, 12, 13, 12, 13, 12, 13);
     const __m256i pick_o = _mm256_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7, 10, 11, 10, 11, 10, 11, 10,
                                             11, 14, 15, 14, 15, 14, 15, 14, 15);
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
-        __m256       acc[C];
-        for (int c = 0; c < C; ++c) {
-            acc[c] = _mm256_setzero_ps();
+    kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
+                         [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
+                             __attribute__((always_inline)) {
+        __m256i lo[4], hi[4];
+        for (int q = 0; q < 4; ++q) {
+            const __m256i v = kq_load(x[i].qs + 32 * q);
+            lo[q]           = _mm256_and_si256(v, m4);
+            hi[q]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
-        auto add8 = [&](int64_t i0, int64_t n) __attribute__((always_inline)) {
-            __m256i t1[C][8], t2[C][8];
-            for (int64_t k = 0; k < n; ++k) {
-                const int64_t i = i0 + k;
-                kq_prefetch_ahead(x + i, lda);
-                __m256i lo[4], hi[4];
-                for (int q = 0; q < 4; ++q) {
-                    const __m256i v = kq_load(x[i].qs + 32 * q);
-                    lo[q]           = _mm256_and_si256(v, m4);
-                    hi[q]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                }
-                const __m256i s16  = kq_scales_mins16(x[i].scales);
-                const __m256i both = _mm256_permute4x64_epi64(s16, 0x44);
-                const __m256i sc_e = _mm256_shuffle_epi8(both, pick_e);
-                const __m256i sc_o = _mm256_shuffle_epi8(both, pick_o);
-                const __m256i bias = kq_min_bias_k4(s16);
-                for (int c = 0; c < C; ++c) {
-                    const int8_t * y  = yw + (size_t(c) * size_t(nb) + size_t(i)) * QK_K;
-                    __m256i        pe = _mm256_maddubs_epi16(lo[0], kq_load(y));
-                    __m256i        po = _mm256_maddubs_epi16(hi[0], kq_load(y + 128));
-                    for (int q = 1; q < 4; ++q) {
-                        pe = _mm256_add_epi16(pe, _mm256_maddubs_epi16(lo[q], kq_load(y + 32 * q)));
-                        po = _mm256_add_epi16(po, _mm256_maddubs_epi16(hi[q], kq_load(y + 128 + 32 * q)));
-                    }
-                    t1[c][k] = _mm256_add_epi32(_mm256_madd_epi16(pe, sc_e), _mm256_madd_epi16(po, sc_o));
-                    t2[c][k] = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
-                }
-            }
-            kq_zero_totals<C>(t1, t2, n);
-            __m256 d8, m8;
-            kq_dm8(x + i0, n, d8, m8);
-            for (int c = 0; c < C; ++c) {
-                acc[c] = kq_add_totals8(acc[c], kq_yd8(bc[c] + i0, n), d8, m8, t1[c], t2[c]);
-            }
-        };
-        by_eight_blocks(nb, add8);
+        const __m256i s16  = kq_scales_mins16(x[i].scales);
+        const __m256i both = _mm256_permute4x64_epi64(s16, 0x44);
+        const __m256i sc_e = _mm256_shuffle_epi8(both, pick_e);
+        const __m256i sc_o = _mm256_shuffle_epi8(both, pick_o);
+        const __m256i bias = kq_min_bias_k4(s16);
         for (int c = 0; c < C; ++c) {
-            dst[size_t(c) * ldd + size_t(r)] = kq_hsum(acc[c]);
+            const int8_t * y  = yw + (size_t(c) * size_t(nb) + size_t(i)) * QK_K;
+            __m256i        pe = _mm256_maddubs_epi16(lo[0], kq_load(y));
+            __m256i        po = _mm256_maddubs_epi16(hi[0], kq_load(y + 128));
+            for (int q = 1; q < 4; ++q) {
+                pe = _mm256_add_epi16(pe, _mm256_maddubs_epi16(lo[q], kq_load(y + 32 * q)));
+                po = _mm256_add_epi16(po, _mm256_maddubs_epi16(hi[q], kq_load(y + 128 + 32 * q)));
+            }
+            t1[c][k] = _mm256_add_epi32(_mm256_madd_epi16(pe, sc_e), _mm256_madd_epi16(po, sc_o));
+            t2[c][k] = _mm256_madd_epi16(kq_load(bc[c][i].bsums), bias);
         }
-    }
+    });
 }
 
 } // namespace
