@@ -51,7 +51,6 @@ inline void q4k_column_words(const block_q8_K & y, int8_t * out) {
     }
 }
 
-
 // Columns laid out by q4k_column_words, a thread's own, reused across calls.
 inline int8_t * q4k_column_scratch(size_t bytes) {
     struct Free {
