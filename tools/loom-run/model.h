@@ -121,8 +121,9 @@ class Model {
     // The mapped file's pages the process has in memory, and how many of
     // them are 2 MiB pages (Linux's smaps: Rss and FilePmdMapped), in bytes;
     // false when the weights are not mapped or the system does not say.
-    // Generation reads the weights 15-20% faster on 2 MiB pages; a file the
-    // page cache already holds in 4 KiB pages keeps them.
+    // Generation can read the weights faster on 2 MiB pages (1-15% in
+    // alternated runs on a VM); a file the page cache already holds in 4 KiB
+    // pages keeps them.
     bool mapped_pages(size_t * resident, size_t * on_huge_pages) const;
     // Matrices in the CPU's CPU_REPACK buffer (none without its kernels or with --no-repack).
     size_t n_repacked() const { return n_repacked_; }
