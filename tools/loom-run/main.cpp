@@ -335,7 +335,7 @@ int run(const Options & o) {
     if (model->mapped_pages(&resident, &huge) && resident > 0) {
         std::fprintf(stderr, "loom-run: mapped weights: %.2f MiB in memory, %.2f MiB of it on 2 MiB pages%s\n",
                      mib(resident), mib(huge),
-                     huge * 2 < resident ? " (the page cache holds the file in small pages, which generation reads "
+                     huge * 2 < resident ? " (the page cache holds the file in small pages, which generation may read "
                                            "more slowly; --no-mmap copies the weights onto 2 MiB pages)"
                                          : "");
     }
