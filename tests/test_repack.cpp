@@ -52,7 +52,8 @@ ggml_backend_buffer_type_t repack_buft() {
 std::vector<ggml_type> repacked_types() {
     std::vector<ggml_type> out;
     ggml_backend_reg_t     reg = ggml_backend_dev_backend_reg(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
-    auto fn = reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    auto                   fn  = reinterpret_cast<ggml_backend_get_features_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
     for (const ggml_backend_feature * f = fn != nullptr ? fn(reg) : nullptr; f != nullptr && f->name != nullptr; ++f) {
         if (std::strcmp(f->name, "REPACK_TYPES") != 0) continue;
         std::string list = std::string(f->value) + ",";

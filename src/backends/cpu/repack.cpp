@@ -211,7 +211,8 @@ std::string repacked_type_names() {
         {GGML_TYPE_F16, kt.gemv_f16_x8 != nullptr},
         {GGML_TYPE_Q4_0, kt.qgemm_q4_0_x8.gemm != nullptr},
         {GGML_TYPE_Q8_0, kt.qgemm_q8_0_x8.gemm != nullptr},
-        {GGML_TYPE_Q4_K, kt.gemv_repacked[GGML_TYPE_Q4_K] != nullptr && kt.decode_rows_repacked[GGML_TYPE_Q4_K] != nullptr},
+        {GGML_TYPE_Q4_K,
+         kt.gemv_repacked[GGML_TYPE_Q4_K] != nullptr && kt.decode_rows_repacked[GGML_TYPE_Q4_K] != nullptr},
     };
     for (const auto & [type, has] : types) {
         if (has) {

@@ -119,7 +119,8 @@ template <StoredK T> inline void kq_stored_block(const typename StoredKType<T>::
 template <StoredK T>
 void kq_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
     using W = typename StoredKType<T>::D::W;
-    stored_rows_fill<W, StoredKBlock>(K, a, lda, nrows, out, [](const W & x, StoredKBlock & o) { kq_stored_block<T>(x, o); });
+    stored_rows_fill<W, StoredKBlock>(K, a, lda, nrows, out,
+                                      [](const W & x, StoredKBlock & o) { kq_stored_block<T>(x, o); });
 }
 
 // Q4_K's stored rows against C columns (Note [Q4_K stored rows by dwords]):
