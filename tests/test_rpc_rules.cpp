@@ -1,4 +1,6 @@
-// The RPC server's rules (backends/rpc/validate.cpp). Rope: nodes as
+// The RPC server's rules (backends/rpc/validate.cpp). The element-wise,
+// shape, fill, constructor and backward families (the RpcValidate tests at
+// the end), and rope: nodes as
 // ggml_rope_ext, ggml_rope_multi and ggml_rope_set_offset build them pass;
 // op params a client could forge (a mode the CPU does not have, sections
 // past the row, an odd or too large offset, positions that do not match the
@@ -280,3 +282,186 @@ TEST(RpcComputedIndices, RemoteCpuGivesTheLocalRowsAndFailsOnABadIndex) {
 }
 
 } // namespace
+
+// The server's rules for the element-wise, shape and fill operators: nodes
+// as the constructors build them pass; nodes whose op params would take a
+// kernel outside its sources or result are refused with the rule.
+TEST(RpcValidate, FillFamilyRules) {
+    ggml_init_params ip{ggml_tensor_overhead() * 64, nullptr, true};
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_context *   c = ctx.get();
+    ggml_tensor *    a = ggml_new_tensor_3d(c, GGML_TYPE_F32, 10, 6, 3);
+    ggml_tensor *    b = ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 3);
+    ggml_tensor *    t = ggml_new_tensor_1d(c, GGML_TYPE_F32, 5);
+    std::string      why;
+    auto             ok = [&](ggml_tensor * n) {
+        why.clear();
+        return loom::rpc::check_node(n, &why);
+    };
+
+    ggml_tensor * set = ggml_set(c, a, b, a->nb[1], a->nb[2], a->nb[3], 8);
+    ggml_tensor * acc = ggml_acc(c, a, b, a->nb[1], a->nb[2], a->nb[3], 8);
+    ggml_tensor * roll = ggml_roll(c, a, 3, -2, 1, 0);
+    ggml_tensor * pad  = ggml_pad_ext_circular(c, a, 1, 2, 0, 1, 0, 0, 0, 0);
+    ggml_tensor * ar   = ggml_arange(c, 0.0f, 5.0f, 0.5f);
+    ggml_tensor * te   = ggml_timestep_embedding(c, t, 8, 10000);
+    ggml_tensor * refl = ggml_pad_reflect_1d(c, a, 2, 3);
+    for (ggml_tensor * n : {set, acc, roll, pad, ar, te, refl, ggml_clamp(c, a, 0.0f, 1.0f), ggml_cumsum(c, a),
+                            ggml_repeat_back(c, a, ggml_new_tensor_2d(c, GGML_TYPE_F32, 5, 3)), ggml_diag(c, t), ggml_tri(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 4), GGML_TRI_TYPE_UPPER)}) {
+        EXPECT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+    }
+
+    set->op_params[3] = int32_t(ggml_nbytes(a)); // the view would start past the result
+    EXPECT_FALSE(ok(set));
+    EXPECT_NE(why.find("lies inside"), std::string::npos) << why;
+    acc->op_params[0] = 1 << 20;
+    EXPECT_FALSE(ok(acc));
+    roll->op_params[0] = 10;
+    EXPECT_FALSE(ok(roll));
+    EXPECT_NE(why.find("shifts"), std::string::npos) << why;
+    pad->op_params[1] = 5;
+    EXPECT_FALSE(ok(pad));
+    ar->ne[0] = 11;
+    EXPECT_FALSE(ok(ar));
+    te->op_params[0] = 16;
+    EXPECT_FALSE(ok(te));
+    refl->op_params[0] = 10;
+    EXPECT_FALSE(ok(refl));
+    EXPECT_NE(why.find("PAD_REFLECT_1D"), std::string::npos) << why;
+}
+
+// The server's rules for the recurrent, state-space and mixture-of-experts
+// operators are their constructors (Note [Checked constructors]): nodes as
+// the constructors build them pass; a node whose shape, op params or
+// sources the constructor would not produce is refused with the
+// constructor's message, and the server keeps running.
+TEST(RpcValidate, ConstructorRules) {
+    ggml_init_params ip{ggml_tensor_overhead() * 128, nullptr, true};
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_context *   c  = ctx.get();
+    auto             f3 = [&](int64_t a, int64_t b, int64_t d) { return ggml_new_tensor_3d(c, GGML_TYPE_F32, a, b, d); };
+    std::string      why;
+    auto             ok = [&](ggml_tensor * n) {
+        why.clear();
+        return loom::rpc::check_node(n, &why);
+    };
+
+    ggml_tensor * ids  = ggml_new_tensor_2d(c, GGML_TYPE_I32, 2, 4);
+    ggml_tensor * mmid = ggml_mul_mat_id(c, f3(8, 5, 3), f3(8, 2, 4), ids);
+    ggml_tensor * conv = ggml_ssm_conv(c, f3(7, 6, 2), ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 6));
+    ggml_tensor * solve = ggml_solve_tri(c, f3(4, 4, 2), f3(3, 4, 2), true, true, false);
+    ggml_tensor * state = ggml_new_tensor_2d(c, GGML_TYPE_F32, 4 * 4 * 2, 2);
+    ggml_tensor * wkv6 = ggml_rwkv_wkv6(c, f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), ggml_new_tensor_2d(c, GGML_TYPE_F32, 4, 2),
+                                        f3(4, 2, 6), state);
+    ggml_tensor * gla  = ggml_gated_linear_attn(c, f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), state, 0.5f);
+    ggml_tensor * wkv7 = ggml_rwkv_wkv7(c, f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6), f3(4, 2, 6),
+                                        state);
+    ggml_tensor * sc_s = ggml_new_tensor_4d(c, GGML_TYPE_F32, 16, 4, 2, 3);
+    ggml_tensor * scan = ggml_ssm_scan(c, sc_s, ggml_new_tensor_4d(c, GGML_TYPE_F32, 4, 2, 5, 2), f3(2, 5, 2),
+                                       ggml_new_tensor_2d(c, GGML_TYPE_F32, 1, 2),
+                                       ggml_new_tensor_4d(c, GGML_TYPE_F32, 16, 1, 5, 2),
+                                       ggml_new_tensor_4d(c, GGML_TYPE_F32, 16, 1, 5, 2),
+                                       ggml_new_tensor_1d(c, GGML_TYPE_I32, 2), 1);
+    for (ggml_tensor * n : {mmid, conv, solve, wkv6, gla, wkv7, scan}) {
+        EXPECT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+    }
+
+    // A shape the constructor would not give.
+    mmid->ne[2] = 3; // 4 tokens in b and ids
+    EXPECT_FALSE(ok(mmid));
+    EXPECT_NE(why.find("shape"), std::string::npos) << why;
+    mmid->ne[2] = 4;
+    // A source the constructor refuses: its message, and no abort.
+    mmid->src[2] = ggml_new_tensor_2d(c, GGML_TYPE_F32, 2, 4);
+    EXPECT_FALSE(ok(mmid));
+    EXPECT_NE(why.find("must be i32"), std::string::npos) << why;
+    mmid->src[2] = ggml_new_tensor_2d(c, GGML_TYPE_I32, 2, 5); // one list per token of b: 4
+    EXPECT_FALSE(ok(mmid));
+    EXPECT_NE(why.find("ggml_mul_mat_id"), std::string::npos) << why;
+    mmid->src[2] = ids;
+    EXPECT_TRUE(ok(mmid)) << why;
+    // Op params: ssm_scan's K decides the size of the saved states.
+    scan->op_params[0] = 2;
+    EXPECT_FALSE(ok(scan)) << "K = 2 needs a longer result";
+    scan->op_params[0] = 0;
+    EXPECT_FALSE(ok(scan));
+    EXPECT_NE(why.find("K 0 must be in"), std::string::npos) << why;
+    scan->op_params[0] = 1;
+    scan->op_params[5] = 7; // a parameter the constructor never sets
+    EXPECT_FALSE(ok(scan));
+    EXPECT_NE(why.find("op params"), std::string::npos) << why;
+    scan->op_params[5] = 0;
+    EXPECT_TRUE(ok(scan)) << why;
+    // Sources in other places.
+    std::swap(gla->src[0], gla->src[1]);
+    EXPECT_TRUE(ok(gla)) << "k and v of one shape may trade places";
+    gla->src[4] = f3(4, 2, 6);
+    EXPECT_FALSE(ok(gla));
+    conv->type = GGML_TYPE_F16;
+    EXPECT_FALSE(ok(conv));
+    solve->src[1] = f3(3, 5, 2);
+    EXPECT_FALSE(ok(solve));
+    EXPECT_NE(why.find("SOLVE_TRI"), std::string::npos) << why;
+    wkv7->nb[1] *= 2;
+    EXPECT_FALSE(ok(wkv7));
+}
+
+// The server's rules for the backward operators, the loss and the optimizer
+// steps: nodes as the constructors build them pass; nodes whose shapes or op
+// params would take a kernel outside its sources or result are refused.
+TEST(RpcValidate, BackwardFamilyRules) {
+    ggml_init_params ip{ggml_tensor_overhead() * 64, nullptr, true};
+    ggml_context_ptr ctx(ggml_init(ip));
+    ggml_context *   c = ctx.get();
+    ggml_tensor *    a = ggml_new_tensor_2d(c, GGML_TYPE_F32, 10, 6);
+    ggml_tensor *    s = ggml_new_tensor_1d(c, GGML_TYPE_F32, 1);
+    ggml_tensor *    i = ggml_new_tensor_1d(c, GGML_TYPE_I32, 4);
+    std::string      why;
+    auto             ok = [&](ggml_tensor * n) {
+        why.clear();
+        return loom::rpc::check_node(n, &why);
+    };
+    ggml_tensor * w = ggml_new_tensor_2d(c, GGML_TYPE_F32, 10, 6);
+    ggml_set_param(w);
+    ggml_tensor * img     = ggml_new_tensor_4d(c, GGML_TYPE_F32, 9, 7, 3, 2);
+    int64_t       ne[4]   = {9, 7, 3, 2};
+    ggml_tensor * kern    = ggml_new_tensor_4d(c, GGML_TYPE_F16, 3, 2, 3, 4);
+    ggml_tensor * im2col  = ggml_im2col_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 18, 5, 5, 2), kern, ne, 2, 1, 1,
+                                             0, 1, 2, true);
+    ggml_tensor * pool    = ggml_pool_2d_back(c, ggml_new_tensor_4d(c, GGML_TYPE_F32, 5, 4, 3, 2), img,
+                                              GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0);
+    ggml_tensor * sgd     = ggml_opt_step_sgd(c, w, a, ggml_new_tensor_1d(c, GGML_TYPE_F32, 2));
+    ggml_tensor * rows    = ggml_get_rows_back(c, ggml_new_tensor_2d(c, GGML_TYPE_F32, 10, 4), i, a);
+    ggml_tensor * ce_back = ggml_cross_entropy_loss_back(c, s, a, a);
+    for (ggml_tensor * n : {ggml_silu_back(c, a, a), ggml_rms_norm_back(c, a, a, 1e-6f),
+                            ggml_soft_max_ext_back(c, a, a, 1.0f, 0.0f), ggml_cross_entropy_loss(c, a, a), ce_back,
+                            sgd, rows,
+                            pool, im2col}) {
+        EXPECT_TRUE(ok(n)) << ggml_op_desc(n) << ": " << why;
+    }
+
+    im2col->op_params[0] = 1; // stride 1 makes a wider result than the gradient holds
+    EXPECT_FALSE(ok(im2col));
+    EXPECT_NE(why.find("IM2COL_BACK"), std::string::npos) << why;
+    pool->op_params[1] = 1 << 20;
+    EXPECT_FALSE(ok(pool));
+    pool->op_params[1] = 2;
+    pool->op_params[0] = 7;
+    EXPECT_FALSE(ok(pool));
+    sgd->src[2] = ggml_new_tensor_1d(c, GGML_TYPE_F32, 3);
+    EXPECT_FALSE(ok(sgd));
+    rows->ne[0] = 11;
+    EXPECT_FALSE(ok(rows));
+    ce_back->src[0] = a;
+    EXPECT_FALSE(ok(ce_back));
+    ggml_tensor * adamw = ggml_opt_step_adamw(c, w, a, a, a, ggml_new_tensor_1d(c, GGML_TYPE_F32, 7));
+    EXPECT_TRUE(ok(adamw)) << why;
+    adamw->src[3] = ggml_new_tensor_2d(c, GGML_TYPE_F32, 6, 10); // a moment of another shape
+    EXPECT_FALSE(ok(adamw));
+    EXPECT_NE(why.find("moments"), std::string::npos) << why;
+    adamw->src[3] = a;
+    adamw->src[4] = ggml_new_tensor_1d(c, GGML_TYPE_F32, 6);
+    EXPECT_FALSE(ok(adamw));
+    adamw->src[4] = ggml_new_tensor_1d(c, GGML_TYPE_F16, 7);
+    EXPECT_FALSE(ok(adamw));
+}
