@@ -269,8 +269,6 @@ struct Planned {
     bool          repack = false; // in the CPU's CPU_REPACK buffer
 };
 
-// The CPU device's extra buffer type CPU_REPACK (Note [Repacked weights] in
-// the CPU backend), or NULL when it offers none.
 // The weight types the CPU_REPACK buffer repacks (the CPU's feature
 // REPACK_TYPES: type names, comma-separated).
 std::vector<ggml_type> cpu_repacked_types(ggml_backend_dev_t cpu) {
@@ -298,6 +296,8 @@ std::vector<ggml_type> cpu_repacked_types(ggml_backend_dev_t cpu) {
     return out;
 }
 
+// The CPU device's extra buffer type CPU_REPACK (Note [Repacked weights] in
+// the CPU backend), or NULL when it offers none.
 ggml_backend_buffer_type_t cpu_repack_buffer_type(ggml_backend_dev_t cpu) {
     auto fn = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
         ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(cpu), "ggml_backend_dev_get_extra_bufts"));

@@ -211,9 +211,7 @@ class CpuDevice final : public ggml_backend_device {
     // The extra buffer types, NULL-terminated: CPU_REPACK where the kernels
     // have the repacked layout (Note [Repacked weights]).
     ggml_backend_buffer_type ** extra_buffer_types() {
-        const KernelTable & kt = best_kernels();
-        if (extra_[0] == nullptr &&
-            (kt.qgemm_q4_0_x8.gemm != nullptr || kt.gemv_repacked[GGML_TYPE_Q4_K] != nullptr)) {
+        if (extra_[0] == nullptr && !repacked_type_names().empty()) {
             extra_[0] = repack_buft_.get();
         }
         return extra_;

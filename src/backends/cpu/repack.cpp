@@ -10,7 +10,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <utility>
 
 #include "backend/backend_impl.h"
 #include "core/common.h"
@@ -185,37 +184,40 @@ std::unique_ptr<ggml_backend_buffer_type> make_repack_buffer_type(ggml_backend_d
     return std::make_unique<RepackBufferType>(dev);
 }
 
+namespace {
+
+// The types with a repacked layout, and whether the kernel table in use
+// reads it: the one place that says which types the buffer repacks.
+constexpr ggml_type k_layout_types[] = {GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K};
+
+bool has_kernels(ggml_type type) {
+    const KernelTable & kt = best_kernels();
+    switch (type) {
+        case GGML_TYPE_F16: return kt.gemv_f16_x8 != nullptr;
+        case GGML_TYPE_Q4_0: return kt.qgemm_q4_0_x8.gemm != nullptr;
+        case GGML_TYPE_Q8_0: return kt.qgemm_q8_0_x8.gemm != nullptr;
+        case GGML_TYPE_Q4_K: return kt.gemv_repacked[type] != nullptr && kt.decode_rows_repacked[type] != nullptr;
+        default: return false;
+    }
+}
+
+} // namespace
+
 bool repackable(const ggml_tensor * t) {
-    if (t == nullptr) {
+    if (t == nullptr || !has_kernels(t->type) || t->ne[1] % REPACK_ROWS != 0 || !ggml_is_contiguous(t)) {
         return false;
     }
-    const KernelTable & kt = best_kernels();
-    if (t->type == GGML_TYPE_F16) {
-        return kt.gemv_f16_x8 != nullptr && t->ne[0] % REPACK_F16_CHUNK == 0 && t->ne[1] % REPACK_ROWS == 0 &&
-               ggml_is_contiguous(t);
+    switch (t->type) {
+        case GGML_TYPE_F16: return t->ne[0] % REPACK_F16_CHUNK == 0;
+        case GGML_TYPE_Q4_K: return t->ne[0] % QK_K == 0;
+        default: return t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0; // Q4_0, Q8_0: whole quads
     }
-    if (t->type == GGML_TYPE_Q4_K) {
-        return kt.gemv_repacked[t->type] != nullptr && kt.decode_rows_repacked[t->type] != nullptr &&
-               t->ne[0] % QK_K == 0 && t->ne[1] % REPACK_ROWS == 0 && ggml_is_contiguous(t);
-    }
-    const bool kernels = (t->type == GGML_TYPE_Q4_0 && kt.qgemm_q4_0_x8.gemm != nullptr) ||
-                         (t->type == GGML_TYPE_Q8_0 && kt.qgemm_q8_0_x8.gemm != nullptr);
-    return kernels && t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0 && t->ne[1] % REPACK_ROWS == 0 &&
-           ggml_is_contiguous(t);
 }
 
 std::string repacked_type_names() {
-    const KernelTable & kt = best_kernels();
-    std::string         out;
-    const std::pair<ggml_type, bool> types[] = {
-        {GGML_TYPE_F16, kt.gemv_f16_x8 != nullptr},
-        {GGML_TYPE_Q4_0, kt.qgemm_q4_0_x8.gemm != nullptr},
-        {GGML_TYPE_Q8_0, kt.qgemm_q8_0_x8.gemm != nullptr},
-        {GGML_TYPE_Q4_K,
-         kt.gemv_repacked[GGML_TYPE_Q4_K] != nullptr && kt.decode_rows_repacked[GGML_TYPE_Q4_K] != nullptr},
-    };
-    for (const auto & [type, has] : types) {
-        if (has) {
+    std::string out;
+    for (ggml_type type : k_layout_types) {
+        if (has_kernels(type)) {
             if (!out.empty()) {
                 out.push_back(',');
             }
