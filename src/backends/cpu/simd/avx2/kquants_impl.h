@@ -185,6 +185,43 @@ inline void kq_scales_mins_k4(const uint8_t * scales, KDecoded & o) {
     o.bias = kq_min_bias_k4(s16);
 }
 
+// The 6-bit scales and mins of blocks x[0] and, when two, x[1] (zero
+// otherwise), as bytes: scales 0-7 then mins 0-7 of x[0] in the low half,
+// of x[1] in the high one (kq_scales_mins16's values, unwidened). The
+// twelve bytes are dwords w0 w1 w2: the low six bits of w0's bytes are
+// scales 0-3, of w1's mins 0-3; scale 4 + j is w2's byte j's low nibble
+// with w0's byte j's top two bits above it, min 4 + j its high nibble with
+// w1's top bits. Two blocks at once, in vector registers: where the
+// one-column product is bound by its arithmetic (a Zen 5 core runs it at
+// the same speed from L2 and from memory), the scalar decode of one block
+// and its moves into a vector register held it at 30.5 GB/s, this at 32-34.
+inline __m256i q4k_scales_pair(const block_q4_K * x, bool two) {
+    static_assert(sizeof(block_q4_K) >= offsetof(block_q4_K, scales) + 16, "16 bytes readable from scales");
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x[0].scales));
+    const __m128i b = two ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(x[1].scales)) : _mm_setzero_si128();
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+    constexpr int six = 0x3f3f3f3f, four = 0x0f0f0f0f, top = 0x30303030;
+    const __m256i p = _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); // w0 w2 w1 w2
+    const __m256i q = _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); // w0 w0 w1 w1
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(p, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
+                                        _mm256_setr_epi32(six, four, six, four, six, four, six, four));
+    // Each byte's top two bits moved to bits 4-5 of the same byte.
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(q, 2), _mm256_setr_epi32(0, top, 0, top, 0, top, 0, top));
+    return _mm256_or_si256(lo, hi);
+}
+
+// Block `odd` of a pair from q4k_scales_pair, its bytes in both halves.
+inline __m256i q4k_scales_of_pair(__m256i pair, bool odd) {
+    return odd ? _mm256_permute2x128_si256(pair, pair, 0x11) : _mm256_permute2x128_si256(pair, pair, 0x00);
+}
+
+// Each min of a block's bytes from q4k_scales_of_pair twice, as int16: what
+// meets the column's bsums (kq_min_bias_k4's lanes).
+inline __m256i q4k_min_bias_s8(__m256i s8) {
+    return _mm256_shuffle_epi8(s8, _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1, 12, -1, 12,
+                                                    -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1));
+}
+
 struct Q4KDecoder {
     static constexpr bool fold = false;
     static constexpr bool signed_levels = false;
@@ -195,6 +232,28 @@ struct Q4KDecoder {
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
         o.dd   = kq_dd_of(x);
+    }
+    // The block's lane sums with one column (kq_block_totals' t1 and t2),
+    // a run of qs at a time as it is unpacked, from the block's scales and
+    // mins as bytes (q4k_scales_of_pair): a whole decoded block (16
+    // registers of levels and scales) went through memory with the
+    // column's registers beside it. The same integer totals.
+    [[gnu::always_inline]] static void totals_plain(const W & x, const block_q8_K & y, __m256i s8, __m256i & t1,
+                                                    __m256i & t2) {
+        const __m256i m4   = _mm256_set1_epi8(0x0f);
+        __m256i       isum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; ++k) {
+            // Group g's scale in every int16 lane: byte g, then a zero byte.
+            const __m256i sl = _mm256_shuffle_epi8(s8, _mm256_set1_epi16(int16_t(0xff00 | (2 * k))));
+            const __m256i sh = _mm256_shuffle_epi8(s8, _mm256_set1_epi16(int16_t(0xff00 | (2 * k + 1))));
+            const __m256i q  = kq_load(x.qs + 32 * k);
+            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), kq_load(y.qs + 64 * k)), sl);
+            const __m256i ph = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), kq_load(y.qs + 64 * k + 32)), sh);
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(pl, ph));
+        }
+        t1 = isum;
+        t2 = _mm256_madd_epi16(kq_load(y.bsums), q4k_min_bias_s8(s8));
     }
 };
 
@@ -221,31 +280,66 @@ struct Q5KDecoder {
 struct Q6KDecoder {
     static constexpr bool fold = true;
     static constexpr bool signed_levels = false;
+    static constexpr bool has_plain = true; // product_plain
     using W = block_q6_K;
-    static void decode(const W & x, KDecoded & o) {
-        // Each half: ql's 64 bytes hold the low nibbles of values 0..127 of
-        // the half (bytes 0-31: values 0-31 low, 64-95 high; bytes 32-63:
-        // 32-63 low, 96-127 high), qh's 32 bytes their two high bits, two
-        // bits per quarter.
+    // The levels of half h of a block: ql's 64 bytes hold the low nibbles of
+    // values 0..127 of the half (bytes 0-31: values 0-31 low, 64-95 high;
+    // bytes 32-63: 32-63 low, 96-127 high), qh's 32 bytes their two high
+    // bits, two bits per quarter; u[q] the values 32q .. 32q + 31.
+    [[gnu::always_inline]] static void half(const W & x, int h, __m256i (&u)[4]) {
         const __m256i m4 = _mm256_set1_epi8(0x0f);
         const __m256i m3 = _mm256_set1_epi8(0x30);
+        const __m256i l0 = kq_load(x.ql + 64 * h);
+        const __m256i l1 = kq_load(x.ql + 64 * h + 32);
+        const __m256i hb = kq_load(x.qh + 32 * h);
+        // Low nibbles, then the quarter's two high bits moved to bits 4-5.
+        const __m256i n0 = _mm256_and_si256(l0, m4), n1 = _mm256_and_si256(l1, m4);
+        const __m256i n2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+        const __m256i n3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+        u[0]             = _mm256_or_si256(n0, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
+        u[1]             = _mm256_or_si256(n1, _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
+        u[2]             = _mm256_or_si256(n2, _mm256_and_si256(hb, m3));
+        u[3]             = _mm256_or_si256(n3, _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
+    }
+    static __m256i scales16(const W & x) {
+        return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+    }
+    static void decode(const W & x, KDecoded & o) {
         for (int h = 0; h < 2; ++h) {
-            const __m256i l0 = kq_load(x.ql + 64 * h);
-            const __m256i l1 = kq_load(x.ql + 64 * h + 32);
-            const __m256i hb = kq_load(x.qh + 32 * h);
-            // Low nibbles, then the quarter's two high bits moved to bits 4-5.
-            const __m256i n0 = _mm256_and_si256(l0, m4), n1 = _mm256_and_si256(l1, m4);
-            const __m256i n2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
-            const __m256i n3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-            o.u[4 * h + 0]   = _mm256_or_si256(n0, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m3));
-            o.u[4 * h + 1]   = _mm256_or_si256(n1, _mm256_and_si256(_mm256_slli_epi16(hb, 2), m3));
-            o.u[4 * h + 2]   = _mm256_or_si256(n2, _mm256_and_si256(hb, m3));
-            o.u[4 * h + 3]   = _mm256_or_si256(n3, _mm256_and_si256(_mm256_srli_epi16(hb, 2), m3));
+            __m256i u[4];
+            half(x, h, u);
+            for (int q = 0; q < 4; ++q) {
+                o.u[4 * h + q] = u[q];
+            }
         }
-        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x.scales)));
+        const __m256i s16 = scales16(x);
         kq_group_scales16(s16, o);
         o.bias = _mm256_slli_epi16(s16, 5); // 32 * scale
         o.d    = kq_half(x.d);
+    }
+    // acc + the block's product with one column, a half at a time as it is
+    // decoded: a whole decoded block (16 registers of levels and scales)
+    // went through memory with the column's registers beside it. Its
+    // products in L2 on a Zen 5 core (AVX2 table): 25-28 GB/s before, ggml's
+    // 32-33. The integer sums are kq_block's, so the bits are.
+    [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
+        const __m256i s16  = scales16(x);
+        const __m256i lo   = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
+        const __m256i hi   = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
+        __m256i       isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            __m256i u[4];
+            half(x, h, u);
+            __m256i p[4];
+            for (int q = 0; q < 4; ++q) {
+                const int j = 4 * h + q;
+                p[q] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], kq_load(y.qs + 32 * j)), group_scales16(lo, hi, j));
+            }
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
+        }
+        const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), _mm256_slli_epi16(s16, 5));
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * kq_half(x.d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)),
+                               acc);
     }
 };
 

@@ -66,31 +66,6 @@ inline int8_t * q4k_column_scratch(size_t bytes) {
     return buf.get();
 }
 
-// The 6-bit scales and mins of blocks x[0] and, when two, x[1] (zero
-// otherwise), as bytes: scales 0-7 then mins 0-7 of x[0] in the low half,
-// of x[1] in the high one (kq_scales_mins16's values, unwidened). The
-// twelve bytes are dwords w0 w1 w2: the low six bits of w0's bytes are
-// scales 0-3, of w1's mins 0-3; scale 4 + j is w2's byte j's low nibble
-// with w0's byte j's top two bits above it, min 4 + j its high nibble with
-// w1's top bits. Two blocks at once, in vector registers: where the
-// one-column product is bound by its arithmetic (a Zen 5 core runs it at
-// the same speed from L2 and from memory), the scalar decode of one block
-// and its moves into a vector register held it at 30.5 GB/s, this at 32-34.
-inline __m256i q4k_scales_pair(const block_q4_K * x, bool two) {
-    static_assert(sizeof(block_q4_K) >= offsetof(block_q4_K, scales) + 16, "16 bytes readable from scales");
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x[0].scales));
-    const __m128i b = two ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(x[1].scales)) : _mm_setzero_si128();
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
-    constexpr int six = 0x3f3f3f3f, four = 0x0f0f0f0f, top = 0x30303030;
-    const __m256i p = _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); // w0 w2 w1 w2
-    const __m256i q = _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); // w0 w0 w1 w1
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(p, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
-                                        _mm256_setr_epi32(six, four, six, four, six, four, six, four));
-    // Each byte's top two bits moved to bits 4-5 of the same byte.
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(q, 2), _mm256_setr_epi32(0, top, 0, top, 0, top, 0, top));
-    return _mm256_or_si256(lo, hi);
-}
-
 template <int C>
 void q4k_repacked_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                             const int8_t * yw, float * dst, size_t ldd) {
@@ -107,8 +82,6 @@ void q4k_repacked_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrow
                                             -1, 6, -1, 6, -1, 6, -1, 6, -1);
     const __m256i pick_o = _mm256_setr_epi8(1, -1, 1, -1, 1, -1, 1, -1, 3, -1, 3, -1, 3, -1, 3, -1, 5, -1, 5, -1, 5, -1, 5,
                                             -1, 7, -1, 7, -1, 7, -1, 7, -1);
-    const __m256i pick_m = _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1, 12, -1, 12, -1, 13,
-                                            -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
     __m256i       pair   = _mm256_setzero_si256();
     kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
                          [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
@@ -124,11 +97,10 @@ void q4k_repacked_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrow
         if ((i & 1) == 0) {
             pair = q4k_scales_pair(x + i, i + 1 < nb);
         }
-        const __m256i s8   = (i & 1) ? _mm256_permute2x128_si256(pair, pair, 0x11)
-                                     : _mm256_permute2x128_si256(pair, pair, 0x00);
+        const __m256i s8   = q4k_scales_of_pair(pair, i & 1);
         const __m256i sc_e = _mm256_shuffle_epi8(s8, pick_e);
         const __m256i sc_o = _mm256_shuffle_epi8(s8, pick_o);
-        const __m256i bias = _mm256_shuffle_epi8(s8, pick_m);
+        const __m256i bias = q4k_min_bias_s8(s8);
         for (int c = 0; c < C; ++c) {
             const int8_t * y  = yw + (size_t(c) * size_t(nb) + size_t(i)) * QK_K;
             __m256i        pe = _mm256_maddubs_epi16(lo[0], kq_load(y));
