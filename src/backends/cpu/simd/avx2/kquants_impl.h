@@ -260,6 +260,7 @@ struct Q4KDecoder {
 struct Q5KDecoder {
     static constexpr bool fold = false;
     static constexpr bool signed_levels = false;
+    static constexpr bool has_plain = true; // product_plain
     using W = block_q5_K;
     static void decode(const W & x, KDecoded & o) {
         kq_nibbles(x.qs, o);
@@ -274,6 +275,29 @@ struct Q5KDecoder {
         o.d    = kq_half(x.d);
         o.dmin = kq_half(x.dmin);
         o.dd   = kq_dd_of(x);
+    }
+    // acc + the block's product with one column, each register of levels
+    // meeting it as it is unpacked (as Q4KDecoder::totals_plain). The
+    // integer sums are kq_block's, so the bits are.
+    [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
+        const __m256i m4   = _mm256_set1_epi8(0x0f);
+        const __m256i one  = _mm256_set1_epi8(1);
+        const __m256i s16  = kq_scales_mins16(x.scales);
+        const __m256i lo   = _mm256_permute4x64_epi64(s16, 0x44);
+        const __m256i h    = kq_load(x.qh);
+        __m256i       isum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; ++k) {
+            const __m256i q = kq_load(x.qs + 32 * k);
+            for (int e = 0; e < 2; ++e) {
+                const int     j = 2 * k + e;
+                const __m256i n = e == 0 ? _mm256_and_si256(q, m4) : _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i u = _mm256_or_si256(n, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j), one), 4));
+                isum = _mm256_add_epi32(
+                    isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, kq_load(y.qs + 32 * j)), kq_scale_k4(lo, j)));
+            }
+        }
+        const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), kq_min_bias_k4(s16));
+        return kq_add_sums(isum, msum, y.d, kq_dd_of(x), acc);
     }
 };
 
@@ -361,6 +385,7 @@ inline __m256i q3k_scales16(const uint8_t * scales) {
 struct Q3KDecoder {
     static constexpr bool fold = true;
     static constexpr bool signed_levels = false;
+    static constexpr bool has_plain = true; // product_plain
     using W = block_q3_K;
     static void decode(const W & x, KDecoded & o) {
         kq_two_bits(x.qs, o);
@@ -380,6 +405,30 @@ struct Q3KDecoder {
         kq_group_scales16(s16, o);
         o.bias = _mm256_slli_epi16(s16, 2); // 4 * scale
         o.d    = kq_half(x.d);
+    }
+    // acc + the block's product with one column, each register of levels
+    // meeting it as it is unpacked (as Q6KDecoder::product_plain). The
+    // integer sums are kq_block's, so the bits are.
+    [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
+        const __m256i m3   = _mm256_set1_epi8(3);
+        const __m256i four = _mm256_set1_epi8(4);
+        const __m256i h    = kq_load(x.hmask);
+        const __m256i s16  = q3k_scales16(x.scales);
+        const __m256i lo   = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
+        const __m256i hi   = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
+        __m256i       isum = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            const __m256i q  = kq_load(x.qs + 32 * (j / 4));
+            const __m256i u2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), m3);
+            // Bit j of hmask moved to bit 2 (shifts left by 2 - j for j < 2).
+            const __m256i hj = j < 2 ? _mm256_slli_epi16(h, 2 - j) : _mm256_srli_epi16(h, j - 2);
+            const __m256i u  = _mm256_or_si256(u2, _mm256_and_si256(hj, four));
+            isum = _mm256_add_epi32(
+                isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, kq_load(y.qs + 32 * j)), group_scales16(lo, hi, j)));
+        }
+        const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), _mm256_slli_epi16(s16, 2));
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * kq_half(x.d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)),
+                               acc);
     }
 };
 
