@@ -1,5 +1,5 @@
 // The eight-blocks step of Note [Block totals] (avx2/iquants_impl.h) and
-// Note [K-quant block totals] (avx2/kquants_impl.h), and the group scales of
+// Note [K-quant block totals] (avx2/kquants_512.h), and the group scales of
 // a decoded super-block, shared by both: the
 // i-quant and K-quant impl files include this inside the ISA's namespace,
 // under that ISA's target.

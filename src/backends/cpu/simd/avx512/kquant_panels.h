@@ -14,7 +14,7 @@
 // vpdpbusd 4 at a time; each group's sum times its scale gives T1 plus the
 // offset's share (the bias, taken off); the column's sums of 32 values,
 // paired, meet the mins through vpdpwssd and give T2. The totals are those
-// of Note [K-quant block totals] in avx2/kquants_impl.h, added into the
+// of Note [K-quant block totals] in avx2/kquants_512.h, added into the
 // same f32 lanes in the same order, so the bits are gemv_quant's. With
 // levels 0..15 and scales 0..63, a block's sum before the bias is at most
 // 8 * 63 * 32 * 15 * 255 < 2^31. A panel's rows past the item's last are
