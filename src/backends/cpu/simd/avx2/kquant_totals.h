@@ -151,10 +151,7 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
                              [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
                                  __attribute__((always_inline)) {
-            if ((i & 1) == 0) {
-                pair = q4k_scales_pair(x + i, i + 1 < nb);
-            }
-            D::totals_plain(x[i], bc[0][i], q4k_scales_of_pair(pair, i & 1), t1[0][k], t2[0][k]);
+            D::totals_plain(x[i], bc[0][i], q4k_scales_at(x, i, nb, pair), t1[0][k], t2[0][k]);
         });
         return;
     }

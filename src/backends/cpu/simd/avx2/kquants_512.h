@@ -40,7 +40,7 @@ template <bool Fold> inline __m256 kq_block512(const KDecoded512 & w, const bloc
                                           _mm512_maskz_extracti64x4_epi64(0xff, isum, 1));
     const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
     if constexpr (Fold) {
-        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(s8, msum)), acc);
+        return kq_add_folded(s8, msum, y.d, w.d, acc);
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(s8), acc);
     return _mm256_fnmadd_ps(_mm256_set1_ps(y.d * w.dmin), _mm256_cvtepi32_ps(msum), acc);

@@ -110,6 +110,14 @@ inline __m256 kq_add_sums(__m256i isum, __m256i msum, float yd, __m256 dd, __m25
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(yd), dd), _mm256_cvtepi32_ps(both), acc);
 }
 
+// acc + the block's product where the bias is an offset of the levels
+// (Q6_K, Q3_K): msum taken off isum as integers, then one conversion and
+// one FMA with yd * d. Every path of those types ends here, so their bits
+// agree.
+inline __m256 kq_add_folded(__m256i isum, __m256i msum, float yd, float d, __m256 acc) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)), acc);
+}
+
 // The same from the 16 scales in the int16 lanes of one register, with
 // byte shuffles instead of a broadcast from memory per group: sc[j] takes
 // lane 2j in its low half and lane 2j + 1 in its high half.
@@ -210,12 +218,19 @@ inline __m256i q4k_scales_pair(const block_q4_K * x, bool two) {
     return _mm256_or_si256(lo, hi);
 }
 
-// Block `odd` of a pair from q4k_scales_pair, its bytes in both halves.
-inline __m256i q4k_scales_of_pair(__m256i pair, bool odd) {
-    return odd ? _mm256_permute2x128_si256(pair, pair, 0x11) : _mm256_permute2x128_si256(pair, pair, 0x00);
+// Block i of a row of nb blocks, its scales and mins as bytes in both
+// halves (q4k_scales_pair's), for a walk that takes a row's blocks in
+// order from 0: an even block decodes itself and the next into pair, an
+// odd one takes its half of it.
+inline __m256i q4k_scales_at(const block_q4_K * x, int64_t i, int64_t nb, __m256i & pair) {
+    if ((i & 1) == 0) {
+        pair = q4k_scales_pair(x + i, i + 1 < nb);
+        return _mm256_permute2x128_si256(pair, pair, 0x00);
+    }
+    return _mm256_permute2x128_si256(pair, pair, 0x11);
 }
 
-// Each min of a block's bytes from q4k_scales_of_pair twice, as int16: what
+// Each min of a block's bytes from q4k_scales_at twice, as int16: what
 // meets the column's bsums (kq_min_bias_k4's lanes).
 inline __m256i q4k_min_bias_s8(__m256i s8) {
     return _mm256_shuffle_epi8(s8, _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1, 12, -1, 12,
@@ -235,7 +250,7 @@ struct Q4KDecoder {
     }
     // The block's lane sums with one column (kq_block_totals' t1 and t2),
     // a run of qs at a time as it is unpacked, from the block's scales and
-    // mins as bytes (q4k_scales_of_pair): a whole decoded block (16
+    // mins as bytes (q4k_scales_at): a whole decoded block (16
     // registers of levels and scales) went through memory with the
     // column's registers beside it. The same integer totals.
     [[gnu::always_inline]] static void totals_plain(const W & x, const block_q8_K & y, __m256i s8, __m256i & t1,
@@ -362,8 +377,7 @@ struct Q6KDecoder {
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
         }
         const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), _mm256_slli_epi16(s16, 5));
-        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * kq_half(x.d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)),
-                               acc);
+        return kq_add_folded(isum, msum, y.d, kq_half(x.d), acc);
     }
 };
 
@@ -427,8 +441,7 @@ struct Q3KDecoder {
                 isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, kq_load(y.qs + 32 * j)), group_scales16(lo, hi, j)));
         }
         const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), _mm256_slli_epi16(s16, 2));
-        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * kq_half(x.d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)),
-                               acc);
+        return kq_add_folded(isum, msum, y.d, kq_half(x.d), acc);
     }
 };
 
@@ -537,7 +550,7 @@ inline __m256 kq_block(const KDecoded & w, const block_q8_K & y, __m256 acc) {
     }
     const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
     if constexpr (Fold) {
-        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * w.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)), acc);
+        return kq_add_folded(isum, msum, y.d, w.d, acc);
     }
     return kq_add_sums(isum, msum, y.d, w.dd, acc);
 }

@@ -92,12 +92,7 @@ void q4k_repacked_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrow
             lo[q]           = _mm256_and_si256(v, m4);
             hi[q]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
-        // Block i's scales and mins as bytes in both halves (decoded with
-        // block i + 1's when i is even).
-        if ((i & 1) == 0) {
-            pair = q4k_scales_pair(x + i, i + 1 < nb);
-        }
-        const __m256i s8   = q4k_scales_of_pair(pair, i & 1);
+        const __m256i s8   = q4k_scales_at(x, i, nb, pair);
         const __m256i sc_e = _mm256_shuffle_epi8(s8, pick_e);
         const __m256i sc_o = _mm256_shuffle_epi8(s8, pick_o);
         const __m256i bias = q4k_min_bias_s8(s8);
