@@ -25,6 +25,28 @@ using namespace loomtest::rpc_client;
 
 namespace {
 
+constexpr int64_t k_big = 3 << 18; // 3 MiB of F32: above the client's hash threshold
+
+// A 1-D F32 tensor of k_big values in a buffer of backend.
+struct BigTensor {
+    ggml_tensor *           t = nullptr;
+    ggml_backend_buffer_ptr buf;
+};
+BigTensor big_tensor(ggml_context * ctx, ggml_backend_t backend) {
+    BigTensor b;
+    b.t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, k_big);
+    b.buf.reset(ggml_backend_alloc_ctx_tensors(ctx, backend));
+    return b;
+}
+
+// v set into t through its backend, then read back whole.
+void set_and_read_back(ggml_tensor * t, const std::vector<float> & v) {
+    ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
+    std::vector<float> got(v.size());
+    ggml_backend_tensor_get(t, got.data(), 0, ggml_nbytes(t));
+    EXPECT_EQ(got, v);
+}
+
 // What the server answers about a range's content: by probe, by full key,
 // and the keeping of an upload.
 struct HashAnswer {
@@ -56,15 +78,12 @@ TEST_F(Rpc, LargeUploadIsCachedByContent) {
         TestServer       server(kToken, dir.c_str());
         ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
         ASSERT_NE(backend, nullptr);
-        auto          ctx = context();
-        const int64_t n   = 3 << 18; // 3 MiB of F32: above the hash threshold
-        ggml_tensor * a   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n);
-        ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
-        const std::vector<float> v = iota_values(size_t(n), 0.5f);
-        ggml_backend_tensor_set(a, v.data(), 0, ggml_nbytes(a));
-        std::vector<float> got(v.size());
-        ggml_backend_tensor_get(a, got.data(), 0, ggml_nbytes(a));
-        EXPECT_EQ(got, v);
+        auto                     ctx = context();
+        const int64_t            n   = k_big;
+        const BigTensor          big = big_tensor(ctx.get(), backend.get());
+        ggml_tensor *            a   = big.t;
+        const std::vector<float> v   = iota_values(size_t(n), 0.5f);
+        set_and_read_back(a, v);
 
         // Another client asks for the same content by hash and gets it without sending it.
         RawClient other(server.endpoint());
@@ -103,7 +122,7 @@ TEST_F(Rpc, LargeUploadIsCachedByContent) {
         TestServer server(kToken, dir.c_str());
         RawClient  c(server.endpoint());
         ASSERT_TRUE(c.connect().ok());
-        const std::vector<float> v = iota_values(size_t(3) << 18, 0.5f);
+        const std::vector<float> v = iota_values(size_t(k_big), 0.5f);
         const uint64_t           h = c.alloc(v.size() * sizeof(float));
         ASSERT_NE(h, 0u);
         const HashAnswer ans = ask_server(c, h, v);
@@ -213,15 +232,12 @@ TEST_F(Rpc, ContentCacheIsOffUnlessConfigured) {
     TestServer       server;
     ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
     ASSERT_NE(backend, nullptr);
-    auto          ctx = context();
-    const int64_t n   = 3 << 18;
-    ggml_tensor * a   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n);
-    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
-    const std::vector<float> v = iota_values(size_t(n), 0.75f);
-    ggml_backend_tensor_set(a, v.data(), 0, ggml_nbytes(a));
-    std::vector<float> got(v.size());
-    ggml_backend_tensor_get(a, got.data(), 0, ggml_nbytes(a));
-    EXPECT_EQ(got, v);
+    auto                     ctx = context();
+    const int64_t            n   = k_big;
+    const BigTensor          big = big_tensor(ctx.get(), backend.get());
+    ggml_tensor *            a   = big.t;
+    const std::vector<float> v   = iota_values(size_t(n), 0.75f);
+    set_and_read_back(a, v);
 
     RawClient other(server.endpoint());
     ASSERT_TRUE(other.connect().ok());
@@ -248,11 +264,11 @@ TEST_F(Rpc, ContentCacheAnswersProbesOfWhatItHolds) {
     TestServer       server(kToken, nullptr, size_t(64) << 20);
     ggml_backend_ptr backend(ggml_backend_rpc_init(server.endpoint().c_str(), 0));
     ASSERT_NE(backend, nullptr);
-    auto          ctx = context();
-    const int64_t n   = 3 << 18;
-    ggml_tensor * a   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n);
-    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
-    const std::vector<float> v = iota_values(size_t(n), 1.25f);
+    auto                     ctx = context();
+    const int64_t            n   = k_big;
+    const BigTensor          big = big_tensor(ctx.get(), backend.get());
+    ggml_tensor *            a   = big.t;
+    const std::vector<float> v   = iota_values(size_t(n), 1.25f);
 
     RawClient other(server.endpoint());
     ASSERT_TRUE(other.connect().ok());
@@ -263,10 +279,7 @@ TEST_F(Rpc, ContentCacheAnswersProbesOfWhatItHolds) {
     EXPECT_FALSE(ans.probe_known);
     EXPECT_FALSE(ans.found);
 
-    ggml_backend_tensor_set(a, v.data(), 0, ggml_nbytes(a));
-    std::vector<float> got(v.size());
-    ggml_backend_tensor_get(a, got.data(), 0, ggml_nbytes(a)); // after the server kept it
-    EXPECT_EQ(got, v);
+    set_and_read_back(a, v); // read back after the server kept it
 
     ans = ask_server(other, h, v);
     EXPECT_TRUE(ans.probe_known);
