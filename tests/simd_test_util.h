@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "backends/cpu/features.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "core/types.h"
@@ -19,6 +21,33 @@ namespace loomtest::simd {
 
 using namespace loom;
 using namespace loom::cpu;
+
+// What this processor lacks for the next kernel table up, for the messages
+// of tests skipped for want of a table.
+inline std::string lacking() {
+#if defined(__x86_64__) || defined(__i386__)
+    const loom::cpu::Features & f = loom::cpu::features();
+    std::string                 s;
+    auto need = [&](bool has, const char * name) {
+        if (!has) s += (s.empty() ? "" : ", ") + std::string(name);
+    };
+    if (!loom::cpu::avx2_table_runs()) {
+        need(f.avx2, "AVX2");
+        need(f.fma, "FMA");
+        need(f.f16c, "F16C");
+    } else if (!loom::cpu::avx512_table_runs()) {
+        need(f.avx512f, "AVX512F");
+        need(f.avx512bw, "AVX512BW");
+        need(f.avx512vl, "AVX512VL");
+        need(f.avx512vnni, "AVX512_VNNI");
+    } else if (!loom::cpu::avx512bf16_table_runs()) {
+        need(f.avx512bf16, "AVX512_BF16");
+    }
+    return s.empty() ? "this processor runs every table" : "this processor lacks " + s;
+#else
+    return "not an x86 processor: the portable table alone";
+#endif
+}
 
 // The tables this processor can run besides the portable one.
 inline std::vector<const KernelTable *> simd_tables() {
@@ -30,7 +59,7 @@ inline std::vector<const KernelTable *> simd_tables() {
 #define FOR_EACH_SIMD_TABLE(var)                                                    \
     const auto tables_ = simd_tables();                                             \
     if (tables_.empty()) {                                                          \
-        GTEST_SKIP() << "no SIMD kernel table runs on this processor";              \
+        GTEST_SKIP() << "no SIMD kernel table runs here: " << lacking();            \
     }                                                                               \
     for (const KernelTable * var : tables_)
 

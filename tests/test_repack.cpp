@@ -44,7 +44,9 @@ ggml_backend_buffer_type_t repack_buft() {
 #define REQUIRE_REPACK()                                                                        \
     ggml_backend_buffer_type_t buft = repack_buft();                                            \
     if (buft == nullptr) {                                                                      \
-        GTEST_SKIP() << "this processor's kernels have no repacked layout (AVX-512 VBMI needed)"; \
+        GTEST_SKIP() << "no repacked layout with this kernel table (it takes AVX2, FMA and F16C; "   \
+                        "here AVX2 " << ggml_cpu_has_avx2() << ", FMA " << ggml_cpu_has_fma()      \
+                     << ", F16C " << ggml_cpu_has_f16c() << ")";                                  \
     }
 
 // The types the buffer repacks with the kernel table in use: the CPU's

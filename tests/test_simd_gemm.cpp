@@ -332,7 +332,7 @@ TEST(Simd, GemmBf16PackSameBits) {
         }
     }
     if (!any) {
-        GTEST_SKIP() << "no kernel table with a BF16 GEMM runs on this processor";
+        GTEST_SKIP() << "no kernel table with a BF16 GEMM runs here: " << lacking();
     }
 }
 

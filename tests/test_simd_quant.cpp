@@ -485,7 +485,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
         }
     }
     if (checked == 0) {
-        GTEST_SKIP() << "no kernel table here decodes rows once";
+        GTEST_SKIP() << "no kernel table here decodes rows once: " << lacking();
     }
 }
 
@@ -695,7 +695,7 @@ TEST(SimdQuant, PreparedColumnsGiveTheGemvBits) {
         }
     }
     if (checked == 0) {
-        GTEST_SKIP() << "no kernel table here has prepared-column products for these types";
+        GTEST_SKIP() << "no kernel table here has prepared-column products for these types: " << lacking();
     }
 }
 

@@ -11,22 +11,6 @@ namespace loom::cpu {
 
 namespace {
 
-bool avx2_runs() {
-    // AVX2 code also uses FMA and F16C; all three are checked, with the OS
-    // support for the YMM state that features() folds into them.
-    const Features & f = features();
-    return avx2_kernels() != nullptr && f.avx2 && f.fma && f.f16c;
-}
-
-bool avx512_runs() {
-    const Features & f = features();
-    return avx2_runs() && avx512_kernels() != nullptr && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
-}
-
-bool avx512bf16_runs() {
-    return avx512_runs() && avx512bf16_kernels() != nullptr && features().avx512bf16;
-}
-
 const KernelTable & choose() {
     // LOOM_CPU_KERNELS=portable, =avx2 or =avx512 keeps a lesser table (to
     // compare or to test it); a table the processor cannot run is never
@@ -42,11 +26,29 @@ const KernelTable & choose() {
 
 } // namespace
 
+// The processor's flags come first, always: the table accessors build their
+// tables (code compiled for the instruction set) only after these pass.
+bool avx2_table_runs() {
+    // AVX2 code also uses FMA and F16C; all three are checked, with the OS
+    // support for the YMM state that features() folds into them.
+    const Features & f = features();
+    return f.avx2 && f.fma && f.f16c;
+}
+
+bool avx512_table_runs() {
+    const Features & f = features();
+    return avx2_table_runs() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+}
+
+bool avx512bf16_table_runs() {
+    return avx512_table_runs() && features().avx512bf16;
+}
+
 std::vector<const KernelTable *> runnable_kernels() {
     std::vector<const KernelTable *> out = {&portable_kernels()};
-    if (avx2_runs()) out.push_back(avx2_kernels());
-    if (avx512_runs()) out.push_back(avx512_kernels());
-    if (avx512bf16_runs()) out.push_back(avx512bf16_kernels());
+    for (const KernelTable * t : {avx2_kernels(), avx512_kernels(), avx512bf16_kernels()}) {
+        if (t != nullptr) out.push_back(t);
+    }
     return out;
 }
 

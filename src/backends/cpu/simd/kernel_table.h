@@ -340,8 +340,17 @@ inline const KernelTable & kernels(bool use_ref) {
     return use_ref ? portable_kernels() : best_kernels();
 }
 
+// Whether this processor and its OS run each table's instructions (read
+// from features(); compiled for every processor, dispatch.cpp). A table that
+// is not in the build still answers here by the processor alone.
+bool avx2_table_runs();       // AVX2, FMA, F16C and the YMM state
+bool avx512_table_runs();     // and AVX-512 F, BW, VL, VNNI with the ZMM state
+bool avx512bf16_table_runs(); // and AVX512_BF16
+
 // Tables of the other instruction sets: nullptr when the build does not
-// contain them. They run only where the processor has the instructions.
+// contain them or the processor cannot run them. Each is built on its first
+// call, and only after its *_table_runs() check passed: building one calls
+// code compiled for its instruction set.
 const KernelTable * avx2_kernels();
 const KernelTable * avx512_kernels();
 const KernelTable * avx512bf16_kernels(); // "avx512_bf16"

@@ -1,7 +1,7 @@
-// The AVX2 kernel table. The table itself is built without AVX2 (it only
-// takes addresses), so avx2_kernels() is safe to call on any x86 processor;
-// the dispatcher calls into the table only when the processor has AVX2, FMA
-// and F16C.
+// The AVX2 kernel table. Building it calls functions compiled for AVX2 (the
+// i-quant entries are added by avx2::add_iquant_kernels), so it is built on
+// the first call of avx2_kernels() after avx2_table_runs() said yes, never at
+// load time: on a processor without AVX2 it is never built.
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -52,9 +52,7 @@ const KernelTable k_avx2_base = {
     false,
 };
 
-} // namespace
-
-const KernelTable k_avx2 = [] {
+KernelTable build_avx2() {
     KernelTable t  = k_avx2_base;
     t.mad_rows_f32 = avx2::mad_rows_f32;
     t.mad_rows_f16 = avx2::mad_rows_f16;
@@ -113,10 +111,14 @@ const KernelTable k_avx2 = [] {
     t.decode_rows[GGML_TYPE_TQ2_0]  = nullptr;
     t.gemv_decoded[GGML_TYPE_TQ2_0] = nullptr;
     return t;
-}();
+}
+
+} // namespace
 
 const KernelTable * avx2_kernels() {
-    return &k_avx2;
+    if (!avx2_table_runs()) return nullptr;
+    static const KernelTable table = build_avx2();
+    return &table;
 }
 
 } // namespace loom::cpu

@@ -1,10 +1,11 @@
 // The AVX-512 kernel table: the AVX2 table with the F32, F16 and quantized
 // matrix-vector products and the f32 GEMM replaced by AVX-512 (VNNI)
 // versions, the products on prepared columns added, and 512-bit weighted row
-// sums and element-wise ops. Built without AVX-512 (it only copies
-// addresses), so avx512_kernels() is safe to call on any x86 processor; the dispatcher calls into the table only when
-// the processor and the OS support AVX-512 F, BW, VL and VNNI (and AVX2,
-// FMA and F16C for the inherited entries).
+// sums and element-wise ops. Building it calls functions compiled for
+// AVX-512 (add_iquant_kernels and the panel families), so it is built on the
+// first call of avx512_kernels() after avx512_table_runs() said yes: the
+// processor and the OS support AVX-512 F, BW, VL and VNNI, and AVX2, FMA and
+// F16C for the inherited entries.
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -20,6 +21,7 @@
 namespace loom::cpu {
 
 const KernelTable * avx512_kernels() {
+    if (!avx512_table_runs()) return nullptr;
     static const KernelTable table = [] {
         KernelTable t = *avx2_kernels();
         t.name        = "avx512";

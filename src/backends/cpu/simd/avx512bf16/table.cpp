@@ -1,7 +1,6 @@
 // The AVX-512 BF16 kernel table: the AVX-512 table with the BF16 products
-// (matrix-vector and GEMM) on vdpbf16ps. Built without AVX-512 (it only
-// copies addresses), so avx512bf16_kernels() is safe to call on any x86
-// processor; the dispatcher calls into the table only where the AVX-512
+// (matrix-vector and GEMM) on vdpbf16ps, built on the first call of
+// avx512bf16_kernels() after avx512bf16_table_runs() said yes: the AVX-512
 // table runs and the processor and the OS support AVX512_BF16 as well.
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,6 +34,7 @@ const GemmBf16 k_gemm_bf16 = {
 } // namespace
 
 const KernelTable * avx512bf16_kernels() {
+    if (!avx512bf16_table_runs()) return nullptr;
     static const KernelTable table = [] {
         KernelTable t = *avx512_kernels();
         t.name        = "avx512_bf16";
