@@ -272,6 +272,15 @@ bool assign_layers(const Backends & backends, int n_layer, const std::vector<std
     return true;
 }
 
+std::string backend_feature(ggml_backend_dev_t dev, std::string_view name) {
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    auto fn = reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    for (const ggml_backend_feature * f = fn != nullptr ? fn(reg) : nullptr; f != nullptr && f->name != nullptr; ++f) {
+        if (name == f->name) return f->value != nullptr ? f->value : "";
+    }
+    return "";
+}
+
 std::string describe_devices() {
     std::string s;
     for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {

@@ -17,6 +17,10 @@ namespace loom_run {
 // A comma-separated list of names, empty items dropped: "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(std::string_view text);
 
+// The value of a feature that dev's reg reports (ggml_backend_get_features),
+// or "" when it reports none of that name.
+std::string backend_feature(ggml_backend_dev_t dev, std::string_view name);
+
 class Backends {
   public:
     // Loads the backend plugins that ggml_backend_load_all finds and those at

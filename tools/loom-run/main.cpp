@@ -254,6 +254,10 @@ int run(const Options & o) {
     }
     std::fprintf(stderr, "loom-run: layers %s; context %u tokens; threads %d\n",
                  placement_text(*model, *backends).c_str(), n_ctx, n_threads);
+    const std::string kernels = loom_run::backend_feature(backends->device(backends->cpu_index()), "KERNELS");
+    if (!kernels.empty()) {
+        std::fprintf(stderr, "loom-run: CPU kernel table %s\n", kernels.c_str());
+    }
 
     loom_run::SamplerParams sp;
     sp.temp  = o.temp;

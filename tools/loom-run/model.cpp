@@ -273,24 +273,12 @@ struct Planned {
 // REPACK_TYPES: type names, comma-separated).
 std::vector<ggml_type> cpu_repacked_types(ggml_backend_dev_t cpu) {
     std::vector<ggml_type> out;
-    auto fn = reinterpret_cast<ggml_backend_get_features_t>(
-        ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(cpu), "ggml_backend_get_features"));
-    for (const ggml_backend_feature * f = fn != nullptr ? fn(ggml_backend_dev_backend_reg(cpu)) : nullptr;
-         f != nullptr && f->name != nullptr; ++f) {
-        if (std::strcmp(f->name, "REPACK_TYPES") != 0) {
-            continue;
-        }
-        std::string list = f->value;
-        for (size_t at = 0; at <= list.size();) {
-            const size_t end  = std::min(list.find(',', at), list.size());
-            const std::string name = list.substr(at, end - at);
-            for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
-                const char * tn = ggml_type_name(ggml_type(t));
-                if (tn != nullptr && name == tn) {
-                    out.push_back(ggml_type(t));
-                }
+    for (const std::string & name : split_list(backend_feature(cpu, "REPACK_TYPES"))) {
+        for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+            const char * tn = ggml_type_name(ggml_type(t));
+            if (tn != nullptr && name == tn) {
+                out.push_back(ggml_type(t));
             }
-            at = end + 1;
         }
     }
     return out;

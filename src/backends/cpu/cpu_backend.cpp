@@ -283,6 +283,10 @@ class CpuReg final : public ggml_backend_reg {
             // one) multiplies quantized data with 8-bit integer dot products;
             // the BLAS backend's placement reads it.
             if (best_kernels().int8_dot_products) v.push_back({"INT8_DOT_PRODUCTS", "1"});
+            // The name of the kernel table in use: "portable", "avx2",
+            // "avx512" or "avx512_bf16" (the best this processor runs, or the
+            // one LOOM_CPU_KERNELS chose among those).
+            v.push_back({"KERNELS", best_kernels().name});
             // The weight types the CPU_REPACK buffer repacks for this table,
             // as ggml_type_name writes them, comma-separated: clients put
             // only those in it (a matrix it keeps in ggml's layout is better
