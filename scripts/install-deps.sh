@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev ccache libopenblas-dev nlohmann-json3-dev
           libvulkan-dev glslc mesa-vulkan-drivers
           libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
-          iproute2 openssl)
+          iproute2 openssl python3)
 
 missing=()
 for p in "${packages[@]}"; do
