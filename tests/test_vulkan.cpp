@@ -76,10 +76,14 @@ ggml_backend_dev_t vk_device() {
 // ---- registry and device ---------------------------------------------------
 
 TEST(VulkanRegistry, DevicesBeforeTheCpu) {
+    // The registry lists the family only when it has a device.
     ggml_backend_reg_t reg = ggml_backend_reg_by_name("Vulkan");
-    ASSERT_NE(reg, nullptr);
-    EXPECT_EQ(reg, ggml_backend_vk_reg());
-    EXPECT_EQ(ggml_backend_reg_dev_count(reg), size_t(ggml_backend_vk_get_device_count()));
+    EXPECT_EQ(ggml_backend_reg_dev_count(ggml_backend_vk_reg()), size_t(ggml_backend_vk_get_device_count()));
+    if (ggml_backend_vk_get_device_count() == 0) {
+        EXPECT_EQ(reg, nullptr);
+    } else {
+        EXPECT_EQ(reg, ggml_backend_vk_reg());
+    }
     SKIP_WITHOUT_VULKAN();
 
     size_t vk_at = SIZE_MAX, cpu_at = SIZE_MAX;

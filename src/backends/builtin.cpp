@@ -26,7 +26,14 @@ std::vector<ggml_backend_reg *> loom::builtin_regs() {
     // stays their answer for CPU. Vulkan (GPU devices) comes first of all.
     std::vector<ggml_backend_reg *> regs;
 #ifdef LOOM_HAS_VULKAN
-    regs.push_back(ggml_backend_vk_reg());
+    // Listed only with a device to use (ggml_backend_vk_reg() answers
+    // either way): where no GPU can be used, a program that asks the
+    // registry which GPU family it was built with (node-llama-cpp's
+    // getGpuType, which takes a listed "Vulkan" reg for one) sees what a
+    // CPU-only ggml build shows.
+    if (ggml_backend_reg_dev_count(ggml_backend_vk_reg()) > 0) {
+        regs.push_back(ggml_backend_vk_reg());
+    }
 #endif
 #ifdef LOOM_HAS_BLAS
     regs.push_back(ggml_backend_blas_reg());
