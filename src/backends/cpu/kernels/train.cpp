@@ -39,9 +39,12 @@ struct LogSumExp {
     double log_sum;
 };
 LogSumExp log_sum_exp(const float * x, int64_t n) {
+    // The largest value, NaNs passed over (as fmax; a comparison instead of
+    // fmax, whose vectorized reduction GCC 12 cannot compile for 64-bit Arm).
     double mx = -INFINITY;
     for (int64_t i = 0; i < n; ++i) {
-        mx = std::fmax(mx, double(x[i]));
+        const double v = double(x[i]);
+        mx             = v > mx ? v : mx;
     }
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i) {
