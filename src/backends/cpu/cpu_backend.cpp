@@ -279,6 +279,14 @@ class CpuReg final : public ggml_backend_reg {
             if (f.avx512vnni) v.push_back({"AVX512_VNNI", "1"});
             if (f.avx512vbmi) v.push_back({"AVX512_VBMI", "1"});
             if (f.avx512bf16) v.push_back({"AVX512_BF16", "1"});
+            // 64-bit Arm's, named as ggml's CPU reg names them.
+            if (f.neon) v.push_back({"NEON", "1"});
+            if (f.neon) v.push_back({"ARM_FMA", "1"});
+            if (f.fp16_va) v.push_back({"FP16_VA", "1"});
+            if (f.dotprod) v.push_back({"DOTPROD", "1"});
+            if (f.i8mm) v.push_back({"MATMUL_INT8", "1"});
+            if (f.sve) v.push_back({"SVE", "1"});
+            if (f.sme) v.push_back({"SME", "1"});
             // The kernel table in use (LOOM_CPU_KERNELS may choose a lesser
             // one) multiplies quantized data with 8-bit integer dot products;
             // the BLAS backend's placement reads it.

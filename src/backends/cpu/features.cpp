@@ -8,6 +8,13 @@
 #if defined(__x86_64__) || defined(__i386__)
 #    include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#    include <sys/auxv.h>
+#    include <sys/prctl.h>
+#endif
+#if defined(__aarch64__) && defined(__APPLE__)
+#    include <sys/sysctl.h>
+#endif
 
 #include "ggml-cpu.h"
 
@@ -66,6 +73,37 @@ Features detect() {
         }
         f.brand = brand;
     }
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+    // The kernel's hardware capability bits (asm/hwcap.h; spelled out, as
+    // older C libraries' headers lack the newer ones).
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f.neon    = hw & (1ul << 1);  // HWCAP_ASIMD
+    f.fp16_va = hw & (1ul << 10); // HWCAP_ASIMDHP
+    f.dotprod = hw & (1ul << 20); // HWCAP_ASIMDDP
+    f.sve     = hw & (1ul << 22); // HWCAP_SVE
+    f.i8mm    = hw2 & (1ul << 13); // HWCAP2_I8MM
+    f.sme     = hw2 & (1ul << 23); // HWCAP2_SME
+    f.sme2    = hw2 & (1ul << 37); // HWCAP2_SME2
+    if (f.sve) {
+        // PR_SVE_GET_VL: the vector length in bytes in the low 16 bits.
+        const int vl = prctl(51, 0, 0, 0, 0);
+        f.sve_bytes  = vl > 0 ? (vl & 0xffff) : 0;
+    }
+#elif defined(__aarch64__) && defined(__APPLE__)
+    auto has = [](const char * name) {
+        int    v  = 0;
+        size_t sz = sizeof(v);
+        return sysctlbyname(name, &v, &sz, nullptr, 0) == 0 && v != 0;
+    };
+    f.neon    = true;
+    f.fp16_va = has("hw.optional.arm.FEAT_FP16");
+    f.dotprod = has("hw.optional.arm.FEAT_DotProd");
+    f.i8mm    = has("hw.optional.arm.FEAT_I8MM");
+    f.sme     = has("hw.optional.arm.FEAT_SME");
+    f.sme2    = has("hw.optional.arm.FEAT_SME2");
+#elif defined(__aarch64__)
+    f.neon = true; // Advanced SIMD is part of the 64-bit Arm base architecture
 #endif
     if (f.brand.empty()) {
         if (FILE * fp = std::fopen("/proc/cpuinfo", "r")) {
@@ -175,35 +213,36 @@ int ggml_cpu_has_bmi2(void) {
 int ggml_cpu_has_amx_int8(void) {
     return loom::cpu::features().amx_int8;
 }
-// Features of other processor families: never present on the processors
-// loom's kernels are built for (x86-64), 0 as ggml answers there.
+// 64-bit Arm's features, as the processor reports them (0 elsewhere).
 int ggml_cpu_has_neon(void) {
-    return 0;
+    return loom::cpu::features().neon;
 }
 int ggml_cpu_has_arm_fma(void) {
-    return 0;
+    return loom::cpu::features().neon; // FMLA is part of Advanced SIMD on 64-bit Arm
 }
 int ggml_cpu_has_fp16_va(void) {
-    return 0;
+    return loom::cpu::features().fp16_va;
 }
 int ggml_cpu_has_dotprod(void) {
-    return 0;
+    return loom::cpu::features().dotprod;
 }
 int ggml_cpu_has_matmul_int8(void) {
-    return 0;
+    return loom::cpu::features().i8mm;
 }
 int ggml_cpu_has_sve(void) {
-    return 0;
+    return loom::cpu::features().sve;
 }
 int ggml_cpu_get_sve_cnt(void) {
-    return 0;
+    return loom::cpu::features().sve_bytes;
 }
 int ggml_cpu_has_sme(void) {
-    return 0;
+    return loom::cpu::features().sme;
 }
 int ggml_cpu_has_sme2(void) {
-    return 0;
+    return loom::cpu::features().sme2;
 }
+// Features of other processor families: never present on the processors
+// loom's kernels are built for (x86-64 and 64-bit Arm), 0 as ggml answers there.
 int ggml_cpu_has_riscv_v(void) {
     return 0;
 }
