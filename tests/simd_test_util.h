@@ -43,9 +43,14 @@ inline std::string lacking() {
     } else if (!loom::cpu::avx512bf16_table_runs()) {
         need(f.avx512bf16, "AVX512_BF16");
     }
-    return s.empty() ? "this processor runs every table" : "this processor lacks " + s;
+    return s.empty() ? "this processor runs every table of its family, none has it" : "this processor lacks " + s;
+#elif defined(__aarch64__)
+    const loom::cpu::Features & f = loom::cpu::features();
+    if (!f.neon) return "this processor lacks Advanced SIMD";
+    if (!f.dotprod) return "this processor lacks the dot-product extension (SDOT)";
+    return "this processor runs every table of its family, none has it";
 #else
-    return "not an x86 processor: the portable table alone";
+    return "neither x86 nor 64-bit Arm: the portable table alone";
 #endif
 }
 

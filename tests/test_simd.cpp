@@ -28,6 +28,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#if defined(__aarch64__) && defined(__linux__)
+#    include <sys/auxv.h>
+#endif
 #include <cstring>
 #include <random>
 #include <string>
@@ -730,6 +733,18 @@ TEST(Simd, TableIsChosenOnce) {
 #else
     const bool avx2 = false, avx512 = false, avx512bf16 = false;
 #endif
+    // On 64-bit Arm, the kernel's capability bits read here (HWCAP_ASIMD,
+    // HWCAP_ASIMDDP).
+#if defined(__aarch64__) && defined(__linux__)
+    const bool neon    = getauxval(AT_HWCAP) & (1ul << 1);
+    const bool dotprod = neon && (getauxval(AT_HWCAP) & (1ul << 20));
+#else
+    const bool neon = false, dotprod = false;
+#endif
+    EXPECT_EQ(neon_table_runs(), neon);
+    EXPECT_EQ(neon_dotprod_table_runs(), dotprod);
+    EXPECT_EQ(neon_kernels() != nullptr, neon);
+    EXPECT_EQ(neon_dotprod_kernels() != nullptr, dotprod);
     EXPECT_EQ(avx2_table_runs(), avx2);
     EXPECT_EQ(avx512_table_runs(), avx512);
     EXPECT_EQ(avx512bf16_table_runs(), avx512bf16);
@@ -741,6 +756,8 @@ TEST(Simd, TableIsChosenOnce) {
     if (avx2) names.push_back("avx2");
     if (avx512) names.push_back("avx512");
     if (avx512bf16) names.push_back("avx512_bf16");
+    if (neon) names.push_back("neon");
+    if (dotprod) names.push_back("neon_dotprod");
     std::vector<std::string> runnable;
     for (const KernelTable * r : runnable_kernels()) runnable.emplace_back(r->name);
     EXPECT_EQ(runnable, names);

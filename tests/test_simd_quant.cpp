@@ -339,11 +339,22 @@ TEST(SimdQuant, PortableDotAgainstDequantized) {
     }
 }
 
+// The x86 tables have a product of every type of kTypes; a table without
+// one leaves the type to the dequantizing path (the Arm tables, so far).
+bool has_every_quant_product(const KernelTable * kt) {
+    return std::string(kt->name).rfind("avx", 0) == 0;
+}
+
 TEST(SimdQuant, GemvAgainstPortable) {
+    int checked = 0;
     FOR_EACH_SIMD_TABLE(kt) {
         std::mt19937 rng(22);
         for (ggml_type t : kTypes) {
-            ASSERT_NE(kt->gemv_quant[t], nullptr) << kt->name << " " << ggml_type_name(t);
+            if (kt->gemv_quant[t] == nullptr) {
+                EXPECT_FALSE(has_every_quant_product(kt)) << kt->name << " " << ggml_type_name(t);
+                continue;
+            }
+            ++checked;
             const ggml_type op   = quant_operand_type(t);
             const bool      kq   = op == GGML_TYPE_Q8_K;
             const bool      q81  = t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1;
@@ -392,18 +403,23 @@ TEST(SimdQuant, GemvAgainstPortable) {
             }
         }
     }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here has these types' products: " << lacking();
+    }
 }
 
-// MXFP4's E8M0 scales over their range, the two subnormal ones (bytes 0
-// and 1) among them, on every table's matrix-vector product: each row's
-// blocks take bytes of the list below, and the product is the portable one's
-// within the bound of GemvAgainstPortable.
 TEST(SimdQuant, Mxfp4ScalesOverTheE8M0Range) {
     constexpr uint8_t kBytes[] = {0, 1, 2, 3, 64, 120, 127, 128, 140};
     const ggml_type   t = GGML_TYPE_MXFP4, op = GGML_TYPE_Q8_0;
     constexpr int64_t K = 320, nrows = 13;
     const size_t      lda = ggml_row_size(t, K), ldb = ggml_row_size(op, K);
+    int checked = 0;
     FOR_EACH_SIMD_TABLE(kt) {
+        if (kt->gemv_quant[t] == nullptr) {
+            EXPECT_FALSE(has_every_quant_product(kt)) << kt->name;
+            continue;
+        }
+        ++checked;
         std::mt19937               rng(23);
         std::vector<unsigned char> a(lda * nrows), b(ldb * 3);
         for (int64_t r = 0; r < nrows; ++r) {
@@ -435,7 +451,11 @@ TEST(SimdQuant, Mxfp4ScalesOverTheE8M0Range) {
             }
         }
     }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here has an MXFP4 product: " << lacking();
+    }
 }
+
 
 // Note [Rows decoded once] (kernels/matmul.cpp): rows decoded by the
 // table's decode_rows (one by one, or in VNNI panels of 16 rows: Note
@@ -490,8 +510,13 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
 }
 
 TEST(SimdQuant, QuantizeQ8_KSameBits) {
+    int checked = 0;
     FOR_EACH_SIMD_TABLE(kt) {
-        ASSERT_NE(kt->quantize_row_q8_K, nullptr) << kt->name;
+        if (kt->quantize_row_q8_K == nullptr) {
+            EXPECT_FALSE(has_every_quant_product(kt)) << kt->name;
+            continue;
+        }
+        ++checked;
         std::mt19937 rng(23);
         for (int64_t n : {256, 512, 2560}) {
             for (int variant = 0; variant < 6; ++variant) {
@@ -542,6 +567,9 @@ TEST(SimdQuant, QuantizeQ8_KSameBits) {
                 }
             }
         }
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here has a Q8_K quantizer: " << lacking();
     }
 }
 

@@ -44,9 +44,18 @@ bool avx512bf16_table_runs() {
     return avx512_table_runs() && features().avx512bf16;
 }
 
+bool neon_table_runs() {
+    return features().neon;
+}
+
+bool neon_dotprod_table_runs() {
+    return neon_table_runs() && features().dotprod;
+}
+
 std::vector<const KernelTable *> runnable_kernels() {
     std::vector<const KernelTable *> out = {&portable_kernels()};
-    for (const KernelTable * t : {avx2_kernels(), avx512_kernels(), avx512bf16_kernels()}) {
+    for (const KernelTable * t :
+         {avx2_kernels(), avx512_kernels(), avx512bf16_kernels(), neon_kernels(), neon_dotprod_kernels()}) {
         if (t != nullptr) out.push_back(t);
     }
     return out;

@@ -332,7 +332,7 @@ ggml_type quant_operand_type(ggml_type weight_type);
 const KernelTable & portable_kernels();
 // The best table this processor runs, chosen on the first call; the
 // environment variable LOOM_CPU_KERNELS, read then, may name a lesser table
-// ("portable", "avx2", "avx512") to use instead.
+// ("portable", "avx2", "avx512", "neon", ...) to use instead.
 const KernelTable & best_kernels();
 // best_kernels(), or portable_kernels() when use_ref asks for the portable
 // code paths.
@@ -354,6 +354,13 @@ bool avx512bf16_table_runs(); // and AVX512_BF16
 const KernelTable * avx2_kernels();
 const KernelTable * avx512_kernels();
 const KernelTable * avx512bf16_kernels(); // "avx512_bf16"
+
+// The 64-bit Arm tables (simd/neon/): Advanced SIMD, and with the dot-product
+// extension; the same rules.
+bool               neon_table_runs();         // Advanced SIMD (HWCAP_ASIMD)
+bool               neon_dotprod_table_runs(); // and SDOT (HWCAP_ASIMDDP)
+const KernelTable * neon_kernels();           // "neon"
+const KernelTable * neon_dotprod_kernels();   // "neon_dotprod"
 
 // Every table this processor and OS can run, the portable one first, then in
 // order of preference (best_kernels() picks the last unless

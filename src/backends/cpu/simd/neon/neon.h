@@ -1,0 +1,50 @@
+#pragma once
+
+// Kernels for 64-bit Arm's Advanced SIMD (NEON), with the kernel table's
+// contracts (kernel_table.h). neon:: needs only the base architecture
+// (armv8-a); neon_dot:: is compiled for the dot-product extension
+// (armv8.2-a+dotprod, SDOT) and runs only where the processor has it.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/simd/kernel_table.h"
+
+namespace loom::cpu::neon {
+
+float dot_f32(int64_t n, const float * x, const float * y);
+float dot_f16(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y);
+void  gemv_f32(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void  gemv_f16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void  fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
+void  fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
+float max_f32(int64_t n, const float * x);
+void  mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
+
+// The f32 GEMM micro-kernel: a 16 x 4 tile.
+constexpr int GEMM_MR = 16;
+constexpr int GEMM_NR = 4;
+void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n, bool accumulate);
+
+void  quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n);
+float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y);
+float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
+void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+
+} // namespace loom::cpu::neon
+
+namespace loom::cpu::neon_dot {
+
+float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y);
+float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
+void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+
+} // namespace loom::cpu::neon_dot

@@ -1,0 +1,74 @@
+// NEON Q8_0 quantizer and Q8_0/Q4_0 products of the base architecture:
+// widening byte products (SMULL, SMLAL) added pairwise into 32-bit lanes.
+
+#if defined(__aarch64__)
+
+#include <arm_neon.h>
+
+#include <cmath>
+
+#include "core/fp16.h"
+#include "neon.h"
+
+namespace loom::cpu::neon {
+
+namespace {
+
+inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    // Two byte products per 16-bit lane: at most 2 * 128 * 127, which fits.
+    const int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0);
+    const int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(x1), vget_low_s8(y1)), x1, y1);
+    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
+}
+
+#include "quants_impl.h"
+
+} // namespace
+
+void quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n) {
+    // As the reference: d = amax / 127, q = round(x / d) half away from
+    // zero (FRINTA), with the reference's multiplication by 1 / d.
+    for (int64_t b = 0; b < n / QK8_0; ++b) {
+        const float * xb = x + b * QK8_0;
+        float32x4_t   v[8];
+        float32x4_t   m = vdupq_n_f32(0.0f);
+        for (int j = 0; j < 8; ++j) {
+            v[j] = vld1q_f32(xb + 4 * j);
+            m    = vmaxq_f32(m, vabsq_f32(v[j]));
+        }
+        const float amax = vmaxvq_f32(m);
+        const float d    = amax / 127.0f;
+        const float id   = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d           = fp32_to_fp16(d);
+        int32x4_t q[8];
+        for (int j = 0; j < 8; ++j) {
+            q[j] = vcvtq_s32_f32(vrndaq_f32(vmulq_n_f32(v[j], id)));
+        }
+        for (int j = 0; j < 8; j += 2) {
+            const int16x8_t h = vcombine_s16(vmovn_s32(q[j]), vmovn_s32(q[j + 1]));
+            vst1_s8(y[b].qs + 4 * j, vmovn_s16(h));
+        }
+    }
+}
+
+float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y) {
+    return dot_blocks<Q80>(n, x, y);
+}
+
+float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y) {
+    return dot_blocks<Q40>(n, x, y);
+}
+
+void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    gemv<Q80>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    gemv<Q40>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+} // namespace loom::cpu::neon
+
+#endif // __aarch64__

@@ -1,0 +1,77 @@
+// The Q8_0 and Q4_0 products of the NEON tables, on an integer block sum
+// that each table supplies: block_sum(x0, x1, y0, y1), the sum of the
+// products of 32 signed bytes (x0, x1 with y0, y1). Included inside the
+// namespace of its table (neon:: or neon_dot::), after block_sum.
+//
+// Each block's sum is exact; it meets the blocks' scales as the portable
+// table's dot products do (sum += isum * (dx * dy), block by block), so the
+// results differ from the portable table's only where the compiler fused
+// those operations there.
+
+inline float block_scale(ggml_fp16_t a, ggml_fp16_t b) {
+    return fp16_to_fp32(a) * fp16_to_fp32(b);
+}
+
+struct Q80 {
+    using W = block_q8_0;
+    static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
+        x0 = vld1q_s8(x.qs);
+        x1 = vld1q_s8(x.qs + 16);
+    }
+};
+
+struct Q40 {
+    using W = block_q4_0;
+    static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
+        const uint8x16_t q = vld1q_u8(x.qs);
+        const int8x16_t  e = vdupq_n_s8(8);
+        x0                 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), e);
+        x1                 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), e);
+    }
+};
+
+template <class Q> float dot_blocks(int64_t n, const typename Q::W * x, const block_q8_0 * y) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / QK8_0; ++b) {
+        int8x16_t x0, x1;
+        Q::load(x[b], x0, x1);
+        const int32_t isum = block_sum(x0, x1, vld1q_s8(y[b].qs), vld1q_s8(y[b].qs + 16));
+        sum                = sum + float(isum) * block_scale(x[b].d, y[b].d);
+    }
+    return sum;
+}
+
+// One row against C columns: each block of the row is unpacked once for all
+// the columns.
+template <class Q, int C>
+void gemv_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
+               size_t ldd) {
+    using W         = typename Q::W;
+    const int64_t nb = K / QK8_0;
+    const block_q8_0 * col[C];
+    for (int c = 0; c < C; ++c) col[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const W * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        float     sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+            int8x16_t x0, x1;
+            Q::load(x[i], x0, x1);
+            const float dx = fp16_to_fp32(x[i].d);
+            for (int c = 0; c < C; ++c) {
+                const int32_t isum = block_sum(x0, x1, vld1q_s8(col[c][i].qs), vld1q_s8(col[c][i].qs + 16));
+                sum[c]             = sum[c] + float(isum) * (dx * fp16_to_fp32(col[c][i].d));
+            }
+        }
+        for (int c = 0; c < C; ++c) dst[size_t(c) * ldd + size_t(r)] = sum[c];
+    }
+}
+
+template <class Q>
+void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
+          size_t ldd) {
+    with_gemv_cols(ncols, [&](auto cols) {
+        gemv_cols<Q, decltype(cols)::value>(K, static_cast<const char *>(a), lda, nrows, static_cast<const char *>(b),
+                                            ldb, dst, ldd);
+    });
+}

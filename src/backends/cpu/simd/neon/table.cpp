@@ -1,0 +1,78 @@
+// The 64-bit Arm kernel tables: "neon" (the base architecture's Advanced
+// SIMD) and "neon_dotprod" (with the dot-product extension's Q8_0 and Q4_0
+// products). Each is the portable table with the entries these files have
+// replaced; an entry not replaced stays the portable one. A table is built
+// on the first call of its accessor after its check passed.
+
+#include "backends/cpu/simd/kernel_table.h"
+
+#if defined(__aarch64__)
+
+#include "neon.h"
+
+namespace loom::cpu {
+
+namespace {
+
+KernelTable build_neon() {
+    KernelTable t       = portable_kernels();
+    t.name              = "neon";
+    t.dot_f32           = neon::dot_f32;
+    t.dot_f16           = neon::dot_f16;
+    t.dot_q8_0_q8_0     = neon::dot_q8_0_q8_0;
+    t.dot_q4_0_q8_0     = neon::dot_q4_0_q8_0;
+    t.quantize_row_q8_0 = neon::quantize_row_q8_0;
+    t.fp16_to_fp32_row  = neon::fp16_to_fp32_row;
+    t.fp32_to_fp16_row  = neon::fp32_to_fp16_row;
+    t.gemv_f32          = neon::gemv_f32;
+    t.gemv_f16          = neon::gemv_f16;
+    t.gemv_q8_0         = neon::gemv_q8_0;
+    t.gemv_q4_0         = neon::gemv_q4_0;
+    t.max_f32           = neon::max_f32;
+    t.mad_rows_f32      = neon::mad_rows_f32;
+    t.gemm_micro        = neon::gemm_micro;
+    t.mr                = neon::GEMM_MR;
+    t.nr                = neon::GEMM_NR;
+    return t;
+}
+
+KernelTable build_neon_dotprod() {
+    KernelTable t   = *neon_kernels();
+    t.name          = "neon_dotprod";
+    t.dot_q8_0_q8_0 = neon_dot::dot_q8_0_q8_0;
+    t.dot_q4_0_q8_0 = neon_dot::dot_q4_0_q8_0;
+    t.gemv_q8_0     = neon_dot::gemv_q8_0;
+    t.gemv_q4_0     = neon_dot::gemv_q4_0;
+    return t;
+}
+
+} // namespace
+
+const KernelTable * neon_kernels() {
+    if (!neon_table_runs()) return nullptr;
+    static const KernelTable table = build_neon();
+    return &table;
+}
+
+const KernelTable * neon_dotprod_kernels() {
+    if (!neon_dotprod_table_runs()) return nullptr;
+    static const KernelTable table = build_neon_dotprod();
+    return &table;
+}
+
+} // namespace loom::cpu
+
+#else
+
+namespace loom::cpu {
+
+const KernelTable * neon_kernels() {
+    return nullptr;
+}
+const KernelTable * neon_dotprod_kernels() {
+    return nullptr;
+}
+
+} // namespace loom::cpu
+
+#endif
