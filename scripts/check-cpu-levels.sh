@@ -1,33 +1,51 @@
 #!/usr/bin/env bash
-# Runs loom as x86 processors this machine may exceed, under qemu-user:
-#   Haswell  AVX2, FMA, F16C, no AVX-512   -> the avx2 table
-#   Nehalem  SSE4.2, no AVX                -> the portable table
+# Runs loom as processors this machine may lack, under qemu-user:
+#   x86-64 (default):
+#     Haswell     AVX2, FMA, F16C, no AVX-512   -> the avx2 table
+#     Nehalem     SSE4.2, no AVX                -> the portable table
+#   64-bit Arm (--arch aarch64, a cross build, cmake/aarch64-linux-gnu.cmake):
+#     max         every extension qemu has      -> the neon_dotprod table
+#     cortex-a72  Advanced SIMD, no SDOT        -> the neon table
 # On each: the kernel-table tests, the CPU backend's and the quantized
 # products' tests, the bundled model's greedy text against the reference
 # (tests/data/stories260k-reference.json), and repacked against plain Q4_K
 # weights. Every step must print the table it exercised; a step that ran no
 # test fails.
 #
-#   scripts/check-cpu-levels.sh [BUILD_DIR]    (default: build)
+#   scripts/check-cpu-levels.sh [--arch x86_64|aarch64] [BUILD_DIR]   (default: build, build-arm64)
 #
-# qemu's instruction checks are what count here, not its speed. It needs a
-# qemu-user whose x86 emulation is right for the AVX2 gathers (QEMU 7.2 reads
-# vpgatherdd's index register xmm4/ymm4 as no index, Debian 12's own
-# package; bookworm-backports has 10.0): a probe checks that, and that qemu
-# refuses the instructions each level lacks, before anything else runs.
+# qemu's instruction checks are what count here, not its speed. A probe
+# first checks that qemu refuses the instructions each level lacks (and, on
+# x86, that it runs the AVX2 gathers right: QEMU 7.2, Debian 12's own
+# package, reads vpgatherdd's index register xmm4/ymm4 as no index;
+# scripts/install-qemu.sh takes 10.0 from bookworm-backports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
-qemu=${QEMU_X86_64:-qemu-x86_64}
-
-case "$(uname -m)" in
-    x86_64) ;;
+arch=x86_64
+if [ "${1:-}" = --arch ]; then
+    arch=$2
+    shift 2
+fi
+case "$arch" in
+    x86_64)
+        build=${1:-build}
+        qemu=(qemu-x86_64)
+        levels=(Haswell:avx2 Nehalem:portable)
+        cc_target=(cc)
+        [ "$(uname -m)" = x86_64 ] || { echo "check-cpu-levels: x86-64 levels need an x86-64 machine"; exit 0; }
+        ;;
+    aarch64)
+        build=${1:-build-arm64}
+        qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
+        levels=(max:neon_dotprod cortex-a72:neon)
+        cc_target=(aarch64-linux-gnu-gcc -march=armv8.2-a+dotprod)
+        ;;
     *)
-        echo "check-cpu-levels: not an x86-64 machine ($(uname -m)); nothing to run"
-        exit 0
+        echo "check-cpu-levels: unknown --arch $arch" >&2
+        exit 2
         ;;
 esac
-command -v "$qemu" >/dev/null || { echo "check-cpu-levels: $qemu not found (Debian's qemu-user)" >&2; exit 2; }
+command -v "${qemu[0]}" >/dev/null || { echo "check-cpu-levels: ${qemu[0]} not found (Debian's qemu-user)" >&2; exit 2; }
 for f in tools/loom-run tools/loom-synth tests/test_simd; do
     [ -x "$build/$f" ] || { echo "check-cpu-levels: $build/$f not built" >&2; exit 2; }
 done
@@ -36,7 +54,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # --- the emulator itself -------------------------------------------------
-cat >"$work/probe.c" <<'EOF'
+if [ "$arch" = x86_64 ]; then
+    cat >"$work/probe.c" <<'EOF'
 #include <immintrin.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,22 +93,42 @@ int main(int argc, char ** argv) {
     return 2;
 }
 EOF
-cc -O1 -o "$work/probe" "$work/probe.c"
+else
+    cat >"$work/probe.c" <<'EOF'
+#include <string.h>
+/* "sdot": one instruction of the dot-product extension. */
+int main(int argc, char ** argv) {
+    if (argc < 2) return 2;
+    if (!strcmp(argv[1], "sdot")) {
+        __asm__ volatile("sdot v0.4s, v1.16b, v2.16b" ::: "v0");
+        return 0;
+    }
+    return 2;
+}
+EOF
+fi
+"${cc_target[@]}" -O1 -o "$work/probe" "$work/probe.c"
 probe() { # cpu what -> exit status under qemu
     local rc=0
-    "$qemu" -cpu "$1" "$work/probe" "$2" >/dev/null 2>&1 || rc=$?
+    "${qemu[@]}" -cpu "$1" "$work/probe" "$2" >/dev/null 2>&1 || rc=$?
     echo "$rc"
 }
-echo "check-cpu-levels: $("$qemu" --version | head -1)"
-if [ "$(probe Haswell gather)" != 0 ]; then
-    echo "check-cpu-levels: this qemu emulates vpgatherdd with index register ymm4 wrongly (QEMU 7.2 does):" >&2
-    echo "  install a newer qemu-user (Debian 12: apt-get install -t bookworm-backports qemu-user)" >&2
-    exit 2
+echo "check-cpu-levels: $("${qemu[0]}" --version | head -1)"
+if [ "$arch" = x86_64 ]; then
+    if [ "$(probe Haswell gather)" != 0 ]; then
+        echo "check-cpu-levels: this qemu emulates vpgatherdd with index register ymm4 wrongly (QEMU 7.2 does):" >&2
+        echo "  install a newer qemu-user (scripts/install-qemu.sh)" >&2
+        exit 2
+    fi
+    [ "$(probe Haswell avx2)" = 0 ] || { echo "check-cpu-levels: qemu -cpu Haswell does not run AVX2" >&2; exit 2; }
+    [ "$(probe Haswell avx512)" = 132 ] || { echo "check-cpu-levels: qemu -cpu Haswell does not refuse AVX-512" >&2; exit 2; }
+    [ "$(probe Nehalem avx2)" = 132 ] || { echo "check-cpu-levels: qemu -cpu Nehalem does not refuse AVX2" >&2; exit 2; }
+    echo "check-cpu-levels: qemu refuses AVX-512 as Haswell and AVX2 as Nehalem, and runs the AVX2 gathers right"
+else
+    [ "$(probe max sdot)" = 0 ] || { echo "check-cpu-levels: qemu -cpu max does not run SDOT" >&2; exit 2; }
+    [ "$(probe cortex-a72 sdot)" = 132 ] || { echo "check-cpu-levels: qemu -cpu cortex-a72 does not refuse SDOT" >&2; exit 2; }
+    echo "check-cpu-levels: qemu runs SDOT as max and refuses it as cortex-a72"
 fi
-[ "$(probe Haswell avx2)" = 0 ] || { echo "check-cpu-levels: qemu -cpu Haswell does not run AVX2" >&2; exit 2; }
-[ "$(probe Haswell avx512)" = 132 ] || { echo "check-cpu-levels: qemu -cpu Haswell does not refuse AVX-512" >&2; exit 2; }
-[ "$(probe Nehalem avx2)" = 132 ] || { echo "check-cpu-levels: qemu -cpu Nehalem does not refuse AVX2" >&2; exit 2; }
-echo "check-cpu-levels: qemu refuses AVX-512 as Haswell and AVX2 as Nehalem, and runs the AVX2 gathers right"
 
 # --- loom on each level ----------------------------------------------------
 fail=0
@@ -124,7 +163,7 @@ step() { # name, then the command; its output in $work/log
 
 run_gtest() { # cpu exe
     local out rc=0
-    out=$("$qemu" -cpu "$1" "$build/tests/$2" --gtest_brief=1 2>&1) || rc=$?
+    out=$("${qemu[@]}" -cpu "$1" "$build/tests/$2" --gtest_brief=1 2>&1) || rc=$?
     echo "$out"
     [ $rc = 0 ] || return $rc
     # A run that executed nothing fails.
@@ -133,14 +172,14 @@ run_gtest() { # cpu exe
 
 check_table() { # cpu expected-table
     local out
-    out=$("$qemu" -cpu "$1" "$build/tests/test_simd" --gtest_filter=Simd.TableIsChosenOnce 2>&1) || { echo "$out"; return 1; }
+    out=$("${qemu[@]}" -cpu "$1" "$build/tests/test_simd" --gtest_filter=Simd.TableIsChosenOnce 2>&1) || { echo "$out"; return 1; }
     echo "$out" | grep -a "kernel table:"
     echo "$out" | grep -aq "^kernel table: $2 " || { echo "expected the $2 table"; return 1; }
 }
 
 greedy_text() { # cpu expected-table
     local got
-    got=$("$qemu" -cpu "$1" "$build/tools/loom-run" -m "$model" -p "$prompt" -n "$n_gen" --temp 0 -t 2 2>"$work/stderr")
+    got=$("${qemu[@]}" -cpu "$1" "$build/tools/loom-run" -m "$model" -p "$prompt" -n "$n_gen" --temp 0 -t 2 2>"$work/stderr")
     grep -a "CPU kernel table" "$work/stderr"
     grep -aq "CPU kernel table $2\$" "$work/stderr" || { cat "$work/stderr"; echo "expected the $2 table"; return 1; }
     if [ "$got" != "$want_text" ]; then
@@ -151,19 +190,22 @@ greedy_text() { # cpu expected-table
 }
 
 repack_same() { # cpu expected-table
-    printf '#!/bin/sh\nexec %s -cpu %s %s "$@"\n' "$qemu" "$1" "$PWD/$build/tools/loom-run" >"$work/loom-run-$1"
-    chmod +x "$work/loom-run-$1"
+    local tool
+    for tool in loom-run loom-synth; do
+        printf '#!/bin/sh\nexec %s -cpu %s %s "$@"\n' "${qemu[*]}" "$1" "$PWD/$build/tools/$tool" >"$work/$tool-$1"
+        chmod +x "$work/$tool-$1"
+    done
     local rc=0
-    sh tests/repack_same_text.sh "$build/tools/loom-synth" "$work/loom-run-$1" "$model" "$work" Q4_K_M || rc=$?
-    if [ "$2" = portable ]; then
-        # The portable table has no repacked kernels: the script says so.
+    sh tests/repack_same_text.sh "$work/loom-synth-$1" "$work/loom-run-$1" "$model" "$work" Q4_K_M || rc=$?
+    if [ "$2" = portable ] || [ "$arch" = aarch64 ]; then
+        # No repacked kernels (the portable and Arm tables): the script says so.
         [ $rc = 77 ]
     else
         [ $rc = 0 ]
     fi
 }
 
-for level in Haswell:avx2 Nehalem:portable; do
+for level in "${levels[@]}"; do
     cpu=${level%%:*}
     table=${level#*:}
     echo "check-cpu-levels: qemu -cpu $cpu (expects the $table table)"
@@ -183,4 +225,4 @@ if [ $fail != 0 ]; then
     echo "check-cpu-levels: FAILED"
     exit 1
 fi
-echo "check-cpu-levels: all $steps steps passed on Haswell (avx2) and Nehalem (portable)"
+echo "check-cpu-levels: all $steps steps passed on ${levels[*]}"
