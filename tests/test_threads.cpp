@@ -255,7 +255,7 @@ TEST(Threads, BackendBitIdentical) {
     ggml_backend_free(backend);
 }
 
-// A kernel that fails on its data (Note [Row indices from data]) stops
+// A kernel that fails on its data (Note [Index sources] in core/op_table.h) stops
 // every thread at that node: on the CPU backend, with 1 to 6 threads, graph
 // after graph on the same pool, the status is GGML_STATUS_FAILED, nothing
 // after the node is computed, and a good graph computes next.
