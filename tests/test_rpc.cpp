@@ -466,7 +466,7 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
     }
     {   // GET_ROWS: an index outside the rows is found before the kernel runs,
         // and a node that writes over its own indices is refused (Note
-        // [Computed row indices]), even on the CPU.
+        // [Computed indices]), even on the CPU.
         loom::rpc::SetTensorRequest set;
         describe_f32(set.mutable_tensor(), h, 2048, 2);
         set.mutable_tensor()->set_type(26); // GGML_TYPE_I32
@@ -486,13 +486,14 @@ TEST_F(Rpc, MalformedMessagesAreRejectedAndTheServerServesOn) {
         g->add_nodes(3);
         loom::rpc::GraphComputeReply rep;
         const grpc::Status st = c.stub().GraphCompute(c.ctx().get(), req, &rep);
-        expect_invalid(st, "row index");
-        EXPECT_NE(st.error_message().find("row index 1000"), std::string::npos) << st.error_message();
+        expect_invalid(st, "index");
+        EXPECT_NE(st.error_message().find("GET_ROWS '': index 1000 at [1, 0, 0, 0] of src[1]"), std::string::npos)
+            << st.error_message();
         node->set_offset(2048 - 32); // the result's memory covers the indices
         node->set_flags(GGML_TENSOR_FLAG_COMPUTE);
         const grpc::Status st2 = c.stub().GraphCompute(c.ctx().get(), req, &rep);
         expect_invalid(st2, "indices written by their own node");
-        EXPECT_NE(st2.error_message().find("writes the row indices"), std::string::npos) << st2.error_message();
+        EXPECT_NE(st2.error_message().find("writes the indices of GET_ROWS (src[1])"), std::string::npos) << st2.error_message();
     }
     {   // An AdamW step writes its moments: on the CPU, one whose moment
         // covers the row indices of a GET_ROWS in the same graph leaves them
