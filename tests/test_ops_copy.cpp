@@ -61,7 +61,7 @@ TEST(OpsGetRows, AllSourceTypes) {
     }
 }
 
-// Note [Row indices from data] in kernels/copy.cpp: an index outside the
+// Note [Index sources] in core/op_table.h: an index outside the
 // source's rows fails the computation (on any number of threads) instead
 // of aborting the process, the destination keeps its bytes, and the nodes
 // after it are not computed.
@@ -82,7 +82,7 @@ TEST(OpsGetRows, IndexOutsideTheRowsFailsTheGraph) {
             std::memset(next->data, 0x3c, ggml_nbytes(next));
             LogCapture log(true);
             EXPECT_EQ(compute(ctx, next, mode), GGML_STATUS_FAILED);
-            EXPECT_TRUE(log.contains("row index " + std::to_string(bad) + " at [3, 0, 0]")) << log.text();
+            EXPECT_TRUE(log.contains("index " + std::to_string(bad) + " at [3, 0, 0, 0]")) << log.text();
             EXPECT_TRUE(log.contains("GET_ROWS")) << log.text();
             const std::vector<uint8_t> out_bytes(static_cast<uint8_t *>(out->data),
                                                  static_cast<uint8_t *>(out->data) + ggml_nbytes(out));
@@ -117,7 +117,7 @@ TEST(OpsSetRows, IndexOutsideTheRowsFailsTheGraph) {
             LogCapture    log(true);
             EXPECT_EQ(compute(ctx, out, mode), GGML_STATUS_FAILED);
             const std::string bad = idx_type == GGML_TYPE_I64 ? std::to_string(int64_t(1) << 33) : "9";
-            EXPECT_TRUE(log.contains("row index " + bad + " at [3, 0, 0]")) << log.text();
+            EXPECT_TRUE(log.contains("index " + bad + " at [3, 0, 0, 0]")) << log.text();
             EXPECT_TRUE(log.contains("SET_ROWS")) << log.text();
             const std::vector<uint8_t> bytes(static_cast<uint8_t *>(dst->data),
                                              static_cast<uint8_t *>(dst->data) + ggml_nbytes(dst));

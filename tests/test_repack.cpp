@@ -47,7 +47,9 @@ ggml_backend_buffer_type_t repack_buft() {
         GTEST_SKIP() << "no repacked layout with this kernel table (it takes AVX2, FMA and F16C; "   \
                         "here AVX2 " << ggml_cpu_has_avx2() << ", FMA " << ggml_cpu_has_fma()      \
                      << ", F16C " << ggml_cpu_has_f16c() << ")";                                  \
-    }
+    }                                                                                           \
+    /* The tests loop over the repacked types: none would check nothing. */                    \
+    ASSERT_FALSE(k_types.empty()) << "CPU_REPACK is offered but REPACK_TYPES names no type"
 
 // The types the buffer repacks with the kernel table in use: the CPU's
 // feature REPACK_TYPES (ggml_type_name's names, comma-separated).
@@ -274,6 +276,7 @@ TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
     };
     for (ggml_type type : k_types) {
         SCOPED_TRACE(ggml_type_name(type));
+        int shapes = 0; // of whole blocks of this type
         // K 8192: more blocks than one part of K in the many-column path
         // (Note [Prepared-column blocking]), so partial sums carry over.
         // K 2304: a row of Q4_K ends in a group of one block.
@@ -282,6 +285,7 @@ TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
             if (sh.K % ggml_blck_size(type) != 0) {
                 continue;
             }
+            ++shapes;
             for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 13, 40}) {
                 const std::vector<uint8_t> wa = random_rows(rng, type, sh.K, sh.M);
                 std::vector<float>         vb(size_t(sh.K * N));
@@ -310,6 +314,7 @@ TEST(Repack, ProductsMatchGgmlLayoutAndReference) {
                 }
             }
         }
+        EXPECT_GT(shapes, 0) << "no shape of whole blocks of this type";
     }
 }
 

@@ -526,12 +526,12 @@ TEST_F(RpcAttacks, Llama26825_26912_RowIndicesOutsideTheRows) {
             SCOPED_TRACE(v);
             ASSERT_TRUE(set(*attacker, idx, 0, indices(c.index_type, {0, v, 1})).ok());
             EXPECT_REFUSED(attacker_compute(g.request()),
-                           "row index " + std::to_string(c.index_type == GGML_TYPE_I32 ? int64_t(int32_t(v)) : v) +
-                               " outside [0, 4)");
+                           "index " + std::to_string(c.index_type == GGML_TYPE_I32 ? int64_t(int32_t(v)) : v) +
+                               " at [1, 0, 0, 0] of src[1]");
         }
         if (c.index_type == GGML_TYPE_I64) {
             ASSERT_TRUE(set(*attacker, idx, 0, indices(c.index_type, {0, int64_t(1) << 40, 1})).ok());
-            EXPECT_REFUSED(attacker_compute(g.request()), "row index 1099511627776 outside [0, 4)");
+            EXPECT_REFUSED(attacker_compute(g.request()), "index 1099511627776 at [1, 0, 0, 0]");
         }
         // Valid indices compute; changed to an invalid one, the recompute by
         // signature is refused.
@@ -541,12 +541,58 @@ TEST_F(RpcAttacks, Llama26825_26912_RowIndicesOutsideTheRows) {
         ASSERT_TRUE(set(*attacker, idx, 0, indices(c.index_type, {3, 4, 2})).ok());
         loom::rpc::GraphComputeRequest again;
         again.set_signature(g.request().signature());
-        EXPECT_REFUSED(attacker_compute(again), "row index 4 outside [0, 4)");
+        EXPECT_REFUSED(attacker_compute(again), "index 4 at [1, 0, 0, 0] of src[1]");
     }
     // GET_ROWS takes I32 indices only.
     Graph g;
     rows_graph(g, ha, GGML_OP_GET_ROWS, GGML_TYPE_I64);
     EXPECT_REFUSED(attacker_compute(g.request()), "get_rows shapes");
+}
+
+// The same for the other operators with index sources (Note [Index
+// sources] in core/op_table.h): MUL_MAT_ID's experts and ADD_ID's rows of
+// its bias, read from the session's memory, are checked before every
+// computation. MUL_MAT_ID multiplies 2 of 3 experts [8, 4] with 2 tokens
+// [8, 1]; ADD_ID adds rows of b [8, 3] to a [8, 2, 2]. The 2 x 2 ids are at
+// 1024, the result at 2048.
+TEST_F(RpcAttacks, ExpertAndBiasIndicesOutsideTheirTensor) {
+    const TensorDesc ids  = tensor(ha, 1024, GGML_TYPE_I32, {2, 2, 1, 1});
+    auto             four = [](int32_t a, int32_t b, int32_t c, int32_t d) {
+        const int32_t v[4] = {a, b, c, d};
+        return std::string(reinterpret_cast<const char *>(v), sizeof(v));
+    };
+    for (ggml_op op : {GGML_OP_MUL_MAT_ID, GGML_OP_ADD_ID}) {
+        SCOPED_TRACE(ggml_op_name(op));
+        Graph          g;
+        const uint32_t id = g.leaf(ids);
+        uint32_t       node;
+        if (op == GGML_OP_MUL_MAT_ID) {
+            const uint32_t as = g.leaf(f32(ha, 0, 8, 4, 3));
+            const uint32_t b  = g.leaf(f32(ha, 512, 8, 1, 2));
+            node              = g.node(f32(ha, 2048, 4, 2, 2), op, {as, b, id});
+        } else {
+            const uint32_t a = g.leaf(f32(ha, 0, 8, 2, 2));
+            const uint32_t b = g.leaf(f32(ha, 512, 8, 3));
+            node             = g.node(f32(ha, 2048, 8, 2, 2), op, {a, b, id});
+        }
+        g.at(node).set_name("moe");
+        g.request().set_signature(ggml_op_name(op));
+        const std::string prefix = std::string(ggml_op_name(op)) + " 'moe': index ";
+        for (const int64_t v : {int64_t(3), int64_t(-1), int64_t(INT32_MAX), int64_t(INT32_MIN)}) {
+            SCOPED_TRACE(v);
+            ASSERT_TRUE(set(*attacker, ids, 0, four(0, int32_t(v), 1, 2)).ok());
+            EXPECT_REFUSED(attacker_compute(g.request()), prefix + std::to_string(v) + " at [1, 0, 0, 0] of src[2]");
+        }
+        // Good ids compute; changed to a bad one, the recompute by
+        // signature is refused.
+        ASSERT_TRUE(set(*attacker, ids, 0, four(2, 0, 1, 2)).ok());
+        const grpc::Status st = attacker_compute(g.request());
+        ASSERT_TRUE(st.ok()) << st.error_message();
+        ASSERT_TRUE(set(*attacker, ids, 0, four(2, 0, 1, 3)).ok());
+        loom::rpc::GraphComputeRequest again;
+        again.set_signature(g.request().signature());
+        EXPECT_REFUSED(attacker_compute(again), prefix + "3 at [1, 1, 0, 0] of src[2]");
+    }
 }
 
 } // namespace

@@ -319,15 +319,14 @@ TEST_F(RpcBulk, UploadCutOffMidwayFreesTheSession) {
         b.frame(bulk::Op::set, desc_f32(h, int64_t(size / 4)), 0, size);
         const std::string part(8 << 20, 'x');
         ASSERT_TRUE(b.write(part.data(), part.size()));
-        const auto t0 = std::chrono::steady_clock::now();
         if (close_socket_first) {
             b.end();
         }
         c.reset(); // the Connect stream ends
+        // The session ends with its stream: wait_for_sessions gives up long
+        // before the server's 30 s transfer timeout could end it instead.
         wait_for_sessions(server.get(), 0);
         EXPECT_EQ(loom_rpc_server_session_count(server.get()), 0u);
-        // Well before the server's 30 s transfer timeout.
-        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
         if (!close_socket_first) {
             EXPECT_TRUE(b.closed_by_server());
         }

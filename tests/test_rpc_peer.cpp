@@ -267,12 +267,14 @@ TEST_F(RpcPeer, MalformedGroupsAreRefused) {
 
 // A member out of step, a tensor the reduction does not take, a member
 // that ends its session and a server that stops: each fails the reduction
-// on every member at once (well within the transfer timeout), and the
-// group stays broken.
+// on every member for that reason, not for want of progress within the
+// transfer timeout, and the group stays broken.
 TEST_F(RpcPeer, BrokenGroupsFailEveryMemberWithoutWaiting) {
     TestServer s0, s1;
     ASSERT_TRUE(s0.running() && s1.running());
-    const auto started = std::chrono::steady_clock::now();
+    // A failure that waited for the timeout says so ("no progress with a
+    // peer within N ms", "not every peer linked in within N ms").
+    auto not_timed_out = [](const std::string & why) { return why.find(" ms") == std::string::npos; };
     for (int how = 0; how < 4; ++how) {
         std::vector<std::unique_ptr<Member>> ms;
         ms.push_back(std::make_unique<Member>(s0, 64));
@@ -295,23 +297,26 @@ TEST_F(RpcPeer, BrokenGroupsFailEveryMemberWithoutWaiting) {
             std::unique_ptr<Member> keep = std::move(ms[0]);
             s0.stop();
             ms[1]->send_reduce(ms[1]->group, 1);
-            EXPECT_NE(ms[1]->b->reply().first, 0);
+            const auto r = ms[1]->b->reply();
+            EXPECT_NE(r.first, 0);
+            EXPECT_TRUE(not_timed_out(r.second)) << r.second;
             break;
         }
         ms[1]->send_reduce(ms[1]->group, 1);
         const auto r1 = ms[1]->b->reply();
         EXPECT_NE(r1.first, 0);
         EXPECT_NE(r1.second.find("reduction between servers"), std::string::npos) << r1.second;
+        EXPECT_TRUE(not_timed_out(r1.second)) << r1.second;
         if (how < 2) {
             const auto r0 = ms[0]->b->reply();
             EXPECT_NE(r0.first, 0);
+            EXPECT_TRUE(not_timed_out(r0.second)) << r0.second;
             // Broken for good: the next reduction in step fails too.
             ms[0]->send_reduce(ms[0]->group, 2);
             EXPECT_NE(ms[0]->b->reply().first, 0);
             EXPECT_EQ(ms[0]->get(), std::vector<float>(64, 3.0f)); // the data of the last good sum
         }
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(int(bulk::k_io_timeout_ms / 1000) / 2));
 }
 
 } // namespace

@@ -566,7 +566,7 @@ TEST_F(SchedDevices, WeightInABufferNoBackendCanUseIsAClearError) {
 // A row index outside the rows (data, not a broken precondition) fails the
 // computation through the scheduler as on the backend: the status comes
 // back, the output keeps its bytes, and the scheduler computes the next
-// graph (Note [Row indices from data] in kernels/copy.cpp).
+// graph (Note [Index sources] in core/op_table.h).
 TEST_F(Sched, RowIndexOutsideTheRowsFailsTheGraph) {
     ggml_backend_t       backends[1] = {cpu.get()};
     ggml_backend_sched_t s = ggml_backend_sched_new(backends, nullptr, 1, GGML_DEFAULT_GRAPH_SIZE, false, true);
@@ -596,7 +596,7 @@ TEST_F(Sched, RowIndexOutsideTheRowsFailsTheGraph) {
         ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
         if (bad == 5) {
             EXPECT_EQ(st, GGML_STATUS_FAILED);
-            EXPECT_TRUE(log.contains("row index 5 at [3, 0, 0]")) << log.text();
+            EXPECT_TRUE(log.contains("index 5 at [3, 0, 0, 0]")) << log.text();
             EXPECT_EQ(got, before);
         } else {
             EXPECT_EQ(st, GGML_STATUS_SUCCESS);

@@ -2,8 +2,9 @@
 
 // The one description of every operator: its number, name and symbol (as
 // ggml's ggml_op_name / ggml_op_symbol give them), how many sources it
-// needs and may have, and its kind. Names, the view test, the RPC server's
-// source checks and the protocol's fingerprint read this table instead of
+// needs and may have, its kind, and which sources hold indices. Names, the
+// view test, the RPC server's source and index checks, the CPU's index
+// checks and the protocol's fingerprint read this table instead of
 // listing operators again; backends keep only what is theirs (which
 // kernel computes an operator, which types it takes).
 
@@ -23,6 +24,22 @@ enum class OpKind : uint8_t {
     training, // a backward or optimizer operator
 };
 
+// Note [Index sources]
+// Some operators read indices from a source's data (get_rows' row numbers,
+// mul_mat_id's experts, ssm_scan's state slots). Such an index is data,
+// not a caller's precondition: every element of an index source must lie
+// in [0, n), n being dimension `dim` of the tensor named by `bound` (a
+// source number, or k_bound_node for the node itself). A device that
+// computes the operator checks every index before writing anything and
+// fails the computation on a bad one; the RPC server checks them before
+// computing (docs/errors.md, "Indices read from data").
+inline constexpr int8_t k_bound_node = -1;
+struct OpIndices {
+    uint8_t srcs  = 0; // bit s set: src[s] holds indices (I32 or I64)
+    int8_t  bound = 0; // the tensor whose dimension dim bounds them
+    uint8_t dim   = 0;
+};
+
 struct OpInfo {
     ggml_op      op;
     const char * name;
@@ -30,13 +47,14 @@ struct OpInfo {
     uint8_t      min_src; // sources that must be present (src[0..min_src))
     uint8_t      max_src; // sources it may have at most
     OpKind       kind;
+    OpIndices    indices = {}; // Note [Index sources]
 };
 
 inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none},
     {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute},
     {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute},
-    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute},
+    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute, {.srcs = 1u << 2, .bound = 1, .dim = 1}},
     {GGML_OP_ADD1, "ADD1", "x+y", 2, 2, OpKind::compute},
     {GGML_OP_ACC, "ACC", "view(x,nb,offset)+=y->x", 2, 2, OpKind::compute},
     {GGML_OP_SUB, "SUB", "x-y", 2, 2, OpKind::compute},
@@ -63,7 +81,7 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_GROUP_NORM, "GROUP_NORM", "group_norm(x)", 1, 1, OpKind::compute},
     {GGML_OP_L2_NORM, "L2_NORM", "l2_norm(x)", 1, 1, OpKind::compute},
     {GGML_OP_MUL_MAT, "MUL_MAT", "X*Y", 2, 2, OpKind::compute},
-    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute},
+    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute, {.srcs = 1u << 2, .bound = 0, .dim = 2}},
     {GGML_OP_OUT_PROD, "OUT_PROD", "X*Y", 2, 2, OpKind::compute},
     {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute},
     {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute},
@@ -73,9 +91,9 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view},
     {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view},
     {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view},
-    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute},
-    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute},
+    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, {.srcs = 1u << 1, .bound = 0, .dim = 1}},
+    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
+    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
     {GGML_OP_DIAG, "DIAG", "diag(x)", 1, 1, OpKind::compute},
     {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute},
     {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute},
@@ -110,7 +128,7 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_FLASH_ATTN_EXT, "FLASH_ATTN_EXT", "flash_attn_ext(x)", 3, 5, OpKind::compute},
     {GGML_OP_FLASH_ATTN_BACK, "FLASH_ATTN_BACK", "flash_attn_back(x)", 3, 4, OpKind::training},
     {GGML_OP_SSM_CONV, "SSM_CONV", "ssm_conv(x)", 2, 2, OpKind::compute},
-    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute},
+    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute, {.srcs = 1u << 6, .bound = 0, .dim = 3}},
     {GGML_OP_WIN_PART, "WIN_PART", "win_part(x)", 1, 1, OpKind::compute},
     {GGML_OP_WIN_UNPART, "WIN_UNPART", "win_unpart(x)", 1, 1, OpKind::compute},
     {GGML_OP_GET_REL_POS, "GET_REL_POS", "get_rel_pos(x)", 1, 1, OpKind::compute},
@@ -139,13 +157,19 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
 // Every row sits at its operator's number.
 consteval bool op_table_in_order() {
     for (size_t i = 0; i < k_ops.size(); ++i) {
-        if (size_t(k_ops[i].op) != i || k_ops[i].max_src < k_ops[i].min_src || k_ops[i].max_src > GGML_MAX_SRC) {
+        const OpInfo & o = k_ops[i];
+        if (size_t(o.op) != i || o.max_src < o.min_src || o.max_src > GGML_MAX_SRC) {
+            return false;
+        }
+        // Index sources and the bounding source are sources the op must have.
+        if (o.indices.srcs != 0 && ((o.indices.srcs >> o.min_src) != 0 || o.indices.bound >= o.min_src ||
+                                    o.indices.bound < k_bound_node || o.indices.dim >= GGML_MAX_DIMS)) {
             return false;
         }
     }
     return true;
 }
-static_assert(op_table_in_order(), "k_ops: a row is out of place or its source counts are wrong");
+static_assert(op_table_in_order(), "k_ops: a row is out of place or its source counts or index sources are wrong");
 
 // The description of op; nullptr for a value that is not an operator.
 constexpr const OpInfo * op_info(int op) {
@@ -156,6 +180,12 @@ constexpr const OpInfo * op_info(int op) {
 constexpr bool is_view_op(ggml_op op) {
     const OpInfo * i = op_info(op);
     return i != nullptr && i->kind == OpKind::view;
+}
+
+// The sources of op that hold indices (bit s: src[s]); 0 for none.
+constexpr uint8_t index_srcs(ggml_op op) {
+    const OpInfo * i = op_info(op);
+    return i != nullptr ? i->indices.srcs : 0;
 }
 
 // A hash (FNV-1a) of the operators' numbers and names in order: two builds

@@ -10,6 +10,7 @@
 
 #include "core/common.h"
 #include "core/graph.h"
+#include "core/indices.h"
 #include "kernels/kernels.h"
 #include "profile.h"
 #include "repack.h"
@@ -29,10 +30,34 @@ bool skipped(const ggml_tensor * t) {
     return is_noop(t) || !(t->flags & GGML_TENSOR_FLAG_COMPUTE);
 }
 
+// Note [Index sources] in core/op_table.h: the indices an operator reads
+// from data are checked here, for every operator whose row names index
+// sources, before its kernel runs; the kernels trust them. Every thread
+// reads every index (they are few next to the work they steer), so all
+// threads reach the same verdict without a barrier and none writes when
+// one index is bad. Thread 0 logs the first bad one; the computation stops
+// after this node with GGML_STATUS_FAILED.
+bool indices_ok(const ComputeParams & p, const ggml_tensor * node) {
+    if (index_srcs(node->op) == 0) {
+        return true;
+    }
+    BadIndex bad;
+    if (!find_bad_index(node, [node](int s) -> const void * { return node->src[s]->data; }, &bad)) {
+        return true;
+    }
+    if (p.ith == 0) {
+        LOOM_LOG_ERROR("CPU: %s\n", bad_index_text(node, bad).c_str());
+    }
+    p.fail();
+    return false;
+}
+
 void compute_node(const ComputeParams & p, ggml_tensor * node) {
     const OpKernel & k = op_kernel(node->op);
     LOOM_ASSERT(k.compute != nullptr && "op without a CPU kernel reached compute");
-    k.compute(p, node);
+    if (indices_ok(p, node)) {
+        k.compute(p, node);
+    }
 }
 
 size_t node_work_size(const ggml_tensor * node, int n_threads) {

@@ -9,6 +9,7 @@
 #include "backend/backend_impl.h"
 #include "core/common.h"
 #include "core/conv_fits.h"
+#include "core/indices.h"
 #include "core/types.h"
 #include "ggml-cpu.h"
 #include "protocol.h"
@@ -643,23 +644,23 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
             written.push_back(index_of(node->src[2]));
             written.push_back(index_of(node->src[3]));
         }
-        if (node->op == GGML_OP_GET_ROWS) {
-            g->index_checks.push_back({node->src[1], node->src[0]->ne[1]});
-            check_owner.push_back(ref - 1);
-        } else if (node->op == GGML_OP_SET_ROWS) {
-            g->index_checks.push_back({node->src[1], node->ne[1]});
-            check_owner.push_back(ref - 1);
+        for (int s = 0; s < GGML_MAX_SRC; ++s) {
+            if ((index_srcs(node->op) & (1u << s)) != 0 && node->src[s] != nullptr) {
+                g->index_checks.push_back({node, s});
+                check_owner.push_back(ref - 1);
+            }
         }
     }
-    // Note [Computed row indices]
+    // Note [Computed indices]
     // Indices are checked before the computation, so a node that writes them
-    // (a mixture of experts' router picks rows with argsort_top_k) would
-    // make the check worthless: such graphs are refused, except on loom's
-    // CPU device, whose GET_ROWS and SET_ROWS kernels check every index
-    // before any thread writes and fail the computation on a bad one
-    // (kernels/copy.cpp, Note [Row indices from data]). There the indices
-    // are left to the kernel, unless the node writes them itself: its
-    // threads would then read indices another thread is overwriting.
+    // (a mixture of experts' router picks experts and rows with
+    // argsort_top_k) would make the check worthless: such graphs are
+    // refused, except on loom's CPU device, which checks every index of a
+    // node before any thread writes and fails the computation on a bad one
+    // (backends/cpu/compute.cpp, Note [Index sources] in core/op_table.h).
+    // There the indices are left to the device, unless the node writes them
+    // itself: its threads would then read indices another thread is
+    // overwriting.
     const bool kernel_checks = dev != nullptr && ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU &&
                                ggml_backend_dev_backend_reg(dev) == ggml_backend_cpu_reg();
     for (size_t ci = 0; ci < g->index_checks.size(); ++ci) {
@@ -667,7 +668,7 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
         if (!buffers) {
             break;
         }
-        const Placed & p = placed[index_of(c.indices)];
+        const Placed & p = placed[index_of(c.node->src[c.src])];
         for (size_t wi : written) {
             const Placed & q = placed[wi];
             if (q.buffer != p.buffer || q.extent == 0 || p.extent == 0) {
@@ -678,7 +679,8 @@ std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const Buff
                     c.at_compute = true;
                     continue;
                 }
-                *why = "the graph writes the row indices of GET_ROWS/SET_ROWS";
+                *why = "the graph writes the indices of " + std::string(ggml_op_desc(c.node)) + " (src[" +
+                       std::to_string(c.src) + "])";
                 return nullptr;
             }
         }
@@ -692,31 +694,15 @@ bool check_indices(const RebuiltGraph & g, std::string * why) {
         if (c.at_compute) {
             continue;
         }
-        const ggml_tensor * t = c.indices;
+        const ggml_tensor * t = c.node->src[c.src];
         bytes.resize(ggml_nbytes(t));
         if (!bytes.empty()) {
             t->buffer->get_tensor(t, bytes.data(), 0, bytes.size());
         }
-        for (int64_t i3 = 0; i3 < t->ne[3]; ++i3) {
-            for (int64_t i2 = 0; i2 < t->ne[2]; ++i2) {
-                for (int64_t i1 = 0; i1 < t->ne[1]; ++i1) {
-                    for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) {
-                        const uint8_t * p = bytes.data() + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-                        int64_t         r;
-                        if (t->type == GGML_TYPE_I32) {
-                            int32_t v;
-                            std::memcpy(&v, p, sizeof(v));
-                            r = v;
-                        } else {
-                            std::memcpy(&r, p, sizeof(r));
-                        }
-                        if (r < 0 || r >= c.bound) {
-                            return fail_with(why, "row index " + std::to_string(r) + " outside [0, " +
-                                                      std::to_string(c.bound) + ")");
-                        }
-                    }
-                }
-            }
+        BadIndex bad;
+        if (find_bad_index(t, bytes.data(), index_limit(c.node), &bad)) {
+            bad.src = c.src;
+            return fail_with(why, bad_index_text(c.node, bad));
         }
     }
     return true;

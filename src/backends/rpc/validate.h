@@ -77,12 +77,13 @@ bool backward_family_rule(const ggml_tensor * node, const char ** rule);
 bool has_constructor_rule(ggml_op op);
 bool constructor_rule(const ggml_tensor * node, std::string * why);
 
-// Row indices of a GET_ROWS / SET_ROWS node, scanned before each compute,
-// unless the graph itself computes them (Note [Computed row indices]).
+// An index source of a node (its op's row names it, Note [Index sources]
+// in core/op_table.h), scanned before each compute, unless the graph
+// itself computes the indices (Note [Computed indices]).
 struct IndexCheck {
-    const ggml_tensor * indices;
-    int64_t             bound;              // every index in [0, bound)
-    bool                at_compute = false; // checked by the device's kernel instead
+    const ggml_tensor * node;
+    int                 src;                // node->src[src] holds the indices
+    bool                at_compute = false; // checked by the device before the node runs instead
 };
 
 // A graph rebuilt from a message: its own context, tensors pointing into
@@ -99,7 +100,9 @@ struct RebuiltGraph {
 std::unique_ptr<RebuiltGraph> rebuild_graph(const GraphMessage & msg, const BufferLookup & buffers,
                                             ggml_backend_dev_t dev, std::string * why);
 
-// The index tensors of g hold only valid row indices (read through the buffers).
+// Every index source of every node of g holds only indices inside its
+// bound (read through the buffers); false with why naming the operator,
+// the node and the value.
 bool check_indices(const RebuiltGraph & g, std::string * why);
 
 } // namespace loom::rpc

@@ -2,7 +2,8 @@
 // for nodes that come from the network (Note [RPC trust boundary] in
 // validate.h): the node's shape and type against its sources and its op
 // params, so that a kernel iterating over the node's shape stays inside its
-// sources and its result. GET_ROWS_BACK's indices are checked by its kernel.
+// sources and its result. GET_ROWS_BACK's indices are checked with every
+// index source (check_indices).
 // The optimizer steps write their parameter (their node is a view of it)
 // and AdamW its moments; rebuild_graph counts those among what a graph writes.
 

@@ -131,7 +131,9 @@ bool supports_soft_max_back(const ggml_tensor * op) {
 }
 
 // ---- GET_ROWS_BACK: dst row r = sum of the gradient rows whose index is r ----
-// Gradient rows past the last index take no part.
+// Gradient rows past the last index take no part. The indices are inside
+// dst's rows (checked before the kernel, Note [Index sources] in
+// core/op_table.h).
 
 void compute_get_rows_back(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * grad = dst->src[0];
@@ -146,14 +148,6 @@ void compute_get_rows_back(const ComputeParams & p, ggml_tensor * dst) {
     for (int64_t j = 0; j < k; ++j) {
         int32_t row;
         std::memcpy(&row, element_at(idx, j, 0, 0, 0), sizeof(row));
-        if (row < 0 || row >= n1) {
-            if (p.ith == 0) {
-                LOOM_LOG_ERROR("get_rows_back: index %d (position %lld) outside [0, %lld)", int(row), (long long) j,
-                               (long long) n1);
-                p.fail();
-            }
-            return;
-        }
         if (row < r.begin || row >= r.end) {
             continue;
         }

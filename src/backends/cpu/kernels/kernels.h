@@ -11,9 +11,12 @@
 // Kernels never allocate; scratch memory comes from params.wdata, sized by
 // the family's work_size_* function (shared by all threads).
 //
-// A kernel that finds its data unusable (a row index outside its tensor)
-// logs why, calls params.fail() and returns without writing dst; the graph
-// computation stops after that node and returns GGML_STATUS_FAILED.
+// Indices read from data (the index sources of an operator's row, Note
+// [Index sources] in core/op_table.h) are checked before the kernel runs
+// (compute.cpp): a kernel trusts them. A kernel that finds its data
+// unusable otherwise logs why, calls params.fail() and returns without
+// writing dst; the graph computation stops after that node and returns
+// GGML_STATUS_FAILED.
 
 #include <array>
 #include <atomic>

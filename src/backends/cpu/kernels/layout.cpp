@@ -11,7 +11,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "backends/cpu/kernels/element_at.h"
 #include "backends/cpu/kernels/kernels.h"
@@ -138,8 +137,9 @@ void compute_repeat_back(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// dst row (i1, i2, i3) = a's row + row ids[i1, i2] of b. An id outside b's
-// rows is a data error: the row becomes NaN.
+// dst row (i1, i2, i3) = a's row + row ids[i1, i2] of b. The ids are
+// inside b's rows (checked before the kernel, Note [Index sources] in
+// core/op_table.h).
 void compute_add_id(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * a   = dst->src[0];
     const ggml_tensor * b   = dst->src[1];
@@ -147,16 +147,10 @@ void compute_add_id(const ComputeParams & p, ggml_tensor * dst) {
     const Range         r   = split_range(ggml_nrows(dst), p.ith, p.nth);
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
         const RowPos ix = row_pos(ir, dst->ne);
-        int32_t        id;
+        int32_t      id;
         std::memcpy(&id, element_at(ids, ix.i1, ix.i2, 0, 0), sizeof(id));
         const char * x = element_at(a, 0, ix.i1, ix.i2, ix.i3);
         char *       y = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
-        if (id < 0 || id >= b->ne[1]) {
-            for (int64_t i = 0; i < dst->ne[0]; ++i) {
-                store_f32(y + i * int64_t(dst->nb[0]), std::numeric_limits<float>::quiet_NaN());
-            }
-            continue;
-        }
         const char * z = element_at(b, 0, id, 0, 0);
         for (int64_t i = 0; i < dst->ne[0]; ++i) {
             store_f32(y + i * int64_t(dst->nb[0]),

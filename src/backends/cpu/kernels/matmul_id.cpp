@@ -20,7 +20,8 @@
 //    of one expert's matrix, each taking that expert's columns against its
 //    rows, one column per call of the table's matrix-vector product (the
 //    portable dot products on the reference path).
-// An id outside [0, n_expert) is a data error: its column of dst is zero.
+// The ids are inside [0, n_expert): they are checked before the kernel
+// runs (Note [Index sources] in core/op_table.h).
 
 #include <algorithm>
 #include <cstring>
@@ -291,12 +292,6 @@ void compute_mul_mat_id(const ComputeParams & p, ggml_tensor * dst) {
             for (int64_t e = 0; e < n_ids; ++e) {
                 const int32_t id = *reinterpret_cast<const int32_t *>(static_cast<const char *>(ids->data) +
                                                                       e * ids->nb[0] + t * ids->nb[1]);
-                if (id < 0 || id >= n_as) {
-                    auto * out =
-                        reinterpret_cast<float *>(static_cast<char *>(dst->data) + e * dst->nb[1] + t * dst->nb[2]);
-                    std::fill(out, out + M, 0.0f);
-                    continue;
-                }
                 lists[id * n_cols + counts[id]++] = {int32_t(e), int32_t(t)};
             }
         }

@@ -147,16 +147,11 @@ void compute_ssm_scan(const ComputeParams & p, ggml_tensor * dst) {
         const int64_t g   = h / (n_head / n_group);
         const int32_t id  = *reinterpret_cast<const int32_t *>(static_cast<const char *>(ids->data) + seq * ids->nb[0]);
         float *       st  = s_base + (seq * n_head + h) * head_state;
-        // An id outside s is a data error: the sequence starts from zeros.
-        // The first token reads the input state where it is.
-        const float * from = st;
-        if (id >= 0 && id < s0->ne[3]) {
-            from = at_f32(s0, 0, 0, h, id);
-            if (n_tok == 0) {
-                std::memcpy(st, from, size_t(head_state) * sizeof(float));
-            }
-        } else {
-            std::fill(st, st + head_state, 0.0f);
+        // id is one of s's states (checked before the kernel, Note [Index
+        // sources] in core/op_table.h). The first token reads it where it is.
+        const float * from = at_f32(s0, 0, 0, h, id);
+        if (n_tok == 0) {
+            std::memcpy(st, from, size_t(head_state) * sizeof(float));
         }
         for (int64_t t = 0; t < n_tok; ++t) {
             const float * xs  = at_f32(x, 0, h, t, seq);
