@@ -28,23 +28,7 @@ inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1)
 
 } // namespace
 
-float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y) {
-    return dot_blocks<Q80>(n, x, y);
-}
-
-float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y) {
-    return dot_blocks<Q40>(n, x, y);
-}
-
-void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd) {
-    gemv<Q80>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
-
-void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-               float * dst, size_t ldd) {
-    gemv<Q40>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
-}
+#include "quants_entries.h"
 
 } // namespace loom::cpu::neon_dot
 
