@@ -35,6 +35,11 @@ void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void
                 float * dst, size_t ldd);
 void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
+// Q4_K and Q6_K against Q8_K columns.
+void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
 
 } // namespace loom::cpu::neon
 
@@ -45,6 +50,11 @@ float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
 void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
 void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+// Q4_K and Q6_K against Q8_K columns.
+void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
+void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
 
 } // namespace loom::cpu::neon_dot

@@ -21,7 +21,17 @@ inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1)
     return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
 }
 
+inline int sum32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    return block_sum(x0, x1, y0, y1);
+}
+
+inline int sum16(int8x16_t q, int8x16_t y) {
+    // Two products of at most 32 * 128 per 16-bit lane.
+    return vaddlvq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(q), vget_low_s8(y)), q, y));
+}
+
 #include "quants_impl.h"
+#include "kquants_impl.h"
 
 } // namespace
 

@@ -24,7 +24,16 @@ inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1)
     return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, y0), x1, y1));
 }
 
+inline int sum32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    return block_sum(x0, x1, y0, y1);
+}
+
+inline int sum16(int8x16_t q, int8x16_t y) {
+    return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), q, y));
+}
+
 #include "quants_impl.h"
+#include "kquants_impl.h"
 
 } // namespace
 

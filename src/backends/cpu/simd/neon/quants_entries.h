@@ -1,6 +1,7 @@
-// The Q8_0/Q4_0 entries of a NEON table, on quants_impl.h's templates (in
+// The Q8_0/Q4_0, Q4_K and Q6_K entries of a NEON table, on quants_impl.h's
+// and kquants_impl.h's templates (in
 // the anonymous namespace of the including file). Included inside the
-// table's namespace (neon:: or neon_dot::), after quants_impl.h.
+// table's namespace (neon:: or neon_dot::), after them.
 
 float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y) {
     return dot_blocks<Q80>(n, x, y);
@@ -18,4 +19,14 @@ void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
     gemv<Q40>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q4K>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    kq_gemv<Q6K>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
