@@ -4,7 +4,7 @@
 // Prints one JSON line: {"pp": prompt tokens/s, "tg": generation tokens/s,
 // "devices": [...]}.
 //
-//   llama_speed MODEL N_PROMPT N_GEN THREADS PLUGIN_DIR
+//   llama_speed MODEL N_PROMPT N_GEN THREADS PLUGIN_DIR   (LLAMA_SPEED_NO_REPACK=1: no repacked weights)
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +37,9 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers       = 0;
+    // LLAMA_SPEED_NO_REPACK=1: weights stay in ggml's layout (no extra
+    // buffer types such as CPU_REPACK), on either library.
+    if (const char * e = std::getenv("LLAMA_SPEED_NO_REPACK"); e != nullptr && e[0] == '1') mp.use_extra_bufts = false;
     llama_model * model   = llama_model_load_from_file(argv[1], mp);
     if (model == nullptr) return 1;
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
