@@ -35,7 +35,9 @@ void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void
                 float * dst, size_t ldd);
 void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
-// Q4_K and Q6_K against Q8_K columns.
+// IQ4_NL against Q8_0 columns; Q4_K and Q6_K against Q8_K columns.
+void  gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
 void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
 void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
@@ -51,7 +53,9 @@ void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void
                 float * dst, size_t ldd);
 void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
-// Q4_K and Q6_K against Q8_K columns.
+// IQ4_NL against Q8_0 columns; Q4_K and Q6_K against Q8_K columns.
+void  gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
 void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
 void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,

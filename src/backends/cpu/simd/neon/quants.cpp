@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include "core/fp16.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
 #include "neon.h"
 
 namespace loom::cpu::neon {

@@ -7,6 +7,8 @@
 #include <arm_neon.h>
 
 #include "core/fp16.h"
+#include "core/types/i_quants.h"
+#include "core/types/iq_tables.h"
 #include "neon.h"
 
 #if defined(__clang__)

@@ -1,4 +1,4 @@
-// The Q8_0/Q4_0, Q4_K and Q6_K entries of a NEON table, on quants_impl.h's
+// The Q8_0/Q4_0, IQ4_NL, Q4_K and Q6_K entries of a NEON table, on quants_impl.h's
 // and kquants_impl.h's templates (in
 // the anonymous namespace of the including file). Included inside the
 // table's namespace (neon:: or neon_dot::), after them.
@@ -29,4 +29,9 @@ void gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
     kq_gemv<Q6K>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                 float * dst, size_t ldd) {
+    gemv<IQ4NL>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }

@@ -1,4 +1,4 @@
-// The Q8_0 and Q4_0 products of the NEON tables, on an integer block sum
+// The Q8_0, Q4_0 and IQ4_NL products of the NEON tables, on an integer block sum
 // that each table supplies: block_sum(x0, x1, y0, y1), the sum of the
 // products of 32 signed bytes (x0, x1 with y0, y1). Included inside the
 // namespace of its table (neon:: or neon_dot::), after block_sum.
@@ -27,6 +27,18 @@ struct Q40 {
         const int8x16_t  e = vdupq_n_s8(8);
         x0                 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), e);
         x1                 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), e);
+    }
+};
+
+// IQ4_NL: Q4_0's layout, each nibble an index into the type's 16 levels
+// (one table lookup per 16 values).
+struct IQ4NL {
+    using W = block_iq4_nl;
+    static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
+        const int8x16_t  levels = vld1q_s8(iq::kvalues_iq4nl);
+        const uint8x16_t q      = vld1q_u8(x.qs);
+        x0                      = vqtbl1q_s8(levels, vandq_u8(q, vdupq_n_u8(0x0f)));
+        x1                      = vqtbl1q_s8(levels, vshrq_n_u8(q, 4));
     }
 };
 

@@ -1,6 +1,6 @@
 // The 64-bit Arm kernel tables: "neon" (the base architecture's Advanced
 // SIMD) and "neon_dotprod" (with the dot-product extension's Q8_0, Q4_0,
-// Q4_K and Q6_K products). Each is the portable table with the entries these files have
+// IQ4_NL, Q4_K and Q6_K products). Each is the portable table with the entries these files have
 // replaced; an entry not replaced stays the portable one. A table is built
 // on the first call of its accessor after its check passed.
 
@@ -28,6 +28,7 @@ KernelTable build_neon() {
     t.gemv_f16          = neon::gemv_f16;
     t.gemv_q8_0         = neon::gemv_q8_0;
     t.gemv_q4_0         = neon::gemv_q4_0;
+    t.gemv_quant[GGML_TYPE_IQ4_NL] = neon::gemv_iq4_nl;
     t.gemv_quant[GGML_TYPE_Q4_K] = neon::gemv_q4_K;
     t.gemv_quant[GGML_TYPE_Q6_K] = neon::gemv_q6_K;
     t.max_f32           = neon::max_f32;
@@ -45,6 +46,7 @@ KernelTable build_neon_dotprod() {
     t.dot_q4_0_q8_0 = neon_dot::dot_q4_0_q8_0;
     t.gemv_q8_0     = neon_dot::gemv_q8_0;
     t.gemv_q4_0     = neon_dot::gemv_q4_0;
+    t.gemv_quant[GGML_TYPE_IQ4_NL] = neon_dot::gemv_iq4_nl;
     t.gemv_quant[GGML_TYPE_Q4_K] = neon_dot::gemv_q4_K;
     t.gemv_quant[GGML_TYPE_Q6_K] = neon_dot::gemv_q6_K;
     return t;
