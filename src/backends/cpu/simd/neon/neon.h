@@ -29,36 +29,12 @@ constexpr int GEMM_NR = 4;
 void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n, bool accumulate);
 
 void  quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n);
-float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y);
-float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
-void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
-void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
-// IQ4_NL against Q8_0 columns; Q4_K and Q6_K against Q8_K columns.
-void  gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                  float * dst, size_t ldd);
-void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
-void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
+#include "quants_decls.h"
 
 } // namespace loom::cpu::neon
 
 namespace loom::cpu::neon_dot {
 
-float dot_q8_0_q8_0(int64_t n, const block_q8_0 * x, const block_q8_0 * y);
-float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y);
-void  gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
-void  gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
-// IQ4_NL against Q8_0 columns; Q4_K and Q6_K against Q8_K columns.
-void  gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                  float * dst, size_t ldd);
-void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
-void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
-                float * dst, size_t ldd);
+#include "quants_decls.h"
 
 } // namespace loom::cpu::neon_dot
