@@ -162,8 +162,8 @@ float max_f32(int64_t n, const float * x) {
 }
 
 void mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w) {
-    // Four rows per pass over y where they are live, one product and one
-    // addition per row and element in row order.
+    // One pass over y per row of nonzero weight, rows in order: one
+    // product and one addition per row and element, as the portable loop.
     for (int64_t i = 0; i < nrows; ++i) {
         if (w[i] == 0.0f) continue;
         const float *     row = reinterpret_cast<const float *>(static_cast<const char *>(x) + size_t(i) * ldx);

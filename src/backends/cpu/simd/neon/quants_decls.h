@@ -14,4 +14,5 @@ void  gemv_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void
                 float * dst, size_t ldd);
 void  gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                 float * dst, size_t ldd);
-
+// Sets the entries above in t.
+void add_quant_kernels(KernelTable & t);

@@ -35,3 +35,14 @@ void gemv_iq4_nl(int64_t K, const void * a, size_t lda, int64_t nrows, const voi
                  float * dst, size_t ldd) {
     gemv<IQ4NL>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
+
+// These entries into a table.
+void add_quant_kernels(KernelTable & t) {
+    t.dot_q8_0_q8_0                = dot_q8_0_q8_0;
+    t.dot_q4_0_q8_0                = dot_q4_0_q8_0;
+    t.gemv_q8_0                    = gemv_q8_0;
+    t.gemv_q4_0                    = gemv_q4_0;
+    t.gemv_quant[GGML_TYPE_IQ4_NL] = gemv_iq4_nl;
+    t.gemv_quant[GGML_TYPE_Q4_K]   = gemv_q4_K;
+    t.gemv_quant[GGML_TYPE_Q6_K]   = gemv_q6_K;
+}

@@ -19,36 +19,24 @@ KernelTable build_neon() {
     t.name              = "neon";
     t.dot_f32           = neon::dot_f32;
     t.dot_f16           = neon::dot_f16;
-    t.dot_q8_0_q8_0     = neon::dot_q8_0_q8_0;
-    t.dot_q4_0_q8_0     = neon::dot_q4_0_q8_0;
     t.quantize_row_q8_0 = neon::quantize_row_q8_0;
     t.fp16_to_fp32_row  = neon::fp16_to_fp32_row;
     t.fp32_to_fp16_row  = neon::fp32_to_fp16_row;
     t.gemv_f32          = neon::gemv_f32;
     t.gemv_f16          = neon::gemv_f16;
-    t.gemv_q8_0         = neon::gemv_q8_0;
-    t.gemv_q4_0         = neon::gemv_q4_0;
-    t.gemv_quant[GGML_TYPE_IQ4_NL] = neon::gemv_iq4_nl;
-    t.gemv_quant[GGML_TYPE_Q4_K] = neon::gemv_q4_K;
-    t.gemv_quant[GGML_TYPE_Q6_K] = neon::gemv_q6_K;
     t.max_f32           = neon::max_f32;
     t.mad_rows_f32      = neon::mad_rows_f32;
     t.gemm_micro        = neon::gemm_micro;
     t.mr                = neon::GEMM_MR;
     t.nr                = neon::GEMM_NR;
+    neon::add_quant_kernels(t);
     return t;
 }
 
 KernelTable build_neon_dotprod() {
     KernelTable t   = *neon_kernels();
     t.name          = "neon_dotprod";
-    t.dot_q8_0_q8_0 = neon_dot::dot_q8_0_q8_0;
-    t.dot_q4_0_q8_0 = neon_dot::dot_q4_0_q8_0;
-    t.gemv_q8_0     = neon_dot::gemv_q8_0;
-    t.gemv_q4_0     = neon_dot::gemv_q4_0;
-    t.gemv_quant[GGML_TYPE_IQ4_NL] = neon_dot::gemv_iq4_nl;
-    t.gemv_quant[GGML_TYPE_Q4_K] = neon_dot::gemv_q4_K;
-    t.gemv_quant[GGML_TYPE_Q6_K] = neon_dot::gemv_q6_K;
+    neon_dot::add_quant_kernels(t);
     return t;
 }
 
