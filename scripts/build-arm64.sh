@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cross-builds loom for 64-bit Arm Linux with Debian's cross compiler
-# (scripts/install-cross-arm64.sh) into build-arm64/: the core, allocator,
+# (installed here when missing) into build-arm64/: the core, allocator,
 # backend layer, scheduler, CPU backend, GGUF, tools and tests; the backends
 # that need libraries of the target (RPC's gRPC, OpenBLAS, Vulkan) are off.
 #
@@ -12,6 +12,7 @@
 # environment turns warnings into errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/install-deps.sh g++-aarch64-linux-gnu libc6-dev-arm64-cross
 werror=()
 if [ "${LOOM_WERROR:-0}" = 1 ]; then
     werror=(-DLOOM_WERROR=ON)
