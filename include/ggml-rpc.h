@@ -99,6 +99,11 @@ struct loom_rpc_server_params {
     // Content cache held in memory, bytes; 0: 1 GiB with a cache_dir, else
     // no content cache (clients then neither hash nor look up uploads).
     size_t               cache_bytes;
+    // The protocol served: NULL or "loom" (loom's, with its token), or
+    // "ggml": ggml 0.25.1's RPC protocol (7.0.0), for clients built on ggml;
+    // it has no authentication, so token is not used, and cache_dir is
+    // ggml's file cache (files named by FNV-1a). docs/rpc.md.
+    const char *         protocol;
 };
 typedef struct loom_rpc_server * loom_rpc_server_t;
 

@@ -8,6 +8,9 @@
 //
 // PLUGIN_DIR is given to ggml_backend_load_all_from_path, as node-llama-cpp
 // does with its folder of libraries (ggml's CPU lives in a plugin there).
+// With LLAMA_GREEDY_RPC=host:port, every layer runs on that RPC server's
+// first device, added through ggml's RPC reg as llama.cpp's --rpc does
+// (scripts/test-ggml-rpc.sh).
 
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,23 @@ int main(int argc, char ** argv) {
 
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers       = 0;
+    ggml_backend_dev_t remote[2] = {nullptr, nullptr};
+    if (const char * rpc = std::getenv("LLAMA_GREEDY_RPC")) {
+        ggml_backend_reg_t reg = ggml_backend_reg_by_name("RPC");
+        using add_server_t     = ggml_backend_reg_t (*)(const char *);
+        auto add = reg != nullptr ? reinterpret_cast<add_server_t>(
+                                        ggml_backend_reg_get_proc_address(reg, "ggml_backend_rpc_add_server"))
+                                  : nullptr;
+        ggml_backend_reg_t server = add != nullptr ? add(rpc) : nullptr;
+        if (server == nullptr || ggml_backend_reg_dev_count(server) == 0) {
+            std::fprintf(stderr, "cannot use the RPC server %s\n", rpc);
+            return 1;
+        }
+        ggml_backend_register(server);
+        remote[0]       = ggml_backend_reg_dev_get(server, 0);
+        mp.devices      = remote;
+        mp.n_gpu_layers = 999;
+    }
     llama_model * model   = llama_model_load_from_file(model_path, mp);
     if (model == nullptr) {
         std::fprintf(stderr, "cannot load %s\n", model_path);

@@ -2,6 +2,8 @@
 //
 //   LOOM_RPC_TOKEN=<secret> loom-rpc-server [-H host] [-p port] [-d dev,...]
 //                  [-t threads] [-c cache_dir] [--cache-mib n] [--tls-cert f --tls-key f]
+//   loom-rpc-server --protocol ggml [-H host] [-p port] [-d dev,...] [-t threads] [-c cache_dir]
+//                  (ggml's RPC protocol, for llama.cpp's --rpc; no token)
 //
 // Binds to 127.0.0.1 unless -H says otherwise. Stops on SIGINT / SIGTERM.
 
@@ -20,7 +22,7 @@ namespace {
 void usage(const char * argv0) {
     std::fprintf(stderr,
                  "usage: %s [-H host] [-p port] [-d dev1,dev2] [-t threads] [-c cache_dir] [--cache-mib n] "
-                 "[--tls-cert pem --tls-key pem]\n"
+                 "[--tls-cert pem --tls-key pem] [--protocol loom|ggml]\n"
                  "  -H host       address to bind (default 127.0.0.1; 0.0.0.0 exposes the server to the network)\n"
                  "  -p port       port (default 50052)\n"
                  "  -d devices    comma-separated device names to expose (default CPU)\n"
@@ -29,14 +31,17 @@ void usage(const char * argv0) {
                  "  --cache-mib n keep up to n MiB of uploaded tensors in memory by content hash, so that\n"
                  "                content a client sent before is not sent again (default: none without -c)\n"
                  "  --tls-cert, --tls-key  serve TLS only (or LOOM_RPC_TLS_CERT / LOOM_RPC_TLS_KEY)\n"
-                 "The token is read from LOOM_RPC_TOKEN and is required.\n",
+                 "  --protocol p  loom (default) or ggml: ggml 0.25.1's RPC protocol, for programs built on ggml\n"
+                 "                (llama.cpp's --rpc); it has no authentication: keep it on loopback or use TLS.\n"
+                 "                -c dir is then ggml's file cache.\n"
+                 "The token is read from LOOM_RPC_TOKEN and is required with loom's protocol.\n",
                  argv0);
 }
 
 } // namespace
 
 int main(int argc, char ** argv) {
-    std::string host = "127.0.0.1", port = "50052", devices, cache_dir;
+    std::string host = "127.0.0.1", port = "50052", devices, cache_dir, protocol = "loom";
     const char *tls_cert = std::getenv("LOOM_RPC_TLS_CERT"), *tls_key = std::getenv("LOOM_RPC_TLS_KEY");
     size_t      n_threads = 0, cache_mib = 0;
     for (int i = 1; i < argc; ++i) {
@@ -58,13 +63,19 @@ int main(int argc, char ** argv) {
             tls_cert = argv[++i];
         } else if (a == "--tls-key" && more) {
             tls_key = argv[++i];
+        } else if (a == "--protocol" && more) {
+            protocol = argv[++i];
         } else {
             usage(argv[0]);
             return a == "-h" || a == "--help" ? 0 : 2;
         }
     }
+    if (protocol != "loom" && protocol != "ggml") {
+        usage(argv[0]);
+        return 2;
+    }
     const char * token = std::getenv("LOOM_RPC_TOKEN");
-    if (token == nullptr || token[0] == '\0') {
+    if (protocol == "loom" && (token == nullptr || token[0] == '\0')) {
         std::fprintf(stderr, "loom-rpc-server: set LOOM_RPC_TOKEN to the token clients must present\n");
         return 2;
     }
@@ -100,11 +111,13 @@ int main(int argc, char ** argv) {
     p.devices       = devs.empty() ? nullptr : devs.data();
     p.tls_cert_path = tls_cert;
     p.tls_key_path  = tls_key;
+    p.protocol      = protocol.c_str();
     loom_rpc_server_t server = loom_rpc_server_start(&p);
     if (server == nullptr) {
         return 1;
     }
     std::printf("loom-rpc-server: listening on %s:%d\n", host.c_str(), loom_rpc_server_port(server));
+    std::printf("  protocol: %s\n", protocol.c_str());
     for (size_t i = 0; i < (devs.empty() ? 1 : devs.size()); ++i) {
         std::printf("  device %zu: %s\n", i, devs.empty() ? "CPU" : ggml_backend_dev_name(devs[i]));
     }

@@ -16,6 +16,8 @@
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
 #include "bulk_server.h"
+#include "ggml_server.h"
+#include "ggml_wire.h"
 #include "server_core.h"
 
 using namespace loom::rpc;
@@ -159,14 +161,66 @@ struct loom_rpc_server {
     std::unique_ptr<BulkServer>   bulk;
     std::unique_ptr<Service>      service;
     std::unique_ptr<grpc::Server> server;
+    std::unique_ptr<GgmlServer>   ggml; // instead of the three above
     int                           port = 0;
 };
+
+namespace {
+
+bool is_loopback(const std::string & host) {
+    return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// ggml's protocol (ggml_server.h) on the endpoint.
+loom_rpc_server_t start_ggml(const loom_rpc_server_params * p, ServerOptions opt) {
+    const std::string endpoint = p->endpoint;
+    const size_t      colon    = endpoint.rfind(':');
+    char *            end      = nullptr;
+    const long        port     = colon == std::string::npos ? -1 : std::strtol(endpoint.c_str() + colon + 1, &end, 10);
+    if (port < 0 || port > 65535 || end == nullptr || *end != '\0') {
+        LOOM_LOG_ERROR("rpc server: endpoint %s is not host:port\n", p->endpoint);
+        return nullptr;
+    }
+    GgmlServerOptions g;
+    g.devices   = opt.devices;
+    g.cache_dir = opt.cache_dir;
+    if (p->tls_cert_path != nullptr && !(g.tls = bulk::server_tls(p->tls_cert_path, p->tls_key_path))) {
+        return nullptr;
+    }
+    // The file cache is ggml's, not loom's content cache.
+    opt.cache_dir.clear();
+    opt.cache_bytes = 0;
+    auto srv  = std::make_unique<loom_rpc_server>();
+    srv->core = std::make_unique<ServerCore>(std::move(opt));
+    srv->ggml = std::make_unique<GgmlServer>(*srv->core, std::move(g));
+    const std::string host = bulk::endpoint_host(endpoint);
+    if (!srv->ggml->start(host, int(port))) {
+        return nullptr;
+    }
+    srv->port = srv->ggml->port();
+    if (!is_loopback(host) && p->tls_cert_path == nullptr) {
+        LOOM_LOG_WARN("rpc server: ggml's RPC protocol has no authentication and this server listens on %s:%d in "
+                      "clear: anyone who reaches that port can use its devices and read what its clients upload. "
+                      "Serve it on loopback, or with --tls-cert/--tls-key behind a TLS tunnel (docs/rpc.md).\n",
+                      host.c_str(), srv->port);
+    }
+    LOOM_LOG_INFO("rpc server: ggml protocol %d.%d.%d on %s (port %d)%s\n", int(ggml_wire::k_major), int(ggml_wire::k_minor), int(ggml_wire::k_patch), p->endpoint,
+                  srv->port, p->tls_cert_path != nullptr ? " with TLS" : "");
+    return srv.release();
+}
+
+} // namespace
 
 extern "C" {
 
 loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     LOOM_REQUIRE(p != nullptr && p->endpoint != nullptr, "NULL parameters or endpoint");
-    if (p->token == nullptr || p->token[0] == '\0') {
+    const std::string protocol = p->protocol != nullptr ? p->protocol : "loom";
+    if (protocol != "loom" && protocol != "ggml") {
+        LOOM_LOG_ERROR("rpc server: unknown protocol %s (loom or ggml)\n", protocol.c_str());
+        return nullptr;
+    }
+    if (protocol == "loom" && (p->token == nullptr || p->token[0] == '\0')) {
         LOOM_LOG_ERROR("rpc server: a token is required (LOOM_RPC_TOKEN or loom_rpc_server_params.token)\n");
         return nullptr;
     }
@@ -183,6 +237,9 @@ loom_rpc_server_t loom_rpc_server_start(const loom_rpc_server_params * p) {
     opt.cache_dir   = p->cache_dir != nullptr ? p->cache_dir : "";
     opt.cache_bytes = p->cache_bytes != 0 ? p->cache_bytes : opt.cache_dir.empty() ? 0 : size_t(1) << 30;
     opt.n_threads = int(p->n_threads);
+    if (protocol == "ggml") {
+        return start_ggml(p, std::move(opt));
+    }
 
     std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
     if (p->tls_cert_path != nullptr) {
@@ -248,6 +305,11 @@ void loom_rpc_server_stop(loom_rpc_server_t server) {
     if (server == nullptr) {
         return;
     }
+    if (server->ggml) {
+        server->ggml->stop();
+        delete server;
+        return;
+    }
     server->service->stop();
     if (server->bulk) {
         server->bulk->stop();
@@ -268,7 +330,13 @@ void ggml_backend_rpc_start_server(const char * endpoint, const char * cache_dir
     p.devices       = devices;
     p.tls_cert_path = std::getenv("LOOM_RPC_TLS_CERT");
     p.tls_key_path  = std::getenv("LOOM_RPC_TLS_KEY");
+    p.protocol      = std::getenv("LOOM_RPC_PROTOCOL");
     loom_rpc_server_t server = loom_rpc_server_start(&p);
+    if (server != nullptr && server->ggml) {
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::hours(24)); // until the process ends
+        }
+    }
     if (server != nullptr) {
         server->server->Wait();
     }

@@ -462,8 +462,13 @@ bool elements_apart(const ggml_tensor * t) {
 }
 
 bool check_node(const ggml_tensor * node, std::string * why) {
-    if (node->op <= GGML_OP_NONE || node->op >= GGML_OP_COUNT) {
+    if (node->op < GGML_OP_NONE || node->op >= GGML_OP_COUNT) {
         return fail_with(why, "node without a valid op");
+    }
+    if (node->op == GGML_OP_NONE) {
+        // Computes nothing: every device skips it, as in ggml (graphs hold
+        // such nodes, inputs flagged as parameters for one).
+        return true;
     }
     if (is_view_op(node->op)) {
         // No computation: the view's own memory was checked against its buffer.
