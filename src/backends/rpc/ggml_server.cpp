@@ -78,11 +78,14 @@ class Connection {
         for (;;) {
             uint8_t  cmd  = 0;
             uint64_t size = 0;
-            if (!io_.wait(-1) || !io_.read(&cmd, 1) || !io_.read(&size, sizeof(size))) {
+            if (!io_.wait(-1) || !io_.read(&cmd, 1)) {
                 return; // the client left
             }
             if (cmd >= gw::k_cmd_count) {
                 refuse("request", "unknown command " + std::to_string(cmd));
+                return;
+            }
+            if (!io_.read(&size, sizeof(size))) {
                 return;
             }
             cmd_ = gw::Cmd(cmd);
