@@ -1,4 +1,4 @@
-// The Q8_0/Q4_0 products of the NEON dot-product table: four byte products
+// The quantized products of the NEON dot-product table: four byte products
 // per 32-bit lane in one SDOT. Compiled for armv8.2-a+dotprod; the table
 // that holds them is built only where the processor reports the extension.
 
@@ -6,9 +6,13 @@
 
 #include <arm_neon.h>
 
+#include <cstring>
+
 #include "core/fp16.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
+#include "core/types/legacy_k.h"
+#include "core/types/other.h"
 #include "neon.h"
 
 #if defined(__clang__)
@@ -34,6 +38,7 @@ inline int sum16(int8x16_t q, int8x16_t y) {
     return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), q, y));
 }
 
+#include "core/types/fp4_values.inc"
 #include "quants_impl.h"
 #include "kquants_impl.h"
 

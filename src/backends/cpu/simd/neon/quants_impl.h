@@ -1,4 +1,4 @@
-// The Q8_0, Q4_0 and IQ4_NL products of the NEON tables, on an integer block sum
+// The Q8_0, Q4_0, IQ4_NL and MXFP4 products of the NEON tables, on an integer block sum
 // that each table supplies: block_sum(x0, x1, y0, y1), the sum of the
 // products of 32 signed bytes (x0, x1 with y0, y1). Included inside the
 // namespace of its table (neon:: or neon_dot::), after block_sum.
@@ -8,12 +8,9 @@
 // results differ from the portable table's only where the compiler fused
 // those operations there.
 
-inline float block_scale(ggml_fp16_t a, ggml_fp16_t b) {
-    return fp16_to_fp32(a) * fp16_to_fp32(b);
-}
-
 struct Q80 {
     using W = block_q8_0;
+    static float scale(const W & x) { return fp16_to_fp32(x.d); }
     static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
         x0 = vld1q_s8(x.qs);
         x1 = vld1q_s8(x.qs + 16);
@@ -22,6 +19,7 @@ struct Q80 {
 
 struct Q40 {
     using W = block_q4_0;
+    static float scale(const W & x) { return fp16_to_fp32(x.d); }
     static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
         const uint8x16_t q = vld1q_u8(x.qs);
         const int8x16_t  e = vdupq_n_s8(8);
@@ -34,8 +32,28 @@ struct Q40 {
 // (one table lookup per 16 values).
 struct IQ4NL {
     using W = block_iq4_nl;
+    static float scale(const W & x) { return fp16_to_fp32(x.d); }
     static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
         const int8x16_t  levels = vld1q_s8(iq::kvalues_iq4nl);
+        const uint8x16_t q      = vld1q_u8(x.qs);
+        x0                      = vqtbl1q_s8(levels, vandq_u8(q, vdupq_n_u8(0x0f)));
+        x1                      = vqtbl1q_s8(levels, vshrq_n_u8(q, 4));
+    }
+};
+
+// MXFP4: Q4_0's layout, each nibble an E2M1 value doubled (an integer of
+// -12..12), the block's E8M0 scale halved to match: 2^(e - 128), the float
+// of bits (e - 1) << 23, or for e < 2 the subnormal 0x00200000 << e.
+struct MXFP4 {
+    using W = block_mxfp4;
+    static float scale(const W & x) {
+        const uint32_t bits = x.e >= 2 ? uint32_t(x.e - 1) << 23 : 0x00200000u << x.e;
+        float          f;
+        std::memcpy(&f, &bits, sizeof(f));
+        return f;
+    }
+    static void load(const W & x, int8x16_t & x0, int8x16_t & x1) {
+        const int8x16_t  levels = vld1q_s8(kvalues_fp4);
         const uint8x16_t q      = vld1q_u8(x.qs);
         x0                      = vqtbl1q_s8(levels, vandq_u8(q, vdupq_n_u8(0x0f)));
         x1                      = vqtbl1q_s8(levels, vshrq_n_u8(q, 4));
@@ -48,7 +66,7 @@ template <class Q> float dot_blocks(int64_t n, const typename Q::W * x, const bl
         int8x16_t x0, x1;
         Q::load(x[b], x0, x1);
         const int32_t isum = block_sum(x0, x1, vld1q_s8(y[b].qs), vld1q_s8(y[b].qs + 16));
-        sum                = sum + float(isum) * block_scale(x[b].d, y[b].d);
+        sum                = sum + float(isum) * (Q::scale(x[b]) * fp16_to_fp32(y[b].d));
     }
     return sum;
 }
@@ -69,7 +87,7 @@ void gemv_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
         for (int64_t i = 0; i < nb; ++i) {
             int8x16_t x0, x1;
             Q::load(x[i], x0, x1);
-            const float dx = fp16_to_fp32(x[i].d);
+            const float dx = Q::scale(x[i]);
             for (int c = 0; c < C; ++c) {
                 const int32_t isum = block_sum(x0, x1, vld1q_s8(col[c][i].qs), vld1q_s8(col[c][i].qs + 16));
                 sum[c]             = sum[c] + float(isum) * (dx * fp16_to_fp32(col[c][i].d));
