@@ -31,7 +31,7 @@ struct F32 {
 struct F16 {
     using T = ggml_fp16_t;
     static float32x4_t load4(const T * p) { return load_f16x4(p); }
-    static float       one(T v) { return fp16_to_fp32(v); }
+    static float       one(T v) { return half_to_f32(v); }
 };
 
 // A bf16 value is the top half of an f32: widened with a shift of 16.
@@ -149,7 +149,7 @@ void fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n) {
         vst1q_f32(y + i, load_f16x4(x + i));
     }
     for (; i < n; ++i) {
-        y[i] = fp16_to_fp32(x[i]);
+        y[i] = half_to_f32(x[i]);
     }
 }
 

@@ -1,8 +1,10 @@
 // The K-quant and IQ4_XS matrix-vector products of the NEON tables against
 // Q8_K columns, on integer sums each table supplies (included inside the
 // table's namespace, in an anonymous namespace, after them):
-//   sum32(l0, l1, y0, y1): the products of 32 levels (l0, l1 as signed
-//                          bytes) with 32 column bytes;
+//   dot32(l0, l1, y0, y1): the products of 32 levels (l0, l1 as signed
+//                          bytes) with 32 column bytes, as four int32 lanes
+//                          whose sum is the total;
+//   sum32(l0, l1, y0, y1): that total;
 //   sum16(l, y):           the products of 16 levels with 16 column bytes.
 // Levels are at most 127 in magnitude. Every block's integer totals are the
 // portable dot product's (exact); they meet the scales in the portable
@@ -10,38 +12,58 @@
 
 // Q4_K and Q5_K: group g of 32 values holds the low (g even) or high (g odd)
 // nibbles of qs[32 (g / 2) ..], plus 16 where bit g of qh[l] is set (Q5_K).
+// The eight six-bit scales and mins (scale_min_k4's) are decoded at once,
+// four bytes to a word:
+//   scales 0-3: bytes 0-3 & 63;  mins 0-3: bytes 4-7 & 63;
+//   scales 4-7: low nibbles of bytes 8-11, top bits of bytes 0-3 above them;
+//   mins 4-7:   high nibbles of bytes 8-11, top bits of bytes 4-7 above them.
+// Each group's products stay in four lanes, multiplied there by the group's
+// scale; the block's isum is their total (at most 8 groups * 63 * 32 * 31 *
+// 127 in magnitude, far inside int32), msum the mins against the column's
+// sums of 32, both the portable integers.
 template <class Block, bool Fifth> struct K4Levels {
     using W = Block;
-    static float block(const W & x, const block_q8_K & y) {
+    template <int G>
+    static void group(const W & x, const block_q8_K & y, int32x4_t sc_lo, int32x4_t sc_hi, uint8x16_t & h0,
+                      uint8x16_t & h1, int32x4_t & total) {
         const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1);
-        // Q5_K's fifth bits, shifted down by one per group.
+        const uint8x16_t q0 = vld1q_u8(x.qs + 32 * (G / 2)), q1 = vld1q_u8(x.qs + 32 * (G / 2) + 16);
+        uint8x16_t       l0 = G % 2 == 0 ? vandq_u8(q0, m4) : vshrq_n_u8(q0, 4);
+        uint8x16_t       l1 = G % 2 == 0 ? vandq_u8(q1, m4) : vshrq_n_u8(q1, 4);
+        if constexpr (Fifth) {
+            l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(h0, one), 4));
+            l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(h1, one), 4));
+            h0 = vshrq_n_u8(h0, 1);
+            h1 = vshrq_n_u8(h1, 1);
+        }
+        const int32x4_t d = dot32(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), vld1q_s8(y.qs + 32 * G),
+                                  vld1q_s8(y.qs + 32 * G + 16));
+        total = vmlaq_laneq_s32(total, d, G < 4 ? sc_lo : sc_hi, G % 4);
+    }
+
+    static float block(const W & x, const block_q8_K & y) {
+        uint32_t w[3];
+        std::memcpy(w, x.scales, sizeof(w));
+        const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, top2 = 0x03030303u;
+        const uint64_t sc  = uint64_t(w[0] & lo6) | uint64_t((w[2] & lo4) | (((w[0] >> 6) & top2) << 4)) << 32;
+        const uint64_t mn  = uint64_t(w[1] & lo6) | uint64_t(((w[2] >> 4) & lo4) | (((w[1] >> 6) & top2) << 4)) << 32;
+        const int16x8_t s16 = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(sc)));
+        const int16x8_t m16 = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(mn)));
+        // The column's sums of 32: bsums in pairs.
+        const int16x8_t g16  = vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
+        const int32_t   msum = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(g16), vget_low_s16(m16)), g16, m16));
         uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;
         if constexpr (Fifth) {
             h0 = vld1q_u8(x.qh);
             h1 = vld1q_u8(x.qh + 16);
         }
-        int isum = 0, msum = 0;
-        for (int p = 0; p < 4; ++p) {
-            const uint8x16_t q0 = vld1q_u8(x.qs + 32 * p), q1 = vld1q_u8(x.qs + 32 * p + 16);
-            for (int h = 0; h < 2; ++h) {
-                const int  g = 2 * p + h;
-                uint8_t    sc, m;
-                scale_min_k4(g, x.scales, sc, m);
-                uint8x16_t l0 = h == 0 ? vandq_u8(q0, m4) : vshrq_n_u8(q0, 4);
-                uint8x16_t l1 = h == 0 ? vandq_u8(q1, m4) : vshrq_n_u8(q1, 4);
-                if constexpr (Fifth) {
-                    l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(h0, one), 4));
-                    l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(h1, one), 4));
-                    h0 = vshrq_n_u8(h0, 1);
-                    h1 = vshrq_n_u8(h1, 1);
-                }
-                const int s = sum32(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), vld1q_s8(y.qs + 32 * g),
-                                    vld1q_s8(y.qs + 32 * g + 16));
-                isum += int(sc) * s;
-                msum += int(m) * (int(y.bsums[2 * g]) + int(y.bsums[2 * g + 1]));
-            }
-        }
-        return fp16_to_fp32(x.d) * y.d * float(isum) - fp16_to_fp32(x.dmin) * y.d * float(msum);
+        const int32x4_t sc_lo = vmovl_s16(vget_low_s16(s16)), sc_hi = vmovl_high_s16(s16);
+        int32x4_t       total = vdupq_n_s32(0);
+        [&]<int... G>(std::integer_sequence<int, G...>) {
+            (group<G>(x, y, sc_lo, sc_hi, h0, h1, total), ...);
+        }(std::make_integer_sequence<int, 8>{});
+        const int isum = vaddvq_s32(total);
+        return half_to_f32(x.d) * y.d * float(isum) - half_to_f32(x.dmin) * y.d * float(msum);
     }
 };
 using Q4K = K4Levels<block_q4_K, false>;
@@ -74,7 +96,7 @@ struct Q6K {
                 }
             }
         }
-        return fp16_to_fp32(x.d) * y.d * float(isum);
+        return half_to_f32(x.d) * y.d * float(isum);
     }
 };
 
@@ -99,7 +121,7 @@ struct Q2K {
                 }
             }
         }
-        return y.d * fp16_to_fp32(x.d) * float(isum) - y.d * fp16_to_fp32(x.dmin) * float(mins);
+        return y.d * half_to_f32(x.d) * float(isum) - y.d * half_to_f32(x.dmin) * float(mins);
     }
 };
 
@@ -124,7 +146,7 @@ struct Q3K {
                 }
             }
         }
-        return fp16_to_fp32(x.d) * y.d * float(isum);
+        return half_to_f32(x.d) * y.d * float(isum);
     }
 };
 
@@ -144,7 +166,7 @@ struct IQ4XS {
             const int ls = ((x.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | (((x.scales_h >> (2 * g)) & 3) << 4);
             isum += (ls - 32) * sum32(l0, l1, vld1q_s8(y.qs + 32 * g), vld1q_s8(y.qs + 32 * g + 16));
         }
-        return fp16_to_fp32(x.d) * y.d * float(isum);
+        return half_to_f32(x.d) * y.d * float(isum);
     }
 };
 

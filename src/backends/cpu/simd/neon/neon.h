@@ -7,10 +7,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
 
 namespace loom::cpu::neon {
+
+// A half's value by the processor's conversion (FCVT): exact, the core's
+// fp16_to_fp32 bits for every half but a signaling NaN, which it quiets.
+// The core's function is integer code, several times as many instructions.
+inline float half_to_f32(ggml_fp16_t h) {
+    __fp16 f;
+    std::memcpy(&f, &h, sizeof(f));
+    return float(f);
+}
 
 float dot_f32(int64_t n, const float * x, const float * y);
 float dot_f16(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y);
@@ -44,6 +54,8 @@ void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n);
 } // namespace loom::cpu::neon
 
 namespace loom::cpu::neon_dot {
+
+using neon::half_to_f32;
 
 #include "quants_decls.h"
 

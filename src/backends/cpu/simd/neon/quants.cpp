@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/fp16.h"
 #include "core/types/i_quants.h"
@@ -21,11 +22,17 @@ namespace loom::cpu::neon {
 
 namespace {
 
-inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    // Two byte products per 16-bit lane: at most 2 * 128 * 127, which fits.
+// The products of 32 signed bytes (x0, x1 with y0, y1) as four 32-bit lanes
+// whose sum is the exact total: two byte products per 16-bit lane (at most
+// 2 * 128 * 127, which fits), then added pairwise.
+inline int32x4_t dot32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
     const int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), x0, y0);
     const int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(x1), vget_low_s8(y1)), x1, y1);
-    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
+    return vpadalq_s16(vpaddlq_s16(p0), p1);
+}
+
+inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    return vaddvq_s32(dot32(x0, x1, y0, y1));
 }
 
 inline int sum32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {

@@ -7,6 +7,7 @@
 #include <arm_neon.h>
 
 #include <cstring>
+#include <utility>
 
 #include "core/fp16.h"
 #include "core/types/i_quants.h"
@@ -34,8 +35,13 @@ namespace loom::cpu::neon_dot {
 
 namespace {
 
+// The products of 32 signed bytes as four 32-bit lanes summing to the total.
+inline int32x4_t dot32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, y0), x1, y1);
+}
+
 inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, y0), x1, y1));
+    return vaddvq_s32(dot32(x0, x1, y0, y1));
 }
 
 inline int sum32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
