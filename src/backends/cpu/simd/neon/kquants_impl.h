@@ -24,7 +24,7 @@
 template <class Block, bool Fifth> struct K4Levels {
     using W = Block;
     template <int G>
-    static void group(const W & x, const block_q8_K & y, int32x4_t sc_lo, int32x4_t sc_hi, uint8x16_t & h0,
+    [[gnu::always_inline]] static void group(const W & x, const block_q8_K & y, int32x4_t sc_lo, int32x4_t sc_hi, uint8x16_t & h0,
                       uint8x16_t & h1, int32x4_t & total) {
         const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1);
         const uint8x16_t q0 = vld1q_u8(x.qs + 32 * (G / 2)), q1 = vld1q_u8(x.qs + 32 * (G / 2) + 16);
@@ -41,7 +41,15 @@ template <class Block, bool Fifth> struct K4Levels {
         total = vmlaq_laneq_s32(total, d, G < 4 ? sc_lo : sc_hi, G % 4);
     }
 
-    static float block(const W & x, const block_q8_K & y) {
+    template <int... G>
+    [[gnu::always_inline]] static void groups(const W & x, const block_q8_K & y, int32x4_t sc_lo, int32x4_t sc_hi,
+                                              uint8x16_t & h0, uint8x16_t & h1, int32x4_t & total,
+                                              std::integer_sequence<int, G...>) {
+        (group<G>(x, y, sc_lo, sc_hi, h0, h1, total), ...);
+    }
+
+    // Inlined into the column loop (GCC keeps it a call on the neon table).
+    [[gnu::always_inline]] static float block(const W & x, const block_q8_K & y) {
         uint32_t w[3];
         std::memcpy(w, x.scales, sizeof(w));
         const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, top2 = 0x03030303u;
@@ -59,9 +67,7 @@ template <class Block, bool Fifth> struct K4Levels {
         }
         const int32x4_t sc_lo = vmovl_s16(vget_low_s16(s16)), sc_hi = vmovl_high_s16(s16);
         int32x4_t       total = vdupq_n_s32(0);
-        [&]<int... G>(std::integer_sequence<int, G...>) {
-            (group<G>(x, y, sc_lo, sc_hi, h0, h1, total), ...);
-        }(std::make_integer_sequence<int, 8>{});
+        groups(x, y, sc_lo, sc_hi, h0, h1, total, std::make_integer_sequence<int, 8>{});
         const int isum = vaddvq_s32(total);
         return half_to_f32(x.d) * y.d * float(isum) - half_to_f32(x.dmin) * y.d * float(msum);
     }

@@ -3,7 +3,8 @@
 // products of 32 signed bytes (x0, x1 with y0, y1). Included inside the
 // namespace of its table (neon:: or neon_dot::), after block_sum.
 //
-// Each block's sum is exact; it meets the blocks' scales as the portable
+// Both tables supply dot32 as well, the same products as four int32 lanes
+// whose sum is the total. Each block's sum is exact; it meets the blocks' scales as the portable
 // table's dot products do (isum * (dx * dy)); the dot products add the
 // blocks in the portable order, the matrix-vector products the even and
 // the odd blocks apart.
@@ -72,8 +73,10 @@ template <class Q> float dot_blocks(int64_t n, const typename Q::W * x, const bl
 }
 
 // One row against C columns: each block of the row is unpacked once for all
-// the columns. Two blocks a step, the even and odd blocks' sums apart until
-// the row's end (fewer instructions per block, and two chains of additions).
+// the columns. Two blocks a step, the even blocks' sum in lane 0 and the odd
+// ones' in lane 1 until the row's end: the two blocks' integer sums are
+// reduced together (two pairwise additions), converted and scaled in one
+// instruction each, each lane rounding as the scalar arithmetic would.
 template <class Q, int C>
 void gemv_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
                size_t ldd) {
@@ -82,9 +85,9 @@ void gemv_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
     const block_q8_0 * col[C];
     for (int c = 0; c < C; ++c) col[c] = reinterpret_cast<const block_q8_0 *>(b + size_t(c) * ldb);
     for (int64_t r = 0; r < nrows; ++r) {
-        const W * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
-        float     even[C], odd[C];
-        for (int c = 0; c < C; ++c) even[c] = odd[c] = 0.0f;
+        const W *   x = reinterpret_cast<const W *>(a + size_t(r) * lda);
+        float32x2_t sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = vdup_n_f32(0.0f);
         int64_t i = 0;
         for (; i + 2 <= nb; i += 2) {
             int8x16_t x0, x1, z0, z1;
@@ -94,10 +97,11 @@ void gemv_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
             for (int c = 0; c < C; ++c) {
                 const block_q8_0 & y0 = col[c][i];
                 const block_q8_0 & y1 = col[c][i + 1];
-                const int32_t s0 = block_sum(x0, x1, vld1q_s8(y0.qs), vld1q_s8(y0.qs + 16));
-                const int32_t s1 = block_sum(z0, z1, vld1q_s8(y1.qs), vld1q_s8(y1.qs + 16));
-                even[c]          = even[c] + float(s0) * (dx * half_to_f32(y0.d));
-                odd[c]           = odd[c] + float(s1) * (dz * half_to_f32(y1.d));
+                const int32x4_t    p  = vpaddq_s32(dot32(x0, x1, vld1q_s8(y0.qs), vld1q_s8(y0.qs + 16)),
+                                                   dot32(z0, z1, vld1q_s8(y1.qs), vld1q_s8(y1.qs + 16)));
+                const float32x2_t  isum  = vcvt_f32_s32(vget_low_s32(vpaddq_s32(p, p)));
+                const float32x2_t  scale = {dx * half_to_f32(y0.d), dz * half_to_f32(y1.d)};
+                sum[c]                   = vadd_f32(sum[c], vmul_f32(isum, scale));
             }
         }
         if (i < nb) {
@@ -106,10 +110,10 @@ void gemv_cols(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
             const float dx = Q::scale(x[i]);
             for (int c = 0; c < C; ++c) {
                 const int32_t s0 = block_sum(x0, x1, vld1q_s8(col[c][i].qs), vld1q_s8(col[c][i].qs + 16));
-                even[c]          = even[c] + float(s0) * (dx * half_to_f32(col[c][i].d));
+                sum[c] = vset_lane_f32(vget_lane_f32(sum[c], 0) + float(s0) * (dx * half_to_f32(col[c][i].d)), sum[c], 0);
             }
         }
-        for (int c = 0; c < C; ++c) dst[size_t(c) * ldd + size_t(r)] = even[c] + odd[c];
+        for (int c = 0; c < C; ++c) dst[size_t(c) * ldd + size_t(r)] = vget_lane_f32(sum[c], 0) + vget_lane_f32(sum[c], 1);
     }
 }
 
