@@ -21,6 +21,8 @@
 //    (integer sums exact, a few f32 roundings per super-block);
 //  - every SIMD gemv against the portable dot product: <= 1e-5 M (the
 //    integer sums are the same, the f32 additions in another order);
+//  - each block alone with weight and column scales of 1 (types with a
+//    constant part or a lookup table): the same bits, its integer totals;
 //  - the Q8_K quantizer: the same bytes as the reference one;
 //  - mul_mat through the graph, on a table with the K-quant kernels: each
 //    element against the double-precision sum of a_k y_k (b quantized by
@@ -104,8 +106,9 @@ DotFn portable_dot(ggml_type t) {
     }
 }
 
-// Random bytes for nb blocks of type t, with finite positive scales.
-void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * out) {
+// Random bytes for nb blocks of type t, with finite positive scales (all
+// 1 with unit_scales: MXFP4's E8M0 128, whose half is 1).
+void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * out, bool unit_scales = false) {
     std::uniform_int_distribution<int>    byte(0, 255);
     std::uniform_real_distribution<float> scale(0.0005f, 0.02f);
     const size_t                          bs = ggml_type_size(t);
@@ -114,7 +117,10 @@ void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * 
     }
     for (int64_t i = 0; i < nb; ++i) {
         unsigned char * b = out + size_t(i) * bs;
-        const uint16_t  d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
+        uint16_t        d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
+        if (unit_scales) {
+            d = m = fp32_to_fp16(1.0f);
+        }
         switch (t) {
             case GGML_TYPE_Q2_K: {
                 auto * x = reinterpret_cast<block_q2_K *>(b);
@@ -152,7 +158,7 @@ void random_blocks(std::mt19937 & rng, ggml_type t, int64_t nb, unsigned char * 
             case GGML_TYPE_IQ4_NL: reinterpret_cast<block_iq4_nl *>(b)->d = d; break;
             case GGML_TYPE_IQ4_XS: reinterpret_cast<block_iq4_xs *>(b)->d = d; break;
             case GGML_TYPE_MXFP4: // scales 2^-12 .. 2^-4 (E8M0 115 .. 123)
-                reinterpret_cast<block_mxfp4 *>(b)->e = uint8_t(115 + byte(rng) % 9);
+                reinterpret_cast<block_mxfp4 *>(b)->e = unit_scales ? uint8_t(128) : uint8_t(115 + byte(rng) % 9);
                 break;
             case GGML_TYPE_IQ2_XXS: reinterpret_cast<block_iq2_xxs *>(b)->d = d; break;
             case GGML_TYPE_IQ2_XS: reinterpret_cast<block_iq2_xs *>(b)->d = d; break;
@@ -398,6 +404,78 @@ TEST(SimdQuant, GemvAgainstPortable) {
                             }
                         }
                         ASSERT_EQ(got[0], -1.0f);
+                    }
+                }
+            }
+        }
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here has these types' products: " << lacking();
+    }
+}
+
+// The integer totals of every block are the portable dot product's, bit for
+// bit: with weight and column scales of 1, a block's product is its integer
+// totals with at most one rounding (of Q4_1's isum + m s, of the K-quants'
+// isum - msum), whatever the order or fusing of the float operations.
+// Each block of longer rows is multiplied alone (a gemv of one block's K at
+// the block's address), every column count, rows 2-byte aligned. Types of
+// signed levels are left out: their constant factors (1/8, 1/4 ...) are not
+// all exact in every order.
+TEST(SimdQuant, BlockIntegerTotalsSameBits) {
+    int checked = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(27);
+        for (ggml_type t : kTypes) {
+            if (kt->gemv_quant[t] == nullptr || signed_levels(t)) {
+                continue;
+            }
+            ++checked;
+            const ggml_type op  = quant_operand_type(t);
+            const int64_t   bk  = ggml_blck_size(t) > ggml_blck_size(op) ? ggml_blck_size(t) : ggml_blck_size(op);
+            const int64_t   K   = 3 * bk;
+            const int64_t   nrows = 7;
+            const size_t    lda = ggml_row_size(t, K) + 2;
+            const size_t    ldb = ggml_row_size(op, K) + 4;
+            OffBuffer       a(lda * size_t(nrows), 2);
+            OffBuffer       b(ldb * GEMV_MAX_COLS, op == GGML_TYPE_Q8_K ? 4 : 2);
+            for (int64_t r = 0; r < nrows; ++r) {
+                random_blocks(rng, t, K / ggml_blck_size(t), a.ptr + size_t(r) * lda, true);
+            }
+            for (int c = 0; c < GEMV_MAX_COLS; ++c) {
+                const std::vector<float> x   = random_floats(rng, size_t(K));
+                unsigned char *          col = b.ptr + size_t(c) * ldb;
+                quantize_column(op, x.data(), col, K);
+                for (int64_t i = 0; i < K / ggml_blck_size(op); ++i) {
+                    unsigned char * blk = col + size_t(i) * ggml_type_size(op);
+                    if (op == GGML_TYPE_Q8_K) {
+                        reinterpret_cast<block_q8_K *>(blk)->d = 1.0f;
+                    } else {
+                        // d, and Q8_1's s after it
+                        const uint16_t one = fp32_to_fp16(1.0f);
+                        std::memcpy(blk, &one, sizeof(one));
+                        if (op == GGML_TYPE_Q8_1) {
+                            std::memcpy(blk + 2, &one, sizeof(one));
+                        }
+                    }
+                }
+            }
+            const size_t wbytes = ggml_row_size(t, bk), cbytes = ggml_row_size(op, bk);
+            for (int64_t i = 0; i < K / bk; ++i) {
+                for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                    SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " block " + std::to_string(i) +
+                                 " cols " + std::to_string(ncols));
+                    std::vector<float> got(size_t(nrows) * size_t(ncols));
+                    kt->gemv_quant[t](bk, a.ptr + size_t(i) * wbytes, lda, nrows, b.ptr + size_t(i) * cbytes, ldb,
+                                      ncols, got.data(), size_t(nrows));
+                    for (int c = 0; c < ncols; ++c) {
+                        for (int64_t r = 0; r < nrows; ++r) {
+                            const float want = portable_dot(t)(bk, a.ptr + size_t(r) * lda + size_t(i) * wbytes,
+                                                               b.ptr + size_t(c) * ldb + size_t(i) * cbytes);
+                            ASSERT_EQ(f32_bits(got[size_t(c) * size_t(nrows) + size_t(r)]), f32_bits(want))
+                                << "row " << r << " col " << c << ": " << got[size_t(c) * size_t(nrows) + size_t(r)]
+                                << " vs " << want;
+                        }
                     }
                 }
             }

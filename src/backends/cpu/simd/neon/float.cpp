@@ -1,4 +1,4 @@
-// NEON kernels of f32 and f16 rows: dot products, matrix-vector products,
+// NEON kernels of f32, f16 and bf16 rows: dot products, matrix-vector products,
 // conversions, the row maximum, weighted row sums and the f32 GEMM's tile.
 
 #if defined(__aarch64__)
@@ -19,46 +19,53 @@ inline float32x4_t load_f16x4(const ggml_fp16_t * p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t *>(p))));
 }
 
-template <class T> inline float32x4_t load4(const T * p) {
-    if constexpr (sizeof(T) == 2) {
-        return load_f16x4(p);
-    } else {
-        return vld1q_f32(p);
-    }
-}
+// The element formats of the float rows (ggml_fp16_t and bf16 are both
+// uint16_t, so the format is a type of its own): four values as f32, and
+// one for the tails.
+struct F32 {
+    using T = float;
+    static float32x4_t load4(const T * p) { return vld1q_f32(p); }
+    static float       one(T v) { return v; }
+};
 
-template <class T> inline float scalar(T v) {
-    if constexpr (sizeof(T) == 2) {
-        return fp16_to_fp32(v);
-    } else {
-        return v;
-    }
-}
+struct F16 {
+    using T = ggml_fp16_t;
+    static float32x4_t load4(const T * p) { return load_f16x4(p); }
+    static float       one(T v) { return half_to_f32(v); }
+};
 
-template <class T> float dot(int64_t n, const T * x, const T * y) {
+// A bf16 value is the top half of an f32: widened with a shift of 16.
+struct BF16 {
+    using T = uint16_t;
+    static float32x4_t load4(const T * p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+    static float       one(T v) { return bf16_to_fp32(v); }
+};
+
+template <class F> float dot(int64_t n, const typename F::T * x, const typename F::T * y) {
     float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
     int64_t     i  = 0;
     for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, load4(x + i), load4(y + i));
-        s1 = vfmaq_f32(s1, load4(x + i + 4), load4(y + i + 4));
-        s2 = vfmaq_f32(s2, load4(x + i + 8), load4(y + i + 8));
-        s3 = vfmaq_f32(s3, load4(x + i + 12), load4(y + i + 12));
+        s0 = vfmaq_f32(s0, F::load4(x + i), F::load4(y + i));
+        s1 = vfmaq_f32(s1, F::load4(x + i + 4), F::load4(y + i + 4));
+        s2 = vfmaq_f32(s2, F::load4(x + i + 8), F::load4(y + i + 8));
+        s3 = vfmaq_f32(s3, F::load4(x + i + 12), F::load4(y + i + 12));
     }
     for (; i + 4 <= n; i += 4) {
-        s0 = vfmaq_f32(s0, load4(x + i), load4(y + i));
+        s0 = vfmaq_f32(s0, F::load4(x + i), F::load4(y + i));
     }
     float sum = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
     for (; i < n; ++i) {
-        sum += scalar(x[i]) * scalar(y[i]);
+        sum += F::one(x[i]) * F::one(y[i]);
     }
     return sum;
 }
 
 // Two rows against C columns: each register of the rows is loaded once for
 // all the columns; 2 x C running sums.
-template <class T, int C>
+template <class F, int C>
 void gemv_rows(int64_t K, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
                size_t ldd) {
+    using T = typename F::T;
     const T * col[C];
     for (int c = 0; c < C; ++c) col[c] = reinterpret_cast<const T *>(b + size_t(c) * ldb);
     int64_t r = 0;
@@ -69,9 +76,9 @@ void gemv_rows(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
         for (int c = 0; c < C; ++c) s0[c] = s1[c] = vdupq_n_f32(0.0f);
         int64_t k = 0;
         for (; k + 4 <= K; k += 4) {
-            const float32x4_t a0 = load4(x0 + k), a1 = load4(x1 + k);
+            const float32x4_t a0 = F::load4(x0 + k), a1 = F::load4(x1 + k);
             for (int c = 0; c < C; ++c) {
-                const float32x4_t y = load4(col[c] + k);
+                const float32x4_t y = F::load4(col[c] + k);
                 s0[c]               = vfmaq_f32(s0[c], a0, y);
                 s1[c]               = vfmaq_f32(s1[c], a1, y);
             }
@@ -79,8 +86,8 @@ void gemv_rows(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
         for (int c = 0; c < C; ++c) {
             float t0 = vaddvq_f32(s0[c]), t1 = vaddvq_f32(s1[c]);
             for (int64_t j = k; j < K; ++j) {
-                t0 += scalar(x0[j]) * scalar(col[c][j]);
-                t1 += scalar(x1[j]) * scalar(col[c][j]);
+                t0 += F::one(x0[j]) * F::one(col[c][j]);
+                t1 += F::one(x1[j]) * F::one(col[c][j]);
             }
             dst[size_t(c) * ldd + size_t(r)]     = t0;
             dst[size_t(c) * ldd + size_t(r) + 1] = t1;
@@ -88,11 +95,11 @@ void gemv_rows(int64_t K, const char * a, size_t lda, int64_t nrows, const char 
     }
     for (; r < nrows; ++r) {
         const T * x0 = reinterpret_cast<const T *>(a + size_t(r) * lda);
-        for (int c = 0; c < C; ++c) dst[size_t(c) * ldd + size_t(r)] = dot(K, x0, col[c]);
+        for (int c = 0; c < C; ++c) dst[size_t(c) * ldd + size_t(r)] = dot<F>(K, x0, col[c]);
     }
 }
 
-template <class T>
+template <class F>
 void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols, float * dst,
           size_t ldd) {
     const char * pa = static_cast<const char *>(a);
@@ -101,7 +108,7 @@ void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, 
     for (int c0 = 0; c0 < ncols; c0 += 4) {
         const int n = ncols - c0 < 4 ? ncols - c0 : 4;
         with_gemv_cols(n, [&](auto cols) {
-            gemv_rows<T, decltype(cols)::value>(K, pa, lda, nrows, pb + size_t(c0) * ldb, ldb, dst + size_t(c0) * ldd,
+            gemv_rows<F, decltype(cols)::value>(K, pa, lda, nrows, pb + size_t(c0) * ldb, ldb, dst + size_t(c0) * ldd,
                                                 ldd);
         });
     }
@@ -110,21 +117,30 @@ void gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, 
 } // namespace
 
 float dot_f32(int64_t n, const float * x, const float * y) {
-    return dot(n, x, y);
+    return dot<F32>(n, x, y);
 }
 
 float dot_f16(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y) {
-    return dot(n, x, y);
+    return dot<F16>(n, x, y);
+}
+
+float dot_bf16(int64_t n, const uint16_t * x, const uint16_t * y) {
+    return dot<BF16>(n, x, y);
 }
 
 void gemv_f32(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
               float * dst, size_t ldd) {
-    gemv<float>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    gemv<F32>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
 
 void gemv_f16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
               float * dst, size_t ldd) {
-    gemv<ggml_fp16_t>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    gemv<F16>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+}
+
+void gemv_bf16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd) {
+    gemv<BF16>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
 }
 
 void fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n) {
@@ -133,7 +149,7 @@ void fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n) {
         vst1q_f32(y + i, load_f16x4(x + i));
     }
     for (; i < n; ++i) {
-        y[i] = fp16_to_fp32(x[i]);
+        y[i] = half_to_f32(x[i]);
     }
 }
 
@@ -144,6 +160,16 @@ void fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n) {
     }
     for (; i < n; ++i) {
         y[i] = fp32_to_fp16(x[i]);
+    }
+}
+
+void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        vst1q_f32(y + i, BF16::load4(x + i));
+    }
+    for (; i < n; ++i) {
+        y[i] = bf16_to_fp32(x[i]);
     }
 }
 

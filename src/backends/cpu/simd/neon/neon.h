@@ -7,19 +7,33 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/simd/kernel_table.h"
 
 namespace loom::cpu::neon {
 
+// A half's value by the processor's conversion (FCVT): exact, the core's
+// fp16_to_fp32 bits for every half but a signaling NaN, which it quiets.
+// The core's function is integer code, several times as many instructions.
+inline float half_to_f32(ggml_fp16_t h) {
+    __fp16 f;
+    std::memcpy(&f, &h, sizeof(f));
+    return float(f);
+}
+
 float dot_f32(int64_t n, const float * x, const float * y);
 float dot_f16(int64_t n, const ggml_fp16_t * x, const ggml_fp16_t * y);
+float dot_bf16(int64_t n, const uint16_t * x, const uint16_t * y);
 void  gemv_f32(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd);
 void  gemv_f16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd);
+void  gemv_bf16(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                float * dst, size_t ldd);
 void  fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
 void  fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
+void  bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 float max_f32(int64_t n, const float * x);
 void  mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
 
@@ -28,12 +42,20 @@ constexpr int GEMM_MR = 16;
 constexpr int GEMM_NR = 4;
 void gemm_micro(int64_t kc, const float * ap, const float * bp, float * c, size_t ldc, int m, int n, bool accumulate);
 
-void  quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n);
+// Softmax's exponentials and SiLU (activations.cpp).
+double exp_sub_sum_f32(int64_t n, float * y, float max);
+void   silu_f32(int64_t n, const float * x, float * y);
+
+// The activation quantizers (quants.cpp).
+void quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n);
+void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n);
 #include "quants_decls.h"
 
 } // namespace loom::cpu::neon
 
 namespace loom::cpu::neon_dot {
+
+using neon::half_to_f32;
 
 #include "quants_decls.h"
 

@@ -1,4 +1,4 @@
-// The Q8_0/Q4_0 products of the NEON dot-product table: four byte products
+// The quantized products of the NEON dot-product table: four byte products
 // per 32-bit lane in one SDOT. Compiled for armv8.2-a+dotprod; the table
 // that holds them is built only where the processor reports the extension.
 
@@ -6,24 +6,42 @@
 
 #include <arm_neon.h>
 
+#include <cstring>
+#include <utility>
+
 #include "core/fp16.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
+#include "core/types/legacy_k.h"
+#include "core/types/other.h"
 #include "neon.h"
 
-#if defined(__clang__)
-#    pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#elif defined(__GNUC__)
-#    pragma GCC push_options
-#    pragma GCC target("arch=armv8.2-a+dotprod")
+// Where the compiler's flags have the extension already (-mcpu=neoverse-n1,
+// -march=native on such a core) no target is pushed: GCC inlines a function
+// only into one whose architecture includes the callee's, and a pushed
+// armv8.2-a+dotprod lacks some of those cores' other extensions, so the
+// core's helpers (fp16_to_fp32 ...) would be called, not inlined.
+#if !defined(__ARM_FEATURE_DOTPROD)
+#    define LOOM_NEON_DOT_TARGET 1
+#    if defined(__clang__)
+#        pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
+#    elif defined(__GNUC__)
+#        pragma GCC push_options
+#        pragma GCC target("arch=armv8.2-a+dotprod")
+#    endif
 #endif
 
 namespace loom::cpu::neon_dot {
 
 namespace {
 
+// The products of 32 signed bytes as four 32-bit lanes summing to the total.
+inline int32x4_t dot32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, y0), x1, y1);
+}
+
 inline int32_t block_sum(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, y0), x1, y1));
+    return vaddvq_s32(dot32(x0, x1, y0, y1));
 }
 
 inline int sum32(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
@@ -34,6 +52,7 @@ inline int sum16(int8x16_t q, int8x16_t y) {
     return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), q, y));
 }
 
+#include "core/types/fp4_values.inc"
 #include "quants_impl.h"
 #include "kquants_impl.h"
 
@@ -43,10 +62,13 @@ inline int sum16(int8x16_t q, int8x16_t y) {
 
 } // namespace loom::cpu::neon_dot
 
-#if defined(__clang__)
-#    pragma clang attribute pop
-#elif defined(__GNUC__)
-#    pragma GCC pop_options
+#if defined(LOOM_NEON_DOT_TARGET)
+#    if defined(__clang__)
+#        pragma clang attribute pop
+#    elif defined(__GNUC__)
+#        pragma GCC pop_options
+#    endif
+#    undef LOOM_NEON_DOT_TARGET
 #endif
 
 #endif // __aarch64__

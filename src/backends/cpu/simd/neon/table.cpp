@@ -1,8 +1,9 @@
 // The 64-bit Arm kernel tables: "neon" (the base architecture's Advanced
-// SIMD) and "neon_dotprod" (with the dot-product extension's Q8_0, Q4_0,
-// IQ4_NL, Q4_K and Q6_K products). Each is the portable table with the entries these files have
-// replaced; an entry not replaced stays the portable one. A table is built
-// on the first call of its accessor after its check passed.
+// SIMD) and "neon_dotprod" (the neon table with the quantized products on
+// the dot-product extension's SDOT). Each is the portable table with the
+// entries these files have replaced; an entry not replaced stays the
+// portable one. A table is built on the first call of its accessor after
+// its check passed.
 
 #include "backends/cpu/simd/kernel_table.h"
 
@@ -19,12 +20,18 @@ KernelTable build_neon() {
     t.name              = "neon";
     t.dot_f32           = neon::dot_f32;
     t.dot_f16           = neon::dot_f16;
+    t.dot_bf16          = neon::dot_bf16;
     t.quantize_row_q8_0 = neon::quantize_row_q8_0;
+    t.quantize_row_q8_K = neon::quantize_row_q8_K;
     t.fp16_to_fp32_row  = neon::fp16_to_fp32_row;
     t.fp32_to_fp16_row  = neon::fp32_to_fp16_row;
+    t.bf16_to_fp32_row  = neon::bf16_to_fp32_row;
     t.gemv_f32          = neon::gemv_f32;
     t.gemv_f16          = neon::gemv_f16;
+    t.gemv_bf16         = neon::gemv_bf16;
     t.max_f32           = neon::max_f32;
+    t.exp_sub_sum_f32   = neon::exp_sub_sum_f32;
+    t.silu_f32          = neon::silu_f32;
     t.mad_rows_f32      = neon::mad_rows_f32;
     t.gemm_micro        = neon::gemm_micro;
     t.mr                = neon::GEMM_MR;
