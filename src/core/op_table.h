@@ -71,7 +71,7 @@ struct OpInfo {
 };
 
 inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
-    {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none, OpShape::other, k_op_grad},
+    {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none},
     {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
     {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
     {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 2, .bound = 1, .dim = 1}},
