@@ -30,9 +30,10 @@ bool source_is_differentiable(const ggml_tensor * node, int j) {
     }
 }
 
+// A node whose result is a view of a source's memory: a view, or an op that
+// writes into a source.
 bool may_be_in_place(ggml_op op) {
-    return op == GGML_OP_CPY || op == GGML_OP_SET_ROWS || op == GGML_OP_VIEW || op == GGML_OP_RESHAPE ||
-           op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+    return is_view_op(op) || op_has(op, k_op_writes_source);
 }
 
 size_t used_slot(const ggml_cgraph * g, const ggml_tensor * t) {

@@ -91,6 +91,10 @@ void Builder::acc(size_t slot, ggml_tensor * d, size_t nb1, size_t nb2, size_t n
 void Builder::unary(ggml_tensor * t, ggml_tensor * grad, size_t s0) {
     ggml_tensor * src0 = t->src[0];
     const ggml_unary_op uop = ggml_get_unary_op(t);
+    const UnaryInfo *   ui  = unary_info(uop);
+    LOOM_REQUIRE(ui != nullptr && (ui->flags & k_op_grad) != 0,
+                 "ggml_build_backward_expand: no gradient for unary op %s (node %s)", ggml_unary_op_name(uop),
+                 describe(t).text);
     switch (uop) {
         case GGML_UNARY_OP_SGN:
         case GGML_UNARY_OP_STEP: break; // piecewise constant
@@ -115,9 +119,21 @@ void Builder::unary(ggml_tensor * t, ggml_tensor * grad, size_t s0) {
         case GGML_UNARY_OP_SILU:
             if (s0 != npos) add(s0, ggml_silu_back(ctx_, grad, src0));
             break;
-        default:
-            LOOM_REQUIRE(false, "ggml_build_backward_expand: no gradient for unary op %s (node %s)",
-                         ggml_unary_op_name(uop), describe(t).text);
+        // No gradient (k_unary_ops): refused above.
+        case GGML_UNARY_OP_TANH:
+        case GGML_UNARY_OP_ELU:
+        case GGML_UNARY_OP_SIGMOID:
+        case GGML_UNARY_OP_GELU:
+        case GGML_UNARY_OP_GELU_QUICK:
+        case GGML_UNARY_OP_HARDSWISH:
+        case GGML_UNARY_OP_HARDSIGMOID:
+        case GGML_UNARY_OP_GELU_ERF:
+        case GGML_UNARY_OP_XIELU:
+        case GGML_UNARY_OP_FLOOR:
+        case GGML_UNARY_OP_CEIL:
+        case GGML_UNARY_OP_ROUND:
+        case GGML_UNARY_OP_TRUNC:
+        case GGML_UNARY_OP_COUNT: LOOM_ASSERT(false && "a unary op without a gradient"); break;
     }
 }
 

@@ -53,15 +53,6 @@ void vlog(ggml_log_level level, const char * fmt, va_list args) {
     va_end(copy);
 }
 
-const char * const k_unary_names[GGML_UNARY_OP_COUNT] = {
-    "ABS",         "SGN", "NEG",   "STEP",     "TANH",     "ELU",   "RELU",  "SIGMOID", "GELU", "GELU_QUICK", "SILU",
-    "HARDSWISH", "HARDSIGMOID", "EXP", "EXPM1", "SOFTPLUS", "GELU_ERF", "XIELU", "FLOOR", "CEIL", "ROUND", "TRUNC",
-};
-
-const char * const k_glu_names[GGML_GLU_OP_COUNT] = {
-    "REGLU", "GEGLU", "SWIGLU", "SWIGLU_OAI", "GEGLU_ERF", "GEGLU_QUICK", "SWIGLU_CLAMP",
-};
-
 const auto g_time_start = std::chrono::steady_clock::now();
 
 } // namespace
@@ -197,10 +188,12 @@ const char * ggml_op_symbol(ggml_op op) {
     return i != nullptr ? i->symbol : "?";
 }
 const char * ggml_unary_op_name(ggml_unary_op op) {
-    return op >= 0 && op < GGML_UNARY_OP_COUNT ? k_unary_names[op] : "UNKNOWN";
+    const loom::UnaryInfo * i = loom::unary_info(op);
+    return i != nullptr ? i->name : "UNKNOWN";
 }
 const char * ggml_glu_op_name(ggml_glu_op op) {
-    return op >= 0 && op < GGML_GLU_OP_COUNT ? k_glu_names[op] : "UNKNOWN";
+    const loom::GluInfo * i = loom::glu_info(op);
+    return i != nullptr ? i->name : "UNKNOWN";
 }
 const char * ggml_op_desc(const ggml_tensor * t) {
     if (t->op == GGML_OP_UNARY) {

@@ -2,11 +2,15 @@
 
 // The one description of every operator: its number, name and symbol (as
 // ggml's ggml_op_name / ggml_op_symbol give them), how many sources it
-// needs and may have, its kind, and which sources hold indices. Names, the
-// view test, the RPC server's source and index checks, the CPU's index
-// checks and the protocol's fingerprint read this table instead of
-// listing operators again; backends keep only what is theirs (which
-// kernel computes an operator, which types it takes).
+// needs and may have, its kind, how its result's elements depend on its
+// sources, whether it may be computed in place, whether it has a gradient,
+// and which sources hold indices; and of every unary and gated linear unit
+// operator. Names, the view test, the allocator's in-place reuse, the
+// gradients' checks, the meta device's split rules, the RPC server's source
+// and index checks, the CPU's index checks, docs/operators.md
+// (tools/loom-ops-doc) and the protocol's fingerprint read these tables
+// instead of listing operators again; backends keep only what is theirs
+// (which kernel computes an operator, which types it takes).
 
 #include <array>
 #include <cstdint>
@@ -23,6 +27,20 @@ enum class OpKind : uint8_t {
     custom,   // runs a function of the program's (Note [Custom ops])
     training, // a backward or optimizer operator
 };
+
+// How each element of the result depends on the sources, where one simple
+// rule says it (the meta device splits such operators by it).
+enum class OpShape : uint8_t {
+    other,       // no simple rule (or one of the operator's own)
+    elementwise, // element i from element i of src[0] (and of sources of its shape, or scalars)
+    broadcast,   // element i from element i of src[0] and src[1] repeated to src[0]'s shape
+    rows,        // row r from the whole row r of src[0]
+};
+
+// Facts about an operator: bits of OpInfo::flags.
+inline constexpr uint8_t k_op_in_place      = 1u << 0; // may be computed into a source's memory (Note [In-place reuse])
+inline constexpr uint8_t k_op_writes_source = 1u << 1; // its result is a source's memory, which it writes (cpy, set_rows)
+inline constexpr uint8_t k_op_grad          = 1u << 2; // ggml_build_backward_expand has a rule for it
 
 // Note [Index sources]
 // Some operators read indices from a source's data (get_rows' row numbers,
@@ -47,63 +65,65 @@ struct OpInfo {
     uint8_t      min_src; // sources that must be present (src[0..min_src))
     uint8_t      max_src; // sources it may have at most
     OpKind       kind;
+    OpShape      shape   = OpShape::other;
+    uint8_t      flags   = 0;  // k_op_*
     OpIndices    indices = {}; // Note [Index sources]
 };
 
 inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none},
-    {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute},
-    {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute},
-    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute, {.srcs = 1u << 2, .bound = 1, .dim = 1}},
-    {GGML_OP_ADD1, "ADD1", "x+y", 2, 2, OpKind::compute},
-    {GGML_OP_ACC, "ACC", "view(x,nb,offset)+=y->x", 2, 2, OpKind::compute},
-    {GGML_OP_SUB, "SUB", "x-y", 2, 2, OpKind::compute},
-    {GGML_OP_MUL, "MUL", "x*y", 2, 2, OpKind::compute},
-    {GGML_OP_DIV, "DIV", "x/y", 2, 2, OpKind::compute},
-    {GGML_OP_SQR, "SQR", "x^2", 1, 1, OpKind::compute},
-    {GGML_OP_SQRT, "SQRT", "√x", 1, 1, OpKind::compute},
-    {GGML_OP_LOG, "LOG", "log(x)", 1, 1, OpKind::compute},
-    {GGML_OP_SIN, "SIN", "sin(x)", 1, 1, OpKind::compute},
-    {GGML_OP_COS, "COS", "cos(x)", 1, 1, OpKind::compute},
-    {GGML_OP_SUM, "SUM", "Σx", 1, 1, OpKind::compute},
-    {GGML_OP_SUM_ROWS, "SUM_ROWS", "Σx_k", 1, 1, OpKind::compute},
+    {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 2, .bound = 1, .dim = 1}},
+    {GGML_OP_ADD1, "ADD1", "x+y", 2, 2, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_ACC, "ACC", "view(x,nb,offset)+=y->x", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_SUB, "SUB", "x-y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_MUL, "MUL", "x*y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_DIV, "DIV", "x/y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_SQR, "SQR", "x^2", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_SQRT, "SQRT", "√x", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_LOG, "LOG", "log(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_SIN, "SIN", "sin(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_grad},
+    {GGML_OP_COS, "COS", "cos(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_grad},
+    {GGML_OP_SUM, "SUM", "Σx", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_SUM_ROWS, "SUM_ROWS", "Σx_k", 1, 1, OpKind::compute, OpShape::rows, k_op_grad},
     {GGML_OP_CUMSUM, "CUMSUM", "cumsum(x)", 1, 1, OpKind::compute},
-    {GGML_OP_MEAN, "MEAN", "Σx/n", 1, 1, OpKind::compute},
-    {GGML_OP_ARGMAX, "ARGMAX", "argmax(x)", 1, 1, OpKind::compute},
+    {GGML_OP_MEAN, "MEAN", "Σx/n", 1, 1, OpKind::compute, OpShape::rows, k_op_grad},
+    {GGML_OP_ARGMAX, "ARGMAX", "argmax(x)", 1, 1, OpKind::compute, OpShape::rows},
     {GGML_OP_COUNT_EQUAL, "COUNT_EQUAL", "count_equal(x)", 2, 2, OpKind::compute},
-    {GGML_OP_REPEAT, "REPEAT", "repeat(x)", 1, 1, OpKind::compute},
-    {GGML_OP_REPEAT_BACK, "REPEAT_BACK", "repeat_back(x)", 1, 1, OpKind::training},
+    {GGML_OP_REPEAT, "REPEAT", "repeat(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_REPEAT_BACK, "REPEAT_BACK", "repeat_back(x)", 1, 1, OpKind::training, OpShape::other, k_op_grad},
     {GGML_OP_CONCAT, "CONCAT", "concat(x, y)", 2, 2, OpKind::compute},
     {GGML_OP_SILU_BACK, "SILU_BACK", "silu_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_NORM, "NORM", "norm(x)", 1, 1, OpKind::compute},
-    {GGML_OP_RMS_NORM, "RMS_NORM", "rms_norm(x)", 1, 1, OpKind::compute},
+    {GGML_OP_NORM, "NORM", "norm(x)", 1, 1, OpKind::compute, OpShape::rows},
+    {GGML_OP_RMS_NORM, "RMS_NORM", "rms_norm(x)", 1, 1, OpKind::compute, OpShape::rows, k_op_in_place | k_op_grad},
     {GGML_OP_RMS_NORM_BACK, "RMS_NORM_BACK", "rms_norm_back(x)", 2, 2, OpKind::training},
     {GGML_OP_GROUP_NORM, "GROUP_NORM", "group_norm(x)", 1, 1, OpKind::compute},
-    {GGML_OP_L2_NORM, "L2_NORM", "l2_norm(x)", 1, 1, OpKind::compute},
-    {GGML_OP_MUL_MAT, "MUL_MAT", "X*Y", 2, 2, OpKind::compute},
-    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute, {.srcs = 1u << 2, .bound = 0, .dim = 2}},
+    {GGML_OP_L2_NORM, "L2_NORM", "l2_norm(x)", 1, 1, OpKind::compute, OpShape::rows},
+    {GGML_OP_MUL_MAT, "MUL_MAT", "X*Y", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 2, .bound = 0, .dim = 2}},
     {GGML_OP_OUT_PROD, "OUT_PROD", "X*Y", 2, 2, OpKind::compute},
-    {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute},
-    {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute},
-    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute},
-    {GGML_OP_CONT, "CONT", "cont(x)", 1, 1, OpKind::compute},
-    {GGML_OP_RESHAPE, "RESHAPE", "reshape(x)", 1, 1, OpKind::view},
-    {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view},
-    {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view},
-    {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view},
-    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, {.srcs = 1u << 1, .bound = 0, .dim = 1}},
-    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
-    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
+    {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute, OpShape::other, k_op_writes_source | k_op_grad},
+    {GGML_OP_CONT, "CONT", "cont(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_RESHAPE, "RESHAPE", "reshape(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
+    {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
+    {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
+    {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
+    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad, {.srcs = 1u << 1, .bound = 0, .dim = 1}},
+    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, OpShape::other, 0, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
+    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute, OpShape::other, k_op_writes_source, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
     {GGML_OP_DIAG, "DIAG", "diag(x)", 1, 1, OpKind::compute},
-    {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute},
-    {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute},
-    {GGML_OP_SOFT_MAX, "SOFT_MAX", "soft_max(x)", 1, 3, OpKind::compute},
+    {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
+    {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_SOFT_MAX, "SOFT_MAX", "soft_max(x)", 1, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
     {GGML_OP_SOFT_MAX_BACK, "SOFT_MAX_BACK", "soft_max_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute},
+    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
     {GGML_OP_ROPE_BACK, "ROPE_BACK", "rope_back(x)", 2, 3, OpKind::training},
-    {GGML_OP_CLAMP, "CLAMP", "clamp(x)", 1, 1, OpKind::compute},
+    {GGML_OP_CLAMP, "CLAMP", "clamp(x)", 1, 1, OpKind::compute, OpShape::elementwise},
     {GGML_OP_CONV_TRANSPOSE_1D, "CONV_TRANSPOSE_1D", "conv_transpose_1d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute},
+    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
     {GGML_OP_IM2COL_BACK, "IM2COL_BACK", "im2col_back(x)", 2, 2, OpKind::training},
     {GGML_OP_IM2COL_3D, "IM2COL_3D", "im2col_3d(x)", 2, 2, OpKind::compute},
     {GGML_OP_COL2IM_1D, "COL2IM_1D", "col2im_1d(x)", 1, 1, OpKind::compute},
@@ -112,7 +132,7 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_CONV_2D_DW, "CONV_2D_DW", "conv_2d_dw(x)", 2, 2, OpKind::compute},
     {GGML_OP_CONV_TRANSPOSE_2D, "CONV_TRANSPOSE_2D", "conv_transpose_2d(x)", 2, 2, OpKind::compute},
     {GGML_OP_POOL_1D, "POOL_1D", "pool_1d(x)", 1, 1, OpKind::compute},
-    {GGML_OP_POOL_2D, "POOL_2D", "pool_2d(x)", 1, 1, OpKind::compute},
+    {GGML_OP_POOL_2D, "POOL_2D", "pool_2d(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
     {GGML_OP_POOL_2D_BACK, "POOL_2D_BACK", "pool_2d_back(x)", 2, 2, OpKind::training},
     {GGML_OP_UPSCALE, "UPSCALE", "upscale(x)", 1, 1, OpKind::compute},
     {GGML_OP_PAD, "PAD", "pad(x)", 1, 1, OpKind::compute},
@@ -122,13 +142,13 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_TIMESTEP_EMBEDDING, "TIMESTEP_EMBEDDING", "timestep_embedding(timesteps, dim, max_period)", 1, 1, OpKind::compute},
     {GGML_OP_ARGSORT, "ARGSORT", "argsort(x)", 1, 1, OpKind::compute},
     {GGML_OP_TOP_K, "TOP_K", "top_k(x)", 1, 1, OpKind::compute},
-    {GGML_OP_LEAKY_RELU, "LEAKY_RELU", "leaky_relu(x)", 1, 1, OpKind::compute},
+    {GGML_OP_LEAKY_RELU, "LEAKY_RELU", "leaky_relu(x)", 1, 1, OpKind::compute, OpShape::elementwise},
     {GGML_OP_TRI, "TRI", "tri(x)", 1, 1, OpKind::compute},
     {GGML_OP_FILL, "FILL", "fill(x, c)", 1, 1, OpKind::compute},
     {GGML_OP_FLASH_ATTN_EXT, "FLASH_ATTN_EXT", "flash_attn_ext(x)", 3, 5, OpKind::compute},
     {GGML_OP_FLASH_ATTN_BACK, "FLASH_ATTN_BACK", "flash_attn_back(x)", 3, 4, OpKind::training},
     {GGML_OP_SSM_CONV, "SSM_CONV", "ssm_conv(x)", 2, 2, OpKind::compute},
-    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute, {.srcs = 1u << 6, .bound = 0, .dim = 3}},
+    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 6, .bound = 0, .dim = 3}},
     {GGML_OP_WIN_PART, "WIN_PART", "win_part(x)", 1, 1, OpKind::compute},
     {GGML_OP_WIN_UNPART, "WIN_UNPART", "win_unpart(x)", 1, 1, OpKind::compute},
     {GGML_OP_GET_REL_POS, "GET_REL_POS", "get_rel_pos(x)", 1, 1, OpKind::compute},
@@ -142,16 +162,16 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_DSV4_HC_COMB, "DSV4_HC_COMB", "dsv4_hc_comb(mixes, scale, base)", 3, 3, OpKind::compute},
     {GGML_OP_DSV4_HC_PRE, "DSV4_HC_PRE", "dsv4_hc_pre(x, weights)", 2, 2, OpKind::compute},
     {GGML_OP_DSV4_HC_POST, "DSV4_HC_POST", "dsv4_hc_post(x, residual, post, comb)", 3, 4, OpKind::compute},
-    {GGML_OP_UNARY, "UNARY", "unary(x)", 1, 1, OpKind::compute},
+    {GGML_OP_UNARY, "UNARY", "unary(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
     {GGML_OP_MAP_CUSTOM1, "MAP_CUSTOM1", "map_custom(x)", 1, 1, OpKind::custom},
     {GGML_OP_MAP_CUSTOM2, "MAP_CUSTOM2", "map_custom(x,y)", 2, 2, OpKind::custom},
     {GGML_OP_MAP_CUSTOM3, "MAP_CUSTOM3", "map_custom(x,y,z)", 3, 3, OpKind::custom},
     {GGML_OP_CUSTOM, "CUSTOM", "custom(x)", 0, GGML_MAX_SRC, OpKind::custom},
-    {GGML_OP_CROSS_ENTROPY_LOSS, "CROSS_ENTROPY_LOSS", "cross_entropy_loss(x,y)", 2, 2, OpKind::training},
+    {GGML_OP_CROSS_ENTROPY_LOSS, "CROSS_ENTROPY_LOSS", "cross_entropy_loss(x,y)", 2, 2, OpKind::training, OpShape::other, k_op_grad},
     {GGML_OP_CROSS_ENTROPY_LOSS_BACK, "CROSS_ENTROPY_LOSS_BACK", "cross_entropy_loss_back(x,y)", 3, 3, OpKind::training},
     {GGML_OP_OPT_STEP_ADAMW, "OPT_STEP_ADAMW", "adamw(x)", 5, 5, OpKind::training},
     {GGML_OP_OPT_STEP_SGD, "OPT_STEP_SGD", "sgd(x)", 3, 3, OpKind::training},
-    {GGML_OP_GLU, "GLU", "glu(x)", 1, 2, OpKind::compute},
+    {GGML_OP_GLU, "GLU", "glu(x)", 1, 2, OpKind::compute, OpShape::other, k_op_grad},
 }};
 
 // Every row sits at its operator's number.
@@ -182,10 +202,93 @@ constexpr bool is_view_op(ggml_op op) {
     return i != nullptr && i->kind == OpKind::view;
 }
 
+// Whether op has every one of the k_op_* bits in flag.
+constexpr bool op_has(ggml_op op, uint8_t flag) {
+    const OpInfo * i = op_info(op);
+    return i != nullptr && (i->flags & flag) == flag;
+}
+
+// How op's result depends on its sources; OpShape::other for a value that
+// is not an operator.
+constexpr OpShape op_shape(ggml_op op) {
+    const OpInfo * i = op_info(op);
+    return i != nullptr ? i->shape : OpShape::other;
+}
+
 // The sources of op that hold indices (bit s: src[s]); 0 for none.
 constexpr uint8_t index_srcs(ggml_op op) {
     const OpInfo * i = op_info(op);
     return i != nullptr ? i->indices.srcs : 0;
+}
+
+// The unary operators (GGML_OP_UNARY's op_params[0]) and the gated linear
+// units (GGML_OP_GLU's op_params[0]): names as ggml_unary_op_name and
+// ggml_glu_op_name give them, and whether they have a gradient (k_op_grad;
+// for a gated unit, of the split form).
+struct UnaryInfo {
+    ggml_unary_op op;
+    const char *  name;
+    uint8_t       flags = 0;
+};
+struct GluInfo {
+    ggml_glu_op  op;
+    const char * name;
+    uint8_t      flags = 0;
+};
+
+inline constexpr std::array<UnaryInfo, GGML_UNARY_OP_COUNT> k_unary_ops = {{
+    {GGML_UNARY_OP_ABS, "ABS", k_op_grad},
+    {GGML_UNARY_OP_SGN, "SGN", k_op_grad},
+    {GGML_UNARY_OP_NEG, "NEG", k_op_grad},
+    {GGML_UNARY_OP_STEP, "STEP", k_op_grad},
+    {GGML_UNARY_OP_TANH, "TANH"},
+    {GGML_UNARY_OP_ELU, "ELU"},
+    {GGML_UNARY_OP_RELU, "RELU", k_op_grad},
+    {GGML_UNARY_OP_SIGMOID, "SIGMOID"},
+    {GGML_UNARY_OP_GELU, "GELU"},
+    {GGML_UNARY_OP_GELU_QUICK, "GELU_QUICK"},
+    {GGML_UNARY_OP_SILU, "SILU", k_op_grad},
+    {GGML_UNARY_OP_HARDSWISH, "HARDSWISH"},
+    {GGML_UNARY_OP_HARDSIGMOID, "HARDSIGMOID"},
+    {GGML_UNARY_OP_EXP, "EXP", k_op_grad},
+    {GGML_UNARY_OP_EXPM1, "EXPM1", k_op_grad},
+    {GGML_UNARY_OP_SOFTPLUS, "SOFTPLUS", k_op_grad},
+    {GGML_UNARY_OP_GELU_ERF, "GELU_ERF"},
+    {GGML_UNARY_OP_XIELU, "XIELU"},
+    {GGML_UNARY_OP_FLOOR, "FLOOR"},
+    {GGML_UNARY_OP_CEIL, "CEIL"},
+    {GGML_UNARY_OP_ROUND, "ROUND"},
+    {GGML_UNARY_OP_TRUNC, "TRUNC"},
+}};
+
+inline constexpr std::array<GluInfo, GGML_GLU_OP_COUNT> k_glu_ops = {{
+    {GGML_GLU_OP_REGLU, "REGLU"},
+    {GGML_GLU_OP_GEGLU, "GEGLU"},
+    {GGML_GLU_OP_SWIGLU, "SWIGLU", k_op_grad},
+    {GGML_GLU_OP_SWIGLU_OAI, "SWIGLU_OAI"},
+    {GGML_GLU_OP_GEGLU_ERF, "GEGLU_ERF"},
+    {GGML_GLU_OP_GEGLU_QUICK, "GEGLU_QUICK"},
+    {GGML_GLU_OP_SWIGLU_CLAMP, "SWIGLU_CLAMP"},
+}};
+
+consteval bool unary_tables_in_order() {
+    for (size_t i = 0; i < k_unary_ops.size(); ++i) {
+        if (size_t(k_unary_ops[i].op) != i) return false;
+    }
+    for (size_t i = 0; i < k_glu_ops.size(); ++i) {
+        if (size_t(k_glu_ops[i].op) != i) return false;
+    }
+    return true;
+}
+static_assert(unary_tables_in_order(), "k_unary_ops, k_glu_ops: a row is out of place");
+
+// The descriptions of a unary operator and of a gated linear unit; nullptr
+// for a value that is not one.
+constexpr const UnaryInfo * unary_info(int op) {
+    return op >= 0 && op < GGML_UNARY_OP_COUNT ? &k_unary_ops[size_t(op)] : nullptr;
+}
+constexpr const GluInfo * glu_info(int op) {
+    return op >= 0 && op < GGML_GLU_OP_COUNT ? &k_glu_ops[size_t(op)] : nullptr;
 }
 
 // A hash (FNV-1a) of the operators' numbers and names in order: two builds

@@ -301,9 +301,7 @@ ggml_status Backend::graph_compute(ggml_cgraph * graph) {
             std::memcpy(p->op_params, node->op_params, sizeof(p->op_params));
             ggml_graph_add_node(graphs[j], p);
         }
-        const bool is_view = node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE || node->op == GGML_OP_PERMUTE ||
-                             node->op == GGML_OP_TRANSPOSE;
-        if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE && !is_view) {
+        if (sl.state.axis == GGML_BACKEND_SPLIT_AXIS_PARTIAL && node->op != GGML_OP_NONE && !is_view_op(node->op)) {
             status = run(!streamed);
             if (status == GGML_STATUS_SUCCESS && !members_reduce(node, sl)) {
                 if (streamed) status = run(true);

@@ -18,10 +18,6 @@ namespace {
 // A meta tensor's data is an offset from this address, never dereferenced.
 char * const k_base = reinterpret_cast<char *>(uintptr_t{1} << 44);
 
-bool is_view_op(ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
-}
-
 void contiguous_strides(ggml_tensor * t) {
     t->nb[0] = ggml_type_size(t->type);
     t->nb[1] = ggml_row_size(t->type, t->ne[0]);

@@ -412,18 +412,13 @@ struct OpRule {
     Rule    rule;
 };
 
-// The split rule of each operation that has one. Any other operation is
-// computed on mirrored sources only.
+// The split rules of the operations with a rule of their own. The others
+// follow their row's OpShape (core/op_table.h): element-wise ones take the
+// sources' common state, broadcasts that of the first source, operations on
+// whole rows need rows whole; any other operation is computed on mirrored
+// sources only.
 constexpr OpRule k_rules[] = {
-    // element-wise: the sources' common state
-    {GGML_OP_SCALE, all_equal}, {GGML_OP_SQR, all_equal}, {GGML_OP_SQRT, all_equal}, {GGML_OP_LOG, all_equal},
-    {GGML_OP_SIN, all_equal}, {GGML_OP_COS, all_equal}, {GGML_OP_CLAMP, all_equal}, {GGML_OP_LEAKY_RELU, all_equal},
-    {GGML_OP_UNARY, all_equal}, {GGML_OP_ADD1, all_equal}, {GGML_OP_GLU, glu},
-    // broadcasts over the first source
-    {GGML_OP_ADD, broadcast}, {GGML_OP_SUB, broadcast}, {GGML_OP_MUL, broadcast}, {GGML_OP_DIV, broadcast},
-    // whole rows
-    {GGML_OP_NORM, per_row}, {GGML_OP_RMS_NORM, per_row}, {GGML_OP_L2_NORM, per_row}, {GGML_OP_SUM_ROWS, per_row},
-    {GGML_OP_MEAN, per_row}, {GGML_OP_ARGMAX, per_row}, {GGML_OP_SOFT_MAX, soft_max},
+    {GGML_OP_GLU, glu}, {GGML_OP_SOFT_MAX, soft_max},
     {GGML_OP_ROPE, rope}, {GGML_OP_ROPE_BACK, rope}, // DeepSeek 4 takes the rotation off its attention output
     // products and attention
     {GGML_OP_MUL_MAT, mul_mat}, {GGML_OP_MUL_MAT_ID, mul_mat_id}, {GGML_OP_ADD_ID, add_id},
@@ -436,6 +431,12 @@ constexpr OpRule k_rules[] = {
 Rule rule_of(ggml_op op) {
     for (const OpRule & r : k_rules) {
         if (r.op == op) return r.rule;
+    }
+    switch (op_shape(op)) {
+        case OpShape::elementwise: return all_equal;
+        case OpShape::broadcast: return broadcast;
+        case OpShape::rows: return per_row;
+        case OpShape::other: return nullptr;
     }
     return nullptr;
 }

@@ -121,6 +121,9 @@ bool supports_get_rows(const ggml_tensor * op) {
 
 // The unary.comp variant of a unary op; 0 for those it lacks.
 uint32_t unary_code(ggml_unary_op u) {
+    if (unary_info(u) == nullptr) {
+        return 0;
+    }
     switch (u) {
         case GGML_UNARY_OP_SILU: return 2;
         case GGML_UNARY_OP_GELU: return 3;
@@ -130,8 +133,23 @@ uint32_t unary_code(ggml_unary_op u) {
         case GGML_UNARY_OP_SIGMOID: return 7;
         case GGML_UNARY_OP_GELU_QUICK: return 8;
         case GGML_UNARY_OP_EXP: return 11;
-        default: return 0;
+        case GGML_UNARY_OP_ABS:
+        case GGML_UNARY_OP_SGN:
+        case GGML_UNARY_OP_STEP:
+        case GGML_UNARY_OP_ELU:
+        case GGML_UNARY_OP_HARDSWISH:
+        case GGML_UNARY_OP_HARDSIGMOID:
+        case GGML_UNARY_OP_EXPM1:
+        case GGML_UNARY_OP_SOFTPLUS:
+        case GGML_UNARY_OP_GELU_ERF:
+        case GGML_UNARY_OP_XIELU:
+        case GGML_UNARY_OP_FLOOR:
+        case GGML_UNARY_OP_CEIL:
+        case GGML_UNARY_OP_ROUND:
+        case GGML_UNARY_OP_TRUNC:
+        case GGML_UNARY_OP_COUNT: return 0;
     }
+    return 0;
 }
 
 // Spreads n workgroups over x and y (x at most k_max_groups); the shaders

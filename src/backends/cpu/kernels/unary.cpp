@@ -56,7 +56,10 @@ struct UnaryFn {
 };
 
 Fn from_unary_op(int32_t u) {
-    switch (u) {
+    if (unary_info(u) == nullptr) {
+        return Fn::invalid;
+    }
+    switch (ggml_unary_op(u)) {
         case GGML_UNARY_OP_ABS: return Fn::abs;
         case GGML_UNARY_OP_SGN: return Fn::sgn;
         case GGML_UNARY_OP_NEG: return Fn::neg;
@@ -79,8 +82,9 @@ Fn from_unary_op(int32_t u) {
         case GGML_UNARY_OP_CEIL: return Fn::ceil;
         case GGML_UNARY_OP_ROUND: return Fn::round;
         case GGML_UNARY_OP_TRUNC: return Fn::trunc;
-        default: return Fn::invalid;
+        case GGML_UNARY_OP_COUNT: return Fn::invalid;
     }
+    return Fn::invalid;
 }
 
 UnaryFn decode(const ggml_tensor * dst) {
@@ -222,14 +226,20 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
 namespace {
 
 Fn glu_activation(int32_t op) {
-    switch (op) {
+    if (glu_info(op) == nullptr) {
+        return Fn::invalid;
+    }
+    switch (ggml_glu_op(op)) {
         case GGML_GLU_OP_REGLU: return Fn::relu;
         case GGML_GLU_OP_GEGLU: return Fn::gelu;
         case GGML_GLU_OP_SWIGLU: return Fn::silu;
         case GGML_GLU_OP_GEGLU_ERF: return Fn::gelu_erf;
         case GGML_GLU_OP_GEGLU_QUICK: return Fn::gelu_quick;
-        default: return Fn::invalid; // SWIGLU_OAI and SWIGLU_CLAMP have their own loops
+        case GGML_GLU_OP_SWIGLU_OAI:   // a loop of its own
+        case GGML_GLU_OP_SWIGLU_CLAMP: // a loop of its own
+        case GGML_GLU_OP_COUNT: return Fn::invalid;
     }
+    return Fn::invalid;
 }
 
 } // namespace
