@@ -57,12 +57,7 @@ dropin=$libdir/loom-ggml
 [ -e "$dropin/libggml-base.so" ] || { echo "no $dropin/libggml-base.so in the installed tree"; exit 1; }
 
 # npm's packages and the llama.cpp headers of the same release.
-if [ ! -d "$work/node/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64" ]; then
-    mkdir -p "$work/node"
-    (cd "$work/node" && npm install --silent --no-audit --no-fund --ignore-scripts --omit=optional \
-        node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1) || { echo "npm install failed"; exit 1; }
-fi
-bins=$work/node/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+bins=$(scripts/fetch-npm-llama.sh "$work/node") || { echo "npm install failed"; exit 1; }
 src=$(scripts/fetch-ggml-reference.sh "$root/build/reference") || { echo "cannot fetch llama.cpp's source"; exit 1; }
 
 imports() {
