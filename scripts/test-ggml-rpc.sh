@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# ggml 0.25.1's own RPC client against loom-rpc-server --protocol ggml on
-# loopback. The client is ggml's RPC backend, built from the reference
-# source (scripts/fetch-ggml-reference.sh) as a backend plugin beside npm's
-# prebuilt ggml and llama.cpp libraries (@node-llama-cpp/linux-x64@3.22.1),
-# so that the programs below are ggml's and llama.cpp's, unchanged:
+# ggml's RPC protocol between loom and ggml 0.25.1, both ways, on loopback.
+# ggml's side is its RPC backend and rpc-server, built from the reference
+# source (scripts/fetch-ggml-reference.sh) beside npm's prebuilt ggml and
+# llama.cpp libraries (@node-llama-cpp/linux-x64@3.22.1), so that its
+# programs are ggml's and llama.cpp's, unchanged:
 #
 #   scripts/test-ggml-rpc.sh [LOOM_BUILD_DIR [WORK_DIR]]
 #
 # Checks, each printed as "ok NAME" or "FAIL NAME":
-#   rpc-greedy       npm's prebuilt libllama (tests/prebuilt/llama_greedy.cpp)
-#                    with every layer on the loom server: the reference's
-#                    greedy tokens (tests/data/stories260k-reference.json)
-#   rpc-backend-ops  llama.cpp's test-backend-ops, mode test, through the
-#                    server's device (RPC0) against ggml's CPU, for the
-#                    operators of $OPS (default: those llama's graphs use)
-# Also builds ggml's rpc-server into WORK_DIR/ggml-rpc (bench/rpc_vs_ggml.sh
-# uses it). WORK_DIR defaults to build/prebuilt (npm's packages are shared
-# with scripts/test-prebuilt.sh).
+#   ggml-client-greedy  npm's prebuilt libllama (tests/prebuilt/llama_greedy.cpp)
+#                       with every layer on loom-rpc-server --protocol ggml:
+#                       the reference's greedy tokens
+#                       (tests/data/stories260k-reference.json)
+#   ggml-client-ops     llama.cpp's test-backend-ops on ggml, mode test,
+#                       through the loom server's device (RPC0) against
+#                       ggml's CPU, for the operators of $OPS
+#   loom-client-greedy  loom-run --rpc on ggml's own rpc-server: every layer
+#                       on its device, the reference's text
+#   loom-client-ops     test-backend-ops built on loom, through ggml's server
+#                       (RPC[...]ggml0) against loom's CPU
+# WORK_DIR defaults to build/prebuilt (npm's packages are shared with
+# scripts/test-prebuilt.sh); the programs are built into WORK_DIR/ggml-rpc
+# once (bench/rpc_vs_ggml.sh uses them too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -27,13 +32,17 @@ work=$(cd "$work" && pwd)
 ops=${OPS:-ADD,MUL,SCALE,RMS_NORM,ROPE,SOFT_MAX,GET_ROWS,SET_ROWS,CPY,CONT,GLU,FLASH_ATTN_EXT,MUL_MAT}
 # MUL_MAT's cases of the types llama's files hold most (all 1323 take minutes).
 mul_mat_params=${MUL_MAT_PARAMS:-'type_a=(f32|f16|q4_0|q8_0|q4_K|q6_K),type_b=f32,m=16,n=(1|9),k=256'}
-# Left out of the other operators' cases: BF16 to Q8_0 copies. loom rounds
-# a Q8_0 value that lies half-way between two integers away from zero, as
-# ggml's reference quantizer (quantize_row_q8_0_ref) does; ggml's x86 and
-# Arm CPU code rounds it to even. BF16 data, with its 8-bit mantissa, hits
-# such ties often enough to push the two results past test-backend-ops'
-# error bound (docs/rpc.md).
-other_params=${OTHER_PARAMS:-'^(?!type_src=bf16,type_dst=q8_0)'}
+# Left out of the other operators' cases: F16 and BF16 to Q8_0 copies. loom
+# rounds a Q8_0 value that lies half-way between two integers away from
+# zero, as ggml's reference quantizer (quantize_row_q8_0_ref) does; ggml's
+# x86 and Arm CPU code rounds it to even. Half-precision data, with 11 or 8
+# bits of mantissa, hits such ties often enough to push the two results
+# past test-backend-ops' error bound (docs/rpc.md).
+other_params=${OTHER_PARAMS:-'^(?!type_src=b?f16,type_dst=q8_0)'}
+# Through ggml's server, copies into the i-quants are left out too: ggml's
+# CPU cannot quantize to them on the fly, and its rpc-server aborts on the
+# request (ggml's client sends it as well: an RPC device claims every op).
+loom_client_params=${LOOM_CLIENT_PARAMS:-'^(?!type_src=b?f16,type_dst=q8_0|type_src=[a-z0-9_]+,type_dst=iq)'}
 
 bins=$(scripts/fetch-npm-llama.sh "$work/node") || { echo "cannot install npm's packages"; exit 1; }
 src=$(scripts/fetch-ggml-reference.sh "$root/build/reference") || { echo "cannot fetch llama.cpp's source"; exit 1; }
@@ -53,11 +62,16 @@ build() { # target, then the compiler's arguments: built once
 }
 build libggml-rpc.so -fPIC -shared -DGGML_BACKEND_DL -DGGML_BACKEND_BUILD -DGGML_BACKEND_SHARED -DGGML_SHARED \
     -I"$src/ggml/src" "$src/ggml/src/ggml-rpc/ggml-rpc.cpp" "$src/ggml/src/ggml-rpc/transport.cpp" "$out/libggml-base.so" -lpthread
-build libadd_rpc_servers.so -fPIC -shared "$root/tests/ggml_rpc/add_rpc_servers.cpp" "$out/libggml-base.so" -ldl
+# (its ggml symbols are taken from the program it is loaded into: ggml's or loom's)
+build libadd_rpc_servers.so -fPIC -shared "$root/tests/ggml_rpc/add_rpc_servers.cpp" -ldl
 build rpc-server "$src/tools/rpc/rpc-server.cpp" "$out/libggml.v0.5.0.so" "$out/libggml-base.so" -lpthread
 build llama_greedy "$root/tests/prebuilt/llama_greedy.cpp" "$out/libllama.v0.5.0.so" "$out/libggml.v0.5.0.so" \
     "$out/libggml-base.so"
 build test-backend-ops -O1 "$src/tests/test-backend-ops.cpp" "$out/libggml.v0.5.0.so" "$out/libggml-base.so" -lpthread
+# The same program on loom (its own folder: no ggml plugin beside it).
+mkdir -p "$out/on-loom"
+build on-loom/test-backend-ops -O1 -I"$root/include" "$src/tests/test-backend-ops.cpp" -L"$loom_build" -lloom \
+    -Wl,-rpath,"$loom_build" -lpthread
 
 passed=0
 failed=0
@@ -75,12 +89,18 @@ check() { # NAME COMMAND...: the command's output in WORK_DIR/logs/NAME.log
     fi
 }
 
-# The loom server, on a free port.
-srv_log=$work/logs/loom-rpc-server-ggml.log
 mkdir -p "$work/logs"
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# loom's server of ggml's protocol, on a free port it picks.
+srv_log=$work/logs/loom-rpc-server-ggml.log
 "$loom_build/tools/loom-rpc-server" --protocol ggml -H 127.0.0.1 -p 0 -t 2 >"$srv_log" 2>&1 &
 srv=$!
-trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT
+pids+=($srv)
 port=
 for _ in $(seq 100); do
     port=$(sed -n 's/^loom-rpc-server: listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$srv_log")
@@ -89,6 +109,18 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "the server did not start:"; cat "$srv_log"; exit 1; }
 endpoint=127.0.0.1:$port
+
+# ggml's own server.
+ggml_port=$(free_port)
+ggml_endpoint=127.0.0.1:$ggml_port
+ggml_log=$work/logs/ggml-rpc-server.log
+"$out/rpc-server" -H 127.0.0.1 -p "$ggml_port" -t 2 >"$ggml_log" 2>&1 &
+ggml_srv=$!
+pids+=($ggml_srv)
+for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$ggml_port") 2>/dev/null && break
+    sleep 0.1
+done
 
 greedy() {
     local prompts=() line
@@ -107,41 +139,58 @@ print(f"{len(want) - len(bad)} of {len(want)} prompts as the reference")
 sys.exit(1 if bad or len(got) != len(want) else 0)
 PY
 }
-check rpc-greedy greedy
+check ggml-client-greedy greedy
 
-backend_ops() {
+backend_ops() { # program device servers tag params
+    local program=$1 device=$2 servers=$3 tag=$4 params=$5
     local others=${ops//MUL_MAT/}
     others=${others//,,/,}
     others=${others%,}
     others=${others#,}
     local rc=0
     for run in others mul_mat; do
-        local args=(-b RPC0)
+        local args=(-b "$device")
         if [ $run = others ]; then
             [ -n "$others" ] || continue
-            args+=(-o "$others" -p "$other_params")
+            args+=(-o "$others" -p "$params")
         else
             [[ ",$ops," == *,MUL_MAT,* ]] || continue
             args+=(-o MUL_MAT -p "$mul_mat_params")
         fi
-        GGML_RPC_SERVERS=$endpoint LD_PRELOAD=$out/libadd_rpc_servers.so "$out/test-backend-ops" test "${args[@]}" \
-            >"$work/rpc-backend-ops.$run.out" 2>&1 || rc=1
-        grep -E "tests passed|Backend RPC0|FAIL" "$work/rpc-backend-ops.$run.out" | grep -v "^  *$" | tail -5
+        local log=$work/$tag.$run.out
+        GGML_RPC_SERVERS=$servers LD_PRELOAD=$out/libadd_rpc_servers.so "$program" test "${args[@]}" >"$log" 2>&1 || rc=1
+        grep -E "tests passed|Backend RPC|FAIL" "$log" | tail -5
         # A run that tested nothing proves nothing.
-        grep -Eq '^  [1-9][0-9]*/[0-9]+ tests passed' "$work/rpc-backend-ops.$run.out" || { echo "no case ran"; rc=1; }
+        grep -Eq '^  [1-9][0-9]*/[0-9]+ tests passed' "$log" || { echo "no case ran"; rc=1; }
     done
     return $rc
 }
-check rpc-backend-ops backend_ops
+check ggml-client-ops backend_ops "$out/test-backend-ops" RPC0 "$endpoint" ggml-client-ops "$other_params"
 
-# The server is still there, and no session is left open.
-if kill -0 $srv 2>/dev/null; then
-    echo "ok server-alive"
-    passed=$((passed + 1))
-else
-    echo "FAIL server-alive"
-    cat "$srv_log"
-    failed=$((failed + 1))
-fi
+loom_greedy() {
+    local want got
+    want=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][0]; print(p["prompt"] + p["generated_text"], end="")' \
+        tests/data/stories260k-reference.json)
+    got=$("$loom_build/tools/loom-run" -m tests/data/stories260k-f32.gguf -p "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompts"][0]["prompt"], end="")' tests/data/stories260k-reference.json)" \
+        -n 64 --temp 0 --rpc "$ggml_endpoint" 2>"$work/loom-client-greedy.err") || { cat "$work/loom-client-greedy.err"; return 1; }
+    grep "layers .* on" "$work/loom-client-greedy.err"
+    grep -q "layers 0-4 on RPC\[$ggml_endpoint\]ggml0" "$work/loom-client-greedy.err" || { echo "not on ggml's server"; return 1; }
+    [ "$got" = "$want" ] || { printf 'got:  %s\nwant: %s\n' "$got" "$want"; return 1; }
+    echo "the reference's text"
+}
+check loom-client-greedy loom_greedy
+check loom-client-ops backend_ops "$out/on-loom/test-backend-ops" "RPC[$ggml_endpoint]ggml0" "$ggml_endpoint" \
+    loom-client-ops "$loom_client_params"
+
+# Both servers are still there.
+for pid in $srv $ggml_srv; do
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "ok server-alive-$pid"
+        passed=$((passed + 1))
+    else
+        echo "FAIL server-alive-$pid"
+        failed=$((failed + 1))
+    fi
+done
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

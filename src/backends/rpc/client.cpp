@@ -22,6 +22,7 @@
 #include "client_buffer.h"
 #include "client_comm.h"
 #include "client_connection.h"
+#include "ggml_client.h"
 #include "core/common.h"
 #include "ggml-rpc.h"
 #include "loom_rpc.grpc.pb.h"
@@ -511,7 +512,7 @@ class RpcReg final : public ggml_backend_reg {
 // may be used until the process ends.
 struct Servers {
     std::mutex                                    mutex;
-    std::map<std::string, RpcServerReg *>         regs;
+    std::map<std::string, ggml_backend_reg *>     regs;
 };
 Servers & servers() {
     static auto * s = new Servers;
@@ -573,12 +574,25 @@ ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint) {
     if (auto it = s.regs.find(endpoint); it != s.regs.end()) {
         return it->second;
     }
-    std::shared_ptr<Connection> conn = Connection::open(endpoint);
-    if (!conn) {
+    // Which protocol the server speaks: LOOM_RPC_PROTOCOL (loom or ggml),
+    // else ggml's when it answers ggml's HELLO (ggml's rpc-server,
+    // loom-rpc-server --protocol ggml), else loom's.
+    const char *      forced = std::getenv("LOOM_RPC_PROTOCOL");
+    const std::string protocol =
+        forced != nullptr && *forced != '\0' ? forced : speaks_ggml(endpoint, 2000) ? "ggml" : "loom";
+    ggml_backend_reg * reg = nullptr;
+    if (protocol == "ggml") {
+        reg = ggml_protocol_reg(endpoint);
+    } else if (protocol == "loom") {
+        std::shared_ptr<Connection> conn = Connection::open(endpoint);
+        reg                              = conn ? new RpcServerReg(conn) : nullptr;
+    } else {
+        LOOM_LOG_ERROR("RPC[%s]: LOOM_RPC_PROTOCOL=%s: loom or ggml\n", endpoint, forced);
+    }
+    if (reg == nullptr) {
         return nullptr;
     }
-    auto * reg          = new RpcServerReg(conn);
-    s.regs[endpoint]    = reg;
+    s.regs[endpoint] = reg;
     ggml_backend_register(reg);
     return reg;
 }
