@@ -4,6 +4,7 @@
 // against values computed here, and each class of attack published against
 // ggml's own rpc-server (the advisories named in the test names), each
 // refused by closing that connection, the server healthy for the next one.
+// Then loom's own client of the protocol (ggml_client.h) on such a server.
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,17 +12,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <atomic>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backends/rpc/ggml_wire.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "ggml-rpc.h"
 #include "ggml.h"
 
@@ -735,6 +738,104 @@ TEST(RpcGgmlCache, UploadsAreFoundByHash) {
         EXPECT_EQ(r.result, 0) << "a changed file is not the content of its name";
     }
     std::filesystem::remove_all(dir);
+}
+
+// loom's own client on a server of ggml's protocol: ggml_backend_rpc_add_server
+// finds the protocol, and graphs computed there match a naive product.
+TEST(RpcGgmlClient, LoomComputesOnAServerOfGgmlsProtocol) {
+    Server            server;
+    const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+    ggml_backend_reg_t reg     = ggml_backend_rpc_add_server(endpoint.c_str());
+    ASSERT_NE(reg, nullptr);
+    ASSERT_EQ(ggml_backend_reg_dev_count(reg), 1u);
+    ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+    EXPECT_EQ(std::string(ggml_backend_dev_name(dev)), "RPC[" + endpoint + "]ggml0");
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(backend, nullptr);
+
+    constexpr int       K = 67, M = 5, N = 3;
+    ggml_init_params    ip{16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *      ctx = ggml_init(ip);
+    ggml_tensor *       a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+    ggml_tensor *       b   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+    ggml_tensor *       c   = ggml_scale(ctx, ggml_mul_mat(ctx, a, b), 0.5f);
+    ggml_tensor *       a2  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+    ggml_cgraph *       gf  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, c);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ASSERT_NE(buf, nullptr);
+    std::mt19937                          rng(3);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float>                    x(K * M), y(K * N), got(M * N);
+    auto check = [&](const char * what) {
+        ggml_backend_tensor_get(c, got.data(), 0, got.size() * 4);
+        for (int n = 0; n < N; ++n) {
+            for (int m = 0; m < M; ++m) {
+                double want = 0;
+                for (int k = 0; k < K; ++k) {
+                    want += double(x[m * K + k]) * double(y[n * K + k]);
+                }
+                EXPECT_NEAR(got[n * M + m], 0.5 * want, 1e-4) << what << " " << m << "," << n;
+            }
+        }
+    };
+    for (float & v : x) v = u(rng);
+    for (float & v : y) v = u(rng);
+    ggml_backend_tensor_set(a, x.data(), 0, x.size() * 4);
+    ggml_backend_tensor_set(b, y.data(), 0, y.size() * 4);
+    ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+    check("first");
+    // The same graph again (sent as GRAPH_RECOMPUTE) on new inputs.
+    for (float & v : x) v = u(rng);
+    ggml_backend_tensor_set(a, x.data(), 0, x.size() * 4);
+    ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+    check("recomputed");
+    // A copy on the server, and clearing the buffer.
+    ggml_backend_tensor_copy(a, a2);
+    std::vector<float> back(x.size());
+    ggml_backend_tensor_get(a2, back.data(), 0, back.size() * 4);
+    EXPECT_EQ(back, x);
+    ggml_backend_buffer_clear(buf, 0);
+    ggml_backend_tensor_get(a2, back.data(), 0, back.size() * 4);
+    EXPECT_EQ(back, std::vector<float>(x.size(), 0.0f));
+    EXPECT_EQ(loom_rpc_server_session_count(server.get()), 1u);
+
+    ggml_backend_buffer_free(buf);
+    ggml_backend_free(backend);
+    ggml_free(ctx);
+}
+
+// A graph the server refuses closes the connection: the computation
+// reports the failure, later ones fail too, and the process lives on.
+TEST(RpcGgmlClient, ARefusedGraphFailsTheComputationsAfterIt) {
+    Server            server;
+    const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+    ggml_backend_reg_t reg     = ggml_backend_rpc_add_server(endpoint.c_str());
+    ASSERT_NE(reg, nullptr);
+    ggml_backend_t backend = ggml_backend_dev_init(ggml_backend_reg_dev_get(reg, 0), nullptr);
+    ggml_init_params ip{8 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx  = ggml_init(ip);
+    ggml_tensor *    rows = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 4);
+    ggml_tensor *    ids  = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 2);
+    ggml_tensor *    out  = ggml_get_rows(ctx, rows, ids);
+    ggml_cgraph *    gf   = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ASSERT_NE(buf, nullptr);
+    const int32_t bad[2] = {0, 9};
+    ggml_backend_tensor_set(ids, bad, 0, sizeof(bad));
+    const ggml_status first = ggml_backend_graph_compute(backend, gf);
+    ggml_backend_synchronize(backend);
+    const ggml_status second = ggml_backend_graph_compute(backend, gf);
+    EXPECT_TRUE(first == GGML_STATUS_FAILED || second == GGML_STATUS_FAILED);
+    EXPECT_EQ(second, GGML_STATUS_FAILED);
+    ggml_backend_buffer_free(buf);
+    ggml_backend_free(backend);
+    ggml_free(ctx);
+    for (int i = 0; i < 200 && loom_rpc_server_session_count(server.get()) != 0; ++i) {
+        usleep(10000);
+    }
+    EXPECT_EQ(loom_rpc_server_session_count(server.get()), 0u) << "the server closed the session";
 }
 
 } // namespace
