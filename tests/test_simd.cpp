@@ -383,6 +383,43 @@ TEST(Simd, GemvAllTypes) {
     }
 }
 
+// The Arm tables' Q8_0 and Q4_0 products (widening products, SDOT) give
+// the same bits: each block's
+// integer sum is exact and meets the scales in the same order on each.
+TEST(Simd, ArmQuantGemvSameBitsOnEveryArmTable) {
+    const KernelTable * base = neon_kernels();
+    if (base == nullptr) {
+        GTEST_SKIP() << "no Arm table runs here: " << lacking();
+    }
+    int compared = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        if (kt == base || std::string(kt->name).rfind("neon", 0) != 0) continue;
+        ++compared;
+        std::mt19937 rng(31);
+        for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+            for (int64_t K : {32, 64, 96, 1056}) {
+                for (int64_t nrows : {1, 2, 3, 5, 8, 19}) {
+                    for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
+                        GemvCase           c   = make_gemv_case(rng, type, K, nrows, ncols);
+                        const size_t       ldd = size_t(nrows) + 1;
+                        std::vector<float> want(ldd * size_t(ncols), -1.0f), got(want);
+                        gemv_of(*base, type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb, ncols,
+                                             want.data(), ldd);
+                        gemv_of(*kt, type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb, ncols,
+                                           got.data(), ldd);
+                        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+                    }
+                }
+            }
+        }
+    }
+    if (compared == 0) {
+        GTEST_SKIP() << "only the neon table runs here";
+    }
+}
+
 // More than four float columns over long rows: the rows go in blocks
 // (several per pass of four columns); each column's results are those of a
 // call with its group of four columns alone, bit for bit, and near the

@@ -312,7 +312,9 @@ struct KernelTable {
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
     GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};
     // Weights of these types in the CPU_REPACK layout (repack.h; Q4_K on
-    // the AVX2 table, Note [Repacked Q4_K]): gemv_repacked[type] with
+    // the AVX2 table, Note [Repacked Q4_K]; Q4_0 on the Arm tables with the
+    // dot product, Note [Interleaved Q4_0 rows], whose gemv_repacked entry
+    // chooses that layout and needs no decode_rows_repacked): gemv_repacked[type] with
     // gemv_quant's contract and bits, reading repacked rows, and
     // decode_rows_repacked[type] writing from them the rows decode_rows
     // writes from ggml's layout. A type is repacked only where the table has

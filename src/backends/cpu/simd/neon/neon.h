@@ -59,4 +59,10 @@ using neon::half_to_f32;
 
 #include "quants_decls.h"
 
+// Q4_0 rows repacked as Note [Interleaved Q4_0 rows] (repack.h) says, in
+// sets of four (nrows a multiple of 4), against Q8_0 columns: the bits of
+// gemv_q4_0 on the same rows in ggml's layout.
+void gemv_q4_0_x4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
+
 } // namespace loom::cpu::neon_dot
