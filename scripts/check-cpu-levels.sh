@@ -4,7 +4,8 @@
 #     Haswell     AVX2, FMA, F16C, no AVX-512   -> the avx2 table
 #     Nehalem     SSE4.2, no AVX                -> the portable table
 #   64-bit Arm (--arch aarch64, a cross build, cmake/aarch64-linux-gnu.cmake):
-#     max         every extension qemu has      -> the neon_dotprod table
+#     max         every extension qemu has      -> the neon_i8mm table
+#     neoverse-n1 SDOT, no SMMLA                -> the neon_dotprod table
 #     cortex-a72  Advanced SIMD, no SDOT        -> the neon table
 # On each: the kernel-table tests, the CPU backend's and the quantized
 # products' tests, the bundled model's greedy text against the reference
@@ -38,8 +39,8 @@ case "$arch" in
     aarch64)
         build=${1:-build-arm64}
         qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
-        levels=(max:neon_dotprod cortex-a72:neon)
-        cc_target=(aarch64-linux-gnu-gcc -march=armv8.2-a+dotprod)
+        levels=(max:neon_i8mm neoverse-n1:neon_dotprod cortex-a72:neon)
+        cc_target=(aarch64-linux-gnu-gcc -march=armv8.2-a+dotprod+i8mm)
         ;;
     *)
         echo "check-cpu-levels: unknown --arch $arch" >&2
@@ -97,11 +98,16 @@ EOF
 else
     cat >"$work/probe.c" <<'EOF'
 #include <string.h>
-/* "sdot": one instruction of the dot-product extension. */
+/* "sdot": one instruction of the dot-product extension; "smmla": one of
+   the 8-bit integer matrix multiply. */
 int main(int argc, char ** argv) {
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "sdot")) {
         __asm__ volatile("sdot v0.4s, v1.16b, v2.16b" ::: "v0");
+        return 0;
+    }
+    if (!strcmp(argv[1], "smmla")) {
+        __asm__ volatile("smmla v0.4s, v1.16b, v2.16b" ::: "v0");
         return 0;
     }
     return 2;
@@ -126,9 +132,11 @@ if [ "$arch" = x86_64 ]; then
     [ "$(probe Nehalem avx2)" = 132 ] || { echo "check-cpu-levels: qemu -cpu Nehalem does not refuse AVX2" >&2; exit 2; }
     echo "check-cpu-levels: qemu refuses AVX-512 as Haswell and AVX2 as Nehalem, and runs the AVX2 gathers right"
 else
-    [ "$(probe max sdot)" = 0 ] || { echo "check-cpu-levels: qemu -cpu max does not run SDOT" >&2; exit 2; }
+    [ "$(probe max smmla)" = 0 ] || { echo "check-cpu-levels: qemu -cpu max does not run SMMLA" >&2; exit 2; }
+    [ "$(probe neoverse-n1 sdot)" = 0 ] || { echo "check-cpu-levels: qemu -cpu neoverse-n1 does not run SDOT" >&2; exit 2; }
+    [ "$(probe neoverse-n1 smmla)" = 132 ] || { echo "check-cpu-levels: qemu -cpu neoverse-n1 does not refuse SMMLA" >&2; exit 2; }
     [ "$(probe cortex-a72 sdot)" = 132 ] || { echo "check-cpu-levels: qemu -cpu cortex-a72 does not refuse SDOT" >&2; exit 2; }
-    echo "check-cpu-levels: qemu runs SDOT as max and refuses it as cortex-a72"
+    echo "check-cpu-levels: qemu runs SMMLA as max, SDOT but not SMMLA as neoverse-n1, and refuses SDOT as cortex-a72"
 fi
 
 # --- loom on each level ----------------------------------------------------
@@ -199,7 +207,7 @@ greedy_text() { # cpu expected-table
 # Q4_0 rows]); the tables of these levels repack nothing else of them.
 repacks() { # table file-type
     case "$1:$2" in
-        avx2:Q4_K_M | neon_dotprod:Q4_0) return 0 ;;
+        avx2:Q4_K_M | neon_dotprod:Q4_0 | neon_i8mm:Q4_0) return 0 ;;
         *) return 1 ;;
     esac
 }

@@ -383,8 +383,8 @@ TEST(Simd, GemvAllTypes) {
     }
 }
 
-// The Arm tables' Q8_0 and Q4_0 products (widening products, SDOT) give
-// the same bits: each block's
+// The Arm tables' Q8_0 and Q4_0 products (widening products, SDOT, SMMLA
+// tiles of two rows and two columns) give the same bits: each block's
 // integer sum is exact and meets the scales in the same order on each.
 TEST(Simd, ArmQuantGemvSameBitsOnEveryArmTable) {
     const KernelTable * base = neon_kernels();
@@ -771,17 +771,20 @@ TEST(Simd, TableIsChosenOnce) {
     const bool avx2 = false, avx512 = false, avx512bf16 = false;
 #endif
     // On 64-bit Arm, the kernel's capability bits read here (HWCAP_ASIMD,
-    // HWCAP_ASIMDDP).
+    // HWCAP_ASIMDDP, HWCAP2_I8MM).
 #if defined(__aarch64__) && defined(__linux__)
     const bool neon    = getauxval(AT_HWCAP) & (1ul << 1);
     const bool dotprod = neon && (getauxval(AT_HWCAP) & (1ul << 20));
+    const bool i8mm    = dotprod && (getauxval(AT_HWCAP2) & (1ul << 13));
 #else
-    const bool neon = false, dotprod = false;
+    const bool neon = false, dotprod = false, i8mm = false;
 #endif
     EXPECT_EQ(neon_table_runs(), neon);
     EXPECT_EQ(neon_dotprod_table_runs(), dotprod);
+    EXPECT_EQ(neon_i8mm_table_runs(), i8mm);
     EXPECT_EQ(neon_kernels() != nullptr, neon);
     EXPECT_EQ(neon_dotprod_kernels() != nullptr, dotprod);
+    EXPECT_EQ(neon_i8mm_kernels() != nullptr, i8mm);
     EXPECT_EQ(avx2_table_runs(), avx2);
     EXPECT_EQ(avx512_table_runs(), avx512);
     EXPECT_EQ(avx512bf16_table_runs(), avx512bf16);
@@ -795,6 +798,7 @@ TEST(Simd, TableIsChosenOnce) {
     if (avx512bf16) names.push_back("avx512_bf16");
     if (neon) names.push_back("neon");
     if (dotprod) names.push_back("neon_dotprod");
+    if (i8mm) names.push_back("neon_i8mm");
     std::vector<std::string> runnable;
     for (const KernelTable * r : runnable_kernels()) runnable.emplace_back(r->name);
     EXPECT_EQ(runnable, names);
