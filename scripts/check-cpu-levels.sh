@@ -4,13 +4,15 @@
 #     Haswell     AVX2, FMA, F16C, no AVX-512   -> the avx2 table
 #     Nehalem     SSE4.2, no AVX                -> the portable table
 #   64-bit Arm (--arch aarch64, a cross build, cmake/aarch64-linux-gnu.cmake):
-#     max         every extension qemu has      -> the neon_dotprod table
+#     max         every extension qemu has      -> the neon_i8mm table
+#     neoverse-n1 SDOT, no SMMLA                -> the neon_dotprod table
 #     cortex-a72  Advanced SIMD, no SDOT        -> the neon table
 # On each: the kernel-table tests, the CPU backend's and the quantized
 # products' tests, the bundled model's greedy text against the reference
 # (tests/data/stories260k-reference.json), and repacked against plain Q4_K
-# weights. Every step must print the table it exercised; a step that ran no
-# test fails.
+# and Q4_0 weights (the same text where the table repacks the type, nothing
+# repacked where it does not). Every step must print the table it
+# exercised; a step that ran no test fails.
 #
 #   scripts/check-cpu-levels.sh [--arch x86_64|aarch64] [BUILD_DIR]   (default: build, build-arm64)
 #
@@ -37,8 +39,8 @@ case "$arch" in
     aarch64)
         build=${1:-build-arm64}
         qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
-        levels=(max:neon_dotprod cortex-a72:neon)
-        cc_target=(aarch64-linux-gnu-gcc -march=armv8.2-a+dotprod)
+        levels=(max:neon_i8mm neoverse-n1:neon_dotprod cortex-a72:neon)
+        cc_target=(aarch64-linux-gnu-gcc -march=armv8.2-a+dotprod+i8mm)
         ;;
     *)
         echo "check-cpu-levels: unknown --arch $arch" >&2
@@ -96,11 +98,16 @@ EOF
 else
     cat >"$work/probe.c" <<'EOF'
 #include <string.h>
-/* "sdot": one instruction of the dot-product extension. */
+/* "sdot": one instruction of the dot-product extension; "smmla": one of
+   the 8-bit integer matrix multiply. */
 int main(int argc, char ** argv) {
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "sdot")) {
         __asm__ volatile("sdot v0.4s, v1.16b, v2.16b" ::: "v0");
+        return 0;
+    }
+    if (!strcmp(argv[1], "smmla")) {
+        __asm__ volatile("smmla v0.4s, v1.16b, v2.16b" ::: "v0");
         return 0;
     }
     return 2;
@@ -125,9 +132,11 @@ if [ "$arch" = x86_64 ]; then
     [ "$(probe Nehalem avx2)" = 132 ] || { echo "check-cpu-levels: qemu -cpu Nehalem does not refuse AVX2" >&2; exit 2; }
     echo "check-cpu-levels: qemu refuses AVX-512 as Haswell and AVX2 as Nehalem, and runs the AVX2 gathers right"
 else
-    [ "$(probe max sdot)" = 0 ] || { echo "check-cpu-levels: qemu -cpu max does not run SDOT" >&2; exit 2; }
+    [ "$(probe max smmla)" = 0 ] || { echo "check-cpu-levels: qemu -cpu max does not run SMMLA" >&2; exit 2; }
+    [ "$(probe neoverse-n1 sdot)" = 0 ] || { echo "check-cpu-levels: qemu -cpu neoverse-n1 does not run SDOT" >&2; exit 2; }
+    [ "$(probe neoverse-n1 smmla)" = 132 ] || { echo "check-cpu-levels: qemu -cpu neoverse-n1 does not refuse SMMLA" >&2; exit 2; }
     [ "$(probe cortex-a72 sdot)" = 132 ] || { echo "check-cpu-levels: qemu -cpu cortex-a72 does not refuse SDOT" >&2; exit 2; }
-    echo "check-cpu-levels: qemu runs SDOT as max and refuses it as cortex-a72"
+    echo "check-cpu-levels: qemu runs SMMLA as max, SDOT but not SMMLA as neoverse-n1, and refuses SDOT as cortex-a72"
 fi
 
 # --- loom on each level ----------------------------------------------------
@@ -193,19 +202,29 @@ greedy_text() { # cpu expected-table
     echo "the reference's $n_gen greedy tokens"
 }
 
-repack_same() { # cpu expected-table
+# Whether a table repacks the matrices of a file type: Q4_K on avx2 (Note
+# [Repacked Q4_K]), Q4_0 on the Arm tables with SDOT (Note [Interleaved
+# Q4_0 rows]); the tables of these levels repack nothing else of them.
+repacks() { # table file-type
+    case "$1:$2" in
+        avx2:Q4_K_M | neon_dotprod:Q4_0 | neon_i8mm:Q4_0) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+repack_same() { # cpu expected-table file-type
     local tool
     for tool in loom-run loom-synth; do
         printf '#!/bin/sh\nexec %s -cpu %s %s "$@"\n' "${qemu[*]}" "$1" "$PWD/$build/tools/$tool" >"$work/$tool-$1"
         chmod +x "$work/$tool-$1"
     done
     local rc=0
-    sh tests/repack_same_text.sh "$work/loom-synth-$1" "$work/loom-run-$1" "$model" "$work" Q4_K_M || rc=$?
-    if [ "$2" = portable ] || [ "$arch" = aarch64 ]; then
-        # No repacked kernels (the portable and Arm tables): the script says so.
-        [ $rc = 77 ]
-    else
+    sh tests/repack_same_text.sh "$work/loom-synth-$1" "$work/loom-run-$1" "$model" "$work" "$3" || rc=$?
+    if repacks "$2" "$3"; then
         [ $rc = 0 ]
+    else
+        # No repacked kernels for the type: the script says so.
+        [ $rc = 77 ]
     fi
 }
 
@@ -215,7 +234,8 @@ for level in "${levels[@]}"; do
     echo "check-cpu-levels: qemu -cpu $cpu (expects the $table table)"
     step "kernel table chosen" check_table "$cpu" "$table" && sed -n 's/^kernel table: /    /p' "$work/log"
     step "loom-run greedy text, bundled model" greedy_text "$cpu" "$table" || true
-    step "repacked Q4_K gives the same text" repack_same "$cpu" "$table" || true
+    step "repacked Q4_K gives the same text" repack_same "$cpu" "$table" Q4_K_M && tail -1 "$work/log" | sed 's/^/    /'
+    step "repacked Q4_0 gives the same text" repack_same "$cpu" "$table" Q4_0 && tail -1 "$work/log" | sed 's/^/    /'
     for t in "${tests[@]}"; do
         step "$t" run_gtest "$cpu" "$t" && grep -a '^\[  PASSED  \]\|SKIPPED \]' "$work/log" | head -3 | sed 's/^/    /'
     done

@@ -1,6 +1,7 @@
 // The CPU device's extra buffer type CPU_REPACK: Q4_0, Q8_0 and F16 weights (AVX-512
-// table), Q4_K (AVX2 table) stored in the kernels' own layout; every test runs again with
-// the AVX2 table selected (Repack.Avx2Table in CMakeLists.txt). Data goes in and out in ggml's layout at any offset;
+// table), Q4_K (AVX2 table), Q4_0 (Arm tables with the dot product) stored in the kernels'
+// own layout; every test runs again with the AVX2 table selected (Repack.Avx2Table in
+// CMakeLists.txt), and under qemu-aarch64 on each Arm level (scripts/check-cpu-levels.sh). Data goes in and out in ggml's layout at any offset;
 // matrix products on repacked weights give the bits of the same product on
 // ggml's layout and agree with a double-precision reference; nothing else
 // may read repacked weights.
@@ -44,9 +45,10 @@ ggml_backend_buffer_type_t repack_buft() {
 #define REQUIRE_REPACK()                                                                        \
     ggml_backend_buffer_type_t buft = repack_buft();                                            \
     if (buft == nullptr) {                                                                      \
-        GTEST_SKIP() << "no repacked layout with this kernel table (it takes AVX2, FMA and F16C; "   \
-                        "here AVX2 " << ggml_cpu_has_avx2() << ", FMA " << ggml_cpu_has_fma()      \
-                     << ", F16C " << ggml_cpu_has_f16c() << ")";                                  \
+        GTEST_SKIP() << "no repacked layout with this kernel table (it takes AVX2, FMA and F16C, "   \
+                        "or Arm's dot product; here AVX2 " << ggml_cpu_has_avx2() << ", FMA "       \
+                     << ggml_cpu_has_fma() << ", F16C " << ggml_cpu_has_f16c() << ", dot product "  \
+                     << ggml_cpu_has_dotprod() << ")";                                            \
     }                                                                                           \
     /* The tests loop over the repacked types: none would check nothing. */                    \
     ASSERT_FALSE(k_types.empty()) << "CPU_REPACK is offered but REPACK_TYPES names no type"

@@ -383,6 +383,43 @@ TEST(Simd, GemvAllTypes) {
     }
 }
 
+// The Arm tables' Q8_0 and Q4_0 products (widening products, SDOT, SMMLA
+// tiles of two rows and two columns) give the same bits: each block's
+// integer sum is exact and meets the scales in the same order on each.
+TEST(Simd, ArmQuantGemvSameBitsOnEveryArmTable) {
+    const KernelTable * base = neon_kernels();
+    if (base == nullptr) {
+        GTEST_SKIP() << "no Arm table runs here: " << lacking();
+    }
+    int compared = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        if (kt == base || std::string(kt->name).rfind("neon", 0) != 0) continue;
+        ++compared;
+        std::mt19937 rng(31);
+        for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+            for (int64_t K : {32, 64, 96, 1056}) {
+                for (int64_t nrows : {1, 2, 3, 5, 8, 19}) {
+                    for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
+                        GemvCase           c   = make_gemv_case(rng, type, K, nrows, ncols);
+                        const size_t       ldd = size_t(nrows) + 1;
+                        std::vector<float> want(ldd * size_t(ncols), -1.0f), got(want);
+                        gemv_of(*base, type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb, ncols,
+                                             want.data(), ldd);
+                        gemv_of(*kt, type)(K, c.a.data() + kOff, c.lda, nrows, c.b.data() + kOff, c.ldb, ncols,
+                                           got.data(), ldd);
+                        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+                    }
+                }
+            }
+        }
+    }
+    if (compared == 0) {
+        GTEST_SKIP() << "only the neon table runs here";
+    }
+}
+
 // More than four float columns over long rows: the rows go in blocks
 // (several per pass of four columns); each column's results are those of a
 // call with its group of four columns alone, bit for bit, and near the
@@ -734,17 +771,20 @@ TEST(Simd, TableIsChosenOnce) {
     const bool avx2 = false, avx512 = false, avx512bf16 = false;
 #endif
     // On 64-bit Arm, the kernel's capability bits read here (HWCAP_ASIMD,
-    // HWCAP_ASIMDDP).
+    // HWCAP_ASIMDDP, HWCAP2_I8MM).
 #if defined(__aarch64__) && defined(__linux__)
     const bool neon    = getauxval(AT_HWCAP) & (1ul << 1);
     const bool dotprod = neon && (getauxval(AT_HWCAP) & (1ul << 20));
+    const bool i8mm    = dotprod && (getauxval(AT_HWCAP2) & (1ul << 13));
 #else
-    const bool neon = false, dotprod = false;
+    const bool neon = false, dotprod = false, i8mm = false;
 #endif
     EXPECT_EQ(neon_table_runs(), neon);
     EXPECT_EQ(neon_dotprod_table_runs(), dotprod);
+    EXPECT_EQ(neon_i8mm_table_runs(), i8mm);
     EXPECT_EQ(neon_kernels() != nullptr, neon);
     EXPECT_EQ(neon_dotprod_kernels() != nullptr, dotprod);
+    EXPECT_EQ(neon_i8mm_kernels() != nullptr, i8mm);
     EXPECT_EQ(avx2_table_runs(), avx2);
     EXPECT_EQ(avx512_table_runs(), avx512);
     EXPECT_EQ(avx512bf16_table_runs(), avx512bf16);
@@ -758,6 +798,7 @@ TEST(Simd, TableIsChosenOnce) {
     if (avx512bf16) names.push_back("avx512_bf16");
     if (neon) names.push_back("neon");
     if (dotprod) names.push_back("neon_dotprod");
+    if (i8mm) names.push_back("neon_i8mm");
     std::vector<std::string> runnable;
     for (const KernelTable * r : runnable_kernels()) runnable.emplace_back(r->name);
     EXPECT_EQ(runnable, names);

@@ -32,8 +32,15 @@ struct Peak {
     double ghz            = 0.0; // the clock the cycle count implies, 0 likewise
 };
 
+// Lanes of the FMA peak's kernels: AVX2's 8 (AVX-512's twice as many), NEON's 4.
+#if defined(__aarch64__)
+constexpr int FMA_LANES = 4;
+#else
+constexpr int FMA_LANES = 8;
+#endif
+
 // The best of every chain count, 4 runs each, in GFLOP/s over all threads
-// (pinned, one per processor).
+// (pinned, one per processor); avx512 only where the processor has it.
 Peak fma_peak(int n_threads, bool avx512);
 
 struct AlignedFloats {
@@ -51,7 +58,7 @@ struct AlignedFloats {
     AlignedFloats & operator=(const AlignedFloats &) = delete;
 };
 
-// a[i] = b[i] + s * c[i] over [begin, end), with streaming stores.
+// a[i] = b[i] + s * c[i] over [begin, end), with streaming stores (x86).
 void triad_part(float * a, const float * b, const float * c, size_t begin, size_t end, float s);
 
 struct Bandwidth {

@@ -4,6 +4,11 @@
 //
 //   loom-bench [-t threads] [--min-time seconds] [--only gemm|gemv|limits] [--type TYPE] [--no-blas]
 //
+// It runs on x86-64 with AVX2 and FMA and on 64-bit Arm (NEON limit
+// kernels: 4-lane FMLA chains; a triad without streaming stores). Only the
+// public ggml API is used, so the same source built against ggml measures
+// ggml's products (bench/arm_vs_ggml.sh).
+//
 // Limits, measured first with the same thread count:
 //   - FMA peak: each thread (pinned to its own processor) runs independent
 //     chains of 8-lane (AVX2) fused multiply-adds, the best of kernels of 8,
@@ -397,10 +402,14 @@ int main(int argc, char ** argv) {
         std::fprintf(stderr, "loom-bench: the gemm cases are f32 only; --type %s selects none\n", o.type.c_str());
         return 2;
     }
+#if defined(__aarch64__)
+    // NEON is the base architecture: the limit kernels run on any 64-bit Arm.
+#else
     if (!ggml_cpu_has_avx2() || !ggml_cpu_has_fma()) {
         std::fprintf(stderr, "loom-bench: the limit kernels need AVX2 and FMA\n");
         return 1;
     }
+#endif
 #if defined(LOOM_BENCH_BLAS)
     const bool have_blas = o.blas;
     if (have_blas && openblas_set_num_threads != nullptr) {
@@ -569,7 +578,11 @@ int main(int argc, char ** argv) {
             std::printf("cycles not readable here)");
         }
     };
+#if defined(__aarch64__)
+    print_peak("FMA peak (NEON, 4 lanes):    ", peak);
+#else
     print_peak("FMA peak (AVX2, 8 lanes):    ", peak);
+#endif
     std::printf("\n");
     if (has512) {
         print_peak("FMA peak (AVX-512, 16 lanes):", peak5);

@@ -1,5 +1,5 @@
-// The repacked layout of Q4_0, Q8_0 and F16 weights (Note [Repacked weights] in repack.h)
-// and the CPU_REPACK buffers that hold it.
+// The repacked layout of Q4_0, Q8_0, F16 and Q4_K weights (Note [Repacked weights] in
+// repack.h; Q4_0 on Arm: Note [Interleaved Q4_0 rows]) and the CPU_REPACK buffers that hold it.
 
 #include "repack.h"
 
@@ -27,14 +27,36 @@ constexpr size_t k_alignment = 64;
 const char k_repacked_tag = 0;
 
 // Where byte `o` of a group (offset from the group's start in ggml's layout)
-// lies in the repacked group, and how many bytes from there on are
-// contiguous in both layouts (to the end of the scale or of the weights).
+// lies in the repacked group, how many bytes from there on are contiguous
+// in both layouts (to the end of the scale or of the weights), and what
+// they are XORed with there.
 struct Place {
-    size_t at;
-    size_t run;
+    size_t  at;
+    size_t  run;
+    uint8_t flip = 0;
 };
 
-Place place(ggml_type type, size_t row_size, size_t o) {
+// Whether the kernel table in use reads Q4_0 as Note [Interleaved Q4_0
+// rows] lays it out (the Arm tables) rather than in quads.
+bool q4_0_interleaved() {
+    return best_kernels().gemv_repacked[GGML_TYPE_Q4_0] != nullptr;
+}
+
+// Note [Interleaved Q4_0 rows]: set h = r / 4 of the group, block i at 72 i.
+Place place_q4_0_interleaved(size_t row_size, size_t o) {
+    constexpr size_t block = sizeof(block_q4_0);
+    const size_t     r     = o / row_size;
+    const size_t     i     = o % row_size / block;
+    const size_t     b     = o % row_size % block;
+    const size_t     at    = 4 * row_size * (r / 4) + 4 * block * i;
+    if (b < k_scale) {
+        return {at + 2 * (r % 4) + b, k_scale - b};
+    }
+    const size_t k = b - k_scale; // byte of qs, 0..15
+    return {at + 8 + 16 * (k / 4) + 4 * (r % 4) + k % 4, 4 - k % 4, 0x88};
+}
+
+Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
     if (type == GGML_TYPE_F16) {
         const size_t chunk = REPACK_F16_CHUNK * sizeof(ggml_fp16_t);
         const size_t b     = o % chunk;
@@ -59,6 +81,9 @@ Place place(ggml_type type, size_t row_size, size_t o) {
     const size_t q     = i % REPACK_QUAD;
     const size_t qa    = i / REPACK_QUAD * (size_t(REPACK_ROWS * REPACK_QUAD) * block);
     if (type == GGML_TYPE_Q4_0) {
+        if (interleaved) {
+            return place_q4_0_interleaved(row_size, o);
+        }
         if (b < k_scale) {
             return {qa + 8 * r + 2 * q + b, k_scale - b};
         }
@@ -72,19 +97,31 @@ Place place(ggml_type type, size_t row_size, size_t o) {
     return {qa + 64 + 256 * q + 128 * (r / 4) + 64 * (k / 16) + 16 * (r % 4) + k % 16, 16 - k % 16};
 }
 
-// fn(repacked offset, ggml-layout offset, bytes) over the pieces of
+// fn(repacked offset, ggml-layout offset, bytes, XOR) over the pieces of
 // [offset, offset + n) of t, both offsets from the tensor's start.
 template <class F> void for_each_piece(const ggml_tensor * t, size_t offset, size_t n, F && fn) {
-    const size_t row_size = t->nb[1];
-    const size_t group    = size_t(REPACK_ROWS) * row_size;
-    size_t       pos      = offset;
-    const size_t end      = offset + n;
+    const size_t row_size    = t->nb[1];
+    const size_t group       = size_t(REPACK_ROWS) * row_size;
+    const bool   interleaved = t->type == GGML_TYPE_Q4_0 && q4_0_interleaved();
+    size_t       pos         = offset;
+    const size_t end         = offset + n;
     while (pos < end) {
         const size_t g0  = pos / group * group;
-        const Place  p   = place(t->type, row_size, pos - g0);
+        const Place  p   = place(t->type, row_size, pos - g0, interleaved);
         const size_t len = std::min(p.run, end - pos);
-        fn(g0 + p.at, pos, len);
+        fn(g0 + p.at, pos, len, p.flip);
         pos += len;
+    }
+}
+
+// memcpy, each byte XORed with flip.
+void copy_flipped(char * dst, const char * src, size_t n, uint8_t flip) {
+    if (flip == 0) {
+        std::memcpy(dst, src, n);
+        return;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        dst[i] = char(uint8_t(src[i]) ^ flip);
     }
 }
 
@@ -194,7 +231,7 @@ bool has_kernels(ggml_type type) {
     const KernelTable & kt = best_kernels();
     switch (type) {
         case GGML_TYPE_F16: return kt.gemv_f16_x8 != nullptr;
-        case GGML_TYPE_Q4_0: return kt.qgemm_q4_0_x8.gemm != nullptr;
+        case GGML_TYPE_Q4_0: return kt.qgemm_q4_0_x8.gemm != nullptr || kt.gemv_repacked[type] != nullptr;
         case GGML_TYPE_Q8_0: return kt.qgemm_q8_0_x8.gemm != nullptr;
         case GGML_TYPE_Q4_K: return kt.gemv_repacked[type] != nullptr && kt.decode_rows_repacked[type] != nullptr;
         default: return false;
@@ -290,8 +327,9 @@ void repack_write(const ggml_tensor * t, const void * src, size_t offset, size_t
     auto *       base = static_cast<char *>(t->data);
     const auto * in   = static_cast<const char *>(src);
     auto pieces = [&](size_t from, size_t len) {
-        for_each_piece(t, from, len,
-                       [&](size_t at, size_t pos, size_t run) { std::memcpy(base + at, in + (pos - offset), run); });
+        for_each_piece(t, from, len, [&](size_t at, size_t pos, size_t run, uint8_t flip) {
+            copy_flipped(base + at, in + (pos - offset), run, flip);
+        });
     };
     if (t->type != GGML_TYPE_Q4_K) {
         pieces(offset, n);
@@ -305,8 +343,9 @@ void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n) {
     const auto * base = static_cast<const char *>(t->data);
     auto *       out  = static_cast<char *>(dst);
     auto pieces = [&](size_t from, size_t len) {
-        for_each_piece(t, from, len,
-                       [&](size_t at, size_t pos, size_t run) { std::memcpy(out + (pos - offset), base + at, run); });
+        for_each_piece(t, from, len, [&](size_t at, size_t pos, size_t run, uint8_t flip) {
+            copy_flipped(out + (pos - offset), base + at, run, flip);
+        });
     };
     if (t->type != GGML_TYPE_Q4_K) {
         pieces(offset, n);
@@ -318,7 +357,8 @@ void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n) {
 
 void repack_fill(const ggml_tensor * t, uint8_t value, size_t offset, size_t n) {
     auto * base = static_cast<char *>(t->data);
-    for_each_piece(t, offset, n, [&](size_t at, size_t, size_t len) { std::memset(base + at, value, len); });
+    for_each_piece(t, offset, n,
+                   [&](size_t at, size_t, size_t len, uint8_t flip) { std::memset(base + at, value ^ flip, len); });
 }
 
 void repack_unpack_row(const ggml_tensor * t, int64_t r, void * out) {

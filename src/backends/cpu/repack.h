@@ -28,6 +28,9 @@
 // only the 128 bytes of qs change places: the four runs of 32 transposed by
 // 8-byte words (Note [Repacked Q4_K] in simd/avx2/q4k_repacked.h).
 //
+// On the Arm tables Q4_0 has a layout of its own instead (Note [Interleaved
+// Q4_0 rows] below), read by their gemv_repacked[GGML_TYPE_Q4_0].
+//
 // So a thread reads its rows as one run of whole, aligned cache lines, and
 // each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
 // four blocks, as the kernel on prepared quads (Note [One row, four blocks])
@@ -40,6 +43,29 @@
 // so ggml_backend_tensor_set and _get, memset and copies see ggml's layout at
 // any offset. The CPU computes nothing but MUL_MAT with a repacked tensor as
 // its weights (src[0]).
+
+// Note [Interleaved Q4_0 rows]
+// The Arm tables multiply four rows at once with SDOT's indexed form: one
+// register holds four consecutive weights of each of four rows, and one
+// instruction adds their products with the same four values of a column
+// into the four rows' lanes, so no sum across lanes is left per block. A
+// group of 8 rows is two sets of four (rows 4h .. 4h + 3 at h * 4 *
+// row_size from the group's start, the same bytes their rows take in
+// ggml's layout), a set block by block, block i at 72 i:
+//
+//     [0, 8)              the four rows' scales, row k's at 2 k
+//     [8 + 16 j, +16)     bytes 4j .. 4j + 3 of qs of each row, row k's at 4 k
+//                         (j = 0..3), each byte XORed with 0x88
+//
+// Byte b of qs holds weight b (low nibble) and weight b + 16 (high nibble);
+// the XOR turns each nibble q into the 4-bit two's complement of q - 8, so
+// that a shift left by 4 (low nibbles) or a mask of the high ones gives 16
+// (q - 8) as signed bytes, two instructions per register. The block's
+// integer sum comes out multiplied by 16, exactly, and the conversion to
+// float divides it back in the same instruction (a fixed-point conversion
+// with 4 fraction bits), which rounds as the conversion of the sum itself.
+// The buffer XORs on the way in and out, so its reads, writes and fills
+// see ggml's bytes.
 
 #include <cstddef>
 #include <cstdint>

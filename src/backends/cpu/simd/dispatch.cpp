@@ -52,10 +52,15 @@ bool neon_dotprod_table_runs() {
     return neon_table_runs() && features().dotprod;
 }
 
+bool neon_i8mm_table_runs() {
+    return neon_dotprod_table_runs() && features().i8mm;
+}
+
 std::vector<const KernelTable *> runnable_kernels() {
     std::vector<const KernelTable *> out = {&portable_kernels()};
     for (const KernelTable * t :
-         {avx2_kernels(), avx512_kernels(), avx512bf16_kernels(), neon_kernels(), neon_dotprod_kernels()}) {
+         {avx2_kernels(), avx512_kernels(), avx512bf16_kernels(), neon_kernels(), neon_dotprod_kernels(),
+          neon_i8mm_kernels()}) {
         if (t != nullptr) out.push_back(t);
     }
     return out;

@@ -312,7 +312,9 @@ struct KernelTable {
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
     GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};
     // Weights of these types in the CPU_REPACK layout (repack.h; Q4_K on
-    // the AVX2 table, Note [Repacked Q4_K]): gemv_repacked[type] with
+    // the AVX2 table, Note [Repacked Q4_K]; Q4_0 on the Arm tables with the
+    // dot product, Note [Interleaved Q4_0 rows], whose gemv_repacked entry
+    // chooses that layout and needs no decode_rows_repacked): gemv_repacked[type] with
     // gemv_quant's contract and bits, reading repacked rows, and
     // decode_rows_repacked[type] writing from them the rows decode_rows
     // writes from ggml's layout. A type is repacked only where the table has
@@ -355,12 +357,14 @@ const KernelTable * avx2_kernels();
 const KernelTable * avx512_kernels();
 const KernelTable * avx512bf16_kernels(); // "avx512_bf16"
 
-// The 64-bit Arm tables (simd/neon/): Advanced SIMD, and with the dot-product
-// extension; the same rules.
-bool               neon_table_runs();         // Advanced SIMD (HWCAP_ASIMD)
-bool               neon_dotprod_table_runs(); // and SDOT (HWCAP_ASIMDDP)
-const KernelTable * neon_kernels();           // "neon"
-const KernelTable * neon_dotprod_kernels();   // "neon_dotprod"
+// The 64-bit Arm tables (simd/neon/): Advanced SIMD, with the dot-product
+// extension, and with the 8-bit integer matrix multiply too; the same rules.
+bool                neon_table_runs();         // Advanced SIMD (HWCAP_ASIMD)
+bool                neon_dotprod_table_runs(); // and SDOT (HWCAP_ASIMDDP)
+bool                neon_i8mm_table_runs();    // and SMMLA (HWCAP2_I8MM)
+const KernelTable * neon_kernels();            // "neon"
+const KernelTable * neon_dotprod_kernels();    // "neon_dotprod"
+const KernelTable * neon_i8mm_kernels();       // "neon_i8mm"
 
 // Every table this processor and OS can run, the portable one first, then in
 // order of preference (best_kernels() picks the last unless

@@ -3,7 +3,9 @@
 // Kernels for 64-bit Arm's Advanced SIMD (NEON), with the kernel table's
 // contracts (kernel_table.h). neon:: needs only the base architecture
 // (armv8-a); neon_dot:: is compiled for the dot-product extension
-// (armv8.2-a+dotprod, SDOT) and runs only where the processor has it.
+// (armv8.2-a+dotprod, SDOT) and neon_i8mm:: for it and the 8-bit integer
+// matrix multiply (+i8mm, SMMLA); each runs only where the processor has
+// its extensions.
 
 #include <cstddef>
 #include <cstdint>
@@ -59,4 +61,21 @@ using neon::half_to_f32;
 
 #include "quants_decls.h"
 
+// Q4_0 rows repacked as Note [Interleaved Q4_0 rows] (repack.h) says, in
+// sets of four (nrows a multiple of 4), against Q8_0 columns: the bits of
+// gemv_q4_0 on the same rows in ggml's layout.
+void gemv_q4_0_x4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
+
 } // namespace loom::cpu::neon_dot
+
+namespace loom::cpu::neon_i8mm {
+
+// Q8_0 and Q4_0 rows against Q8_0 columns in tiles of 2 x 2 on SMMLA (i8mm.cpp); one
+// column takes neon_dot's kernel. The bits of neon_dot's gemv_q8_0 and gemv_q4_0.
+void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+               float * dst, size_t ldd);
+
+} // namespace loom::cpu::neon_i8mm

@@ -1,6 +1,7 @@
 // The 64-bit Arm kernel tables: "neon" (the base architecture's Advanced
-// SIMD) and "neon_dotprod" (the neon table with the quantized products on
-// the dot-product extension's SDOT). Each is the portable table with the
+// SIMD), "neon_dotprod" (the neon table with the quantized products on
+// the dot-product extension's SDOT) and "neon_i8mm" (the neon_dotprod table
+// with Q8_0 and Q4_0 products of several columns on SMMLA). Each is the portable table with the
 // entries these files have replaced; an entry not replaced stays the
 // portable one. A table is built on the first call of its accessor after
 // its check passed.
@@ -44,6 +45,16 @@ KernelTable build_neon_dotprod() {
     KernelTable t   = *neon_kernels();
     t.name          = "neon_dotprod";
     neon_dot::add_quant_kernels(t);
+    // Note [Interleaved Q4_0 rows]: the CPU_REPACK layout of this table.
+    t.gemv_repacked[GGML_TYPE_Q4_0] = neon_dot::gemv_q4_0_x4;
+    return t;
+}
+
+KernelTable build_neon_i8mm() {
+    KernelTable t = *neon_dotprod_kernels();
+    t.name        = "neon_i8mm";
+    t.gemv_q8_0   = neon_i8mm::gemv_q8_0;
+    t.gemv_q4_0   = neon_i8mm::gemv_q4_0;
     return t;
 }
 
@@ -61,6 +72,12 @@ const KernelTable * neon_dotprod_kernels() {
     return &table;
 }
 
+const KernelTable * neon_i8mm_kernels() {
+    if (!neon_i8mm_table_runs()) return nullptr;
+    static const KernelTable table = build_neon_i8mm();
+    return &table;
+}
+
 } // namespace loom::cpu
 
 #else
@@ -71,6 +88,9 @@ const KernelTable * neon_kernels() {
     return nullptr;
 }
 const KernelTable * neon_dotprod_kernels() {
+    return nullptr;
+}
+const KernelTable * neon_i8mm_kernels() {
     return nullptr;
 }
 
