@@ -11,31 +11,19 @@
 # as include/ggml.h declares them. Comments, string and character literals
 # are skipped.
 #
-# Switches not yet converted are counted, per file and enum, in
-# scripts/switches-allow.txt ("file enum count"); the list only shrinks.
-#
 # Usage: check-switches.sh [REPOSITORY_ROOT]   (exit status 1 on a
-# violation, each named as file:line, or on an allow-list count that is
-# higher than the file's)
+# violation, each named as file:line)
 set -eu
 root=${1:-$(dirname "$0")/..}
 cd "$root"
-allow=scripts/switches-allow.txt
-[ -f "$allow" ] || allow=/dev/null
 
 files=$(find src tools include -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.inc' -o -name '*.c' \) |
         sort | tr '\n' '\0' | xargs -0 grep -l 'switch' || true)
 [ -n "$files" ] || exit 0
 # shellcheck disable=SC2086 # file names without blanks, one a word
 awk '
-# The allow-list (the first file): counts of switches not yet converted.
+# The values of the four enums, from the public header (the first file).
 FILENAME == ARGV[1] {
-    sub(/#.*/, "")
-    if (NF >= 3) allowed[$1 " " $2] = $3
-    next
-}
-# The values of the four enums, from the public header (the second file).
-FILENAME == ARGV[2] {
     if (match($0, /^[ \t]*enum[ \t]+ggml_(op|unary_op|glu_op|type)[ \t]*\{/)) {
         cur = $0; sub(/^[ \t]*enum[ \t]+/, "", cur); sub(/[ \t]*\{.*/, "", cur); next
     }
@@ -81,10 +69,9 @@ FNR == 1 { depth = 0; n = 0; pending = 0; in_comment = 0; in_raw = 0 }
         } else if (tok == "}") {
             if (n > 0 && sdepth[n] == depth) {
                 if (senum[n] != "" && sdefault[n]) {
-                    key = FILENAME " " senum[n]
-                    found[key]++
-                    msg[key] = msg[key] sprintf("%s:%d: switch over %s has a default: (line %d); list every case, or read a table\n",
-                                                FILENAME, sline[n], senum[n], sdefault[n])
+                    printf "%s:%d: switch over %s has a default: (line %d); list every case, or read a table\n",
+                           FILENAME, sline[n], senum[n], sdefault[n]
+                    bad = 1
                 }
                 --n
             }
@@ -101,18 +88,5 @@ FNR == 1 { depth = 0; n = 0; pending = 0; in_comment = 0; in_raw = 0 }
         }
     }
 }
-END {
-    for (key in found) {
-        if (found[key] > allowed[key] + 0) { printf "%s", msg[key]; bad = 1 }
-    }
-    for (key in allowed) {
-        if (allowed[key] + 0 > found[key] + 0) {
-            printf "%s: %s allows %d switches over %s with a default:, the file has %d; lower the count\n",
-                   ARGV[1], substr(key, 1, index(key, " ") - 1), allowed[key], substr(key, index(key, " ") + 1),
-                   found[key] + 0
-            bad = 1
-        }
-    }
-    exit bad
-}
-' "$allow" include/ggml.h $files
+END { exit bad }
+' include/ggml.h $files

@@ -1,9 +1,8 @@
 #!/bin/sh
 # scripts/check-switches.sh on small trees: a clean one passes (switches
 # over other enums, defaults in comments and strings, a nested switch's
-# default); a default: in a switch over ggml_op or over ggml_type fails,
-# naming file:line; an allow-listed switch passes and a stale allow-list
-# count fails.
+# default); a default: in a switch over ggml_op, ggml_type or
+# ggml_glu_op fails, naming file:line.
 # Usage: check_switches_selftest.sh CHECK_SWITCHES_SCRIPT WORK_DIR
 set -eu
 check=$1 work=$2/check-switches-selftest
@@ -65,9 +64,9 @@ d=$(tree type)
 printf 'int g(ggml_type t) {\n    switch (t) {\n        case GGML_TYPE_F16: { return 1; }\n        default : return 0;\n    }\n}\n' >"$d/tools/b.h"
 expect 1 "$d" "a default: in a switch over ggml_type"
 grep -q "^tools/b.h:2: switch over ggml_type" "$work/out" || { cat "$work/out"; exit 1; }
-echo 'tools/b.h ggml_type 1  # not yet converted' >"$d/scripts/switches-allow.txt"
-expect 0 "$d" "an allow-listed switch"
-d=$(tree stale)
-echo 'src/a.cpp ggml_op 1' >"$d/scripts/switches-allow.txt"
-expect 1 "$d" "a stale allow-list count"
+d=$(tree glu)
+printf 'enum ggml_glu_op {\n    GGML_GLU_OP_REGLU,\n    GGML_GLU_OP_COUNT,\n};\n' >>"$d/include/ggml.h"
+printf 'int g(int u) {\n    switch (u) {\n        case GGML_GLU_OP_REGLU: return 1;\n        default: return 0;\n    }\n}\n' >"$d/src/c.cpp"
+expect 1 "$d" "a default: in a switch over ggml_glu_op"
+grep -q "^src/c.cpp:2: switch over ggml_glu_op" "$work/out" || { cat "$work/out"; exit 1; }
 echo "check-switches: every case as expected"

@@ -126,7 +126,11 @@ ggml_type fallback(ggml_type type, int64_t row_length) {
         case GGML_TYPE_Q4_K: type = GGML_TYPE_Q5_0; break;
         case GGML_TYPE_Q5_K: type = GGML_TYPE_Q5_1; break;
         case GGML_TYPE_Q6_K: type = GGML_TYPE_Q8_0; break;
-        default: break; // a 32-value type has nothing smaller to go to
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0: case GGML_TYPE_Q8_1: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
+        case GGML_TYPE_BF16: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0:
+        case GGML_TYPE_COUNT: break; // a 32-value type has nothing smaller to go to
     }
     return row_length % ggml_blck_size(type) == 0 ? type : GGML_TYPE_F16;
 }

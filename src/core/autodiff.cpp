@@ -12,22 +12,19 @@ using namespace loom;
 
 namespace {
 
-// Whether the gradient of node's source j can change the gradient of node.
+// Whether the gradient of node's source j can change the gradient of node:
+// not for the sources the operator's row excludes, nor for the source of a
+// piecewise constant unary operator.
 bool source_is_differentiable(const ggml_tensor * node, int j) {
-    switch (node->op) {
-        case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: return j != 0; // src0 gives only the kernel's shape
-        case GGML_OP_UNARY: {
-            const ggml_unary_op u = ggml_get_unary_op(node);
-            return !(j == 0 && (u == GGML_UNARY_OP_SGN || u == GGML_UNARY_OP_STEP)); // piecewise constant
-        }
-        case GGML_OP_CPY:           // the destination is overwritten
-        case GGML_OP_GET_ROWS:      // row indices
-        case GGML_OP_GET_ROWS_BACK: // row indices
-        case GGML_OP_ROPE:          // positions
-            return j != 1;
-        default: return true;
+    const OpInfo * info = op_info(node->op);
+    if (info != nullptr && ((info->no_grad >> j) & 1u) != 0) {
+        return false;
     }
+    if (node->op == GGML_OP_UNARY && j == 0) {
+        const UnaryInfo * u = unary_info(ggml_get_unary_op(node));
+        return u == nullptr || (u->flags & k_op_constant) == 0;
+    }
+    return true;
 }
 
 // A node whose result is a view of a source's memory: a view, or an op that

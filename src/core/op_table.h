@@ -41,6 +41,8 @@ enum class OpShape : uint8_t {
 inline constexpr uint8_t k_op_in_place      = 1u << 0; // may be computed into a source's memory (Note [In-place reuse])
 inline constexpr uint8_t k_op_writes_source = 1u << 1; // its result is a source's memory, which it writes (cpy, set_rows)
 inline constexpr uint8_t k_op_grad          = 1u << 2; // ggml_build_backward_expand has a rule for it
+// Of a unary operator: piecewise constant, so no gradient reaches its source.
+inline constexpr uint8_t k_op_constant      = 1u << 3;
 
 // Note [Index sources]
 // Some operators read indices from a source's data (get_rows' row numbers,
@@ -68,6 +70,7 @@ struct OpInfo {
     OpShape      shape   = OpShape::other;
     uint8_t      flags   = 0;  // k_op_*
     OpIndices    indices = {}; // Note [Index sources]
+    uint8_t      no_grad = 0;  // bit s set: no gradient flows to src[s] (a shape, indices, positions, a destination)
 };
 
 inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
@@ -105,26 +108,26 @@ inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
     {GGML_OP_OUT_PROD, "OUT_PROD", "X*Y", 2, 2, OpKind::compute},
     {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
     {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute, OpShape::other, k_op_writes_source | k_op_grad},
+    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute, OpShape::other, k_op_writes_source | k_op_grad, {}, 1u << 1},
     {GGML_OP_CONT, "CONT", "cont(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
     {GGML_OP_RESHAPE, "RESHAPE", "reshape(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
     {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
     {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
     {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
-    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad, {.srcs = 1u << 1, .bound = 0, .dim = 1}},
-    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, OpShape::other, 0, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
+    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad, {.srcs = 1u << 1, .bound = 0, .dim = 1}, 1u << 1},
+    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, OpShape::other, 0, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}, 1u << 1},
     {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute, OpShape::other, k_op_writes_source, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
     {GGML_OP_DIAG, "DIAG", "diag(x)", 1, 1, OpKind::compute},
     {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
     {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
     {GGML_OP_SOFT_MAX, "SOFT_MAX", "soft_max(x)", 1, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
     {GGML_OP_SOFT_MAX_BACK, "SOFT_MAX_BACK", "soft_max_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
+    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad, {}, 1u << 1},
     {GGML_OP_ROPE_BACK, "ROPE_BACK", "rope_back(x)", 2, 3, OpKind::training},
     {GGML_OP_CLAMP, "CLAMP", "clamp(x)", 1, 1, OpKind::compute, OpShape::elementwise},
     {GGML_OP_CONV_TRANSPOSE_1D, "CONV_TRANSPOSE_1D", "conv_transpose_1d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_IM2COL_BACK, "IM2COL_BACK", "im2col_back(x)", 2, 2, OpKind::training},
+    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad, {}, 1u << 0},
+    {GGML_OP_IM2COL_BACK, "IM2COL_BACK", "im2col_back(x)", 2, 2, OpKind::training, OpShape::other, 0, {}, 1u << 0},
     {GGML_OP_IM2COL_3D, "IM2COL_3D", "im2col_3d(x)", 2, 2, OpKind::compute},
     {GGML_OP_COL2IM_1D, "COL2IM_1D", "col2im_1d(x)", 1, 1, OpKind::compute},
     {GGML_OP_CONV_2D, "CONV_2D", "conv_2d(x)", 2, 2, OpKind::compute},
@@ -186,10 +189,13 @@ consteval bool op_table_in_order() {
                                     o.indices.bound < k_bound_node || o.indices.dim >= GGML_MAX_DIMS)) {
             return false;
         }
+        if ((o.no_grad >> o.max_src) != 0) {
+            return false;
+        }
     }
     return true;
 }
-static_assert(op_table_in_order(), "k_ops: a row is out of place or its source counts or index sources are wrong");
+static_assert(op_table_in_order(), "k_ops: a row is out of place or its source counts, index sources or sources without gradient are wrong");
 
 // The description of op; nullptr for a value that is not an operator.
 constexpr const OpInfo * op_info(int op) {
@@ -224,7 +230,7 @@ constexpr uint8_t index_srcs(ggml_op op) {
 // The unary operators (GGML_OP_UNARY's op_params[0]) and the gated linear
 // units (GGML_OP_GLU's op_params[0]): names as ggml_unary_op_name and
 // ggml_glu_op_name give them, and whether they have a gradient (k_op_grad;
-// for a gated unit, of the split form).
+// for a gated unit, of the split form; k_op_constant: a gradient of zero).
 struct UnaryInfo {
     ggml_unary_op op;
     const char *  name;
@@ -238,9 +244,9 @@ struct GluInfo {
 
 inline constexpr std::array<UnaryInfo, GGML_UNARY_OP_COUNT> k_unary_ops = {{
     {GGML_UNARY_OP_ABS, "ABS", k_op_grad},
-    {GGML_UNARY_OP_SGN, "SGN", k_op_grad},
+    {GGML_UNARY_OP_SGN, "SGN", k_op_grad | k_op_constant},
     {GGML_UNARY_OP_NEG, "NEG", k_op_grad},
-    {GGML_UNARY_OP_STEP, "STEP", k_op_grad},
+    {GGML_UNARY_OP_STEP, "STEP", k_op_grad | k_op_constant},
     {GGML_UNARY_OP_TANH, "TANH"},
     {GGML_UNARY_OP_ELU, "ELU"},
     {GGML_UNARY_OP_RELU, "RELU", k_op_grad},

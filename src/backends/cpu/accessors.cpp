@@ -25,9 +25,16 @@ double load(const ggml_tensor * t, const char * p, const char * caller) {
         case GGML_TYPE_I8: return double(*reinterpret_cast<const int8_t *>(p));
         case GGML_TYPE_I16: { int16_t v; std::memcpy(&v, p, 2); return v; }
         case GGML_TYPE_I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-        default: fail(caller, "tensor %s: element access is not available for type %s", describe(t).text,
-                      ggml_type_name(t->type));
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
+        case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
+            break;
     }
+    fail(caller, "tensor %s: element access is not available for type %s", describe(t).text,
+         ggml_type_name(t->type));
 }
 
 void store(const ggml_tensor * t, char * p, double v, const char * caller) {
@@ -38,8 +45,14 @@ void store(const ggml_tensor * t, char * p, double v, const char * caller) {
         case GGML_TYPE_I8: *reinterpret_cast<int8_t *>(p) = int8_t(v); break;
         case GGML_TYPE_I16: { const int16_t x = int16_t(v); std::memcpy(p, &x, 2); break; }
         case GGML_TYPE_I32: { const int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
-        default: fail(caller, "tensor %s: element access is not available for type %s", describe(t).text,
-                      ggml_type_name(t->type));
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
+        case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
+            fail(caller, "tensor %s: element access is not available for type %s", describe(t).text,
+                 ggml_type_name(t->type));
     }
 }
 

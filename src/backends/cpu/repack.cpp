@@ -234,8 +234,15 @@ bool has_kernels(ggml_type type) {
         case GGML_TYPE_Q4_0: return kt.qgemm_q4_0_x8.gemm != nullptr || kt.gemv_repacked[type] != nullptr;
         case GGML_TYPE_Q8_0: return kt.qgemm_q8_0_x8.gemm != nullptr;
         case GGML_TYPE_Q4_K: return kt.gemv_repacked[type] != nullptr && kt.decode_rows_repacked[type] != nullptr;
-        default: return false;
+        case GGML_TYPE_F32: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_1:
+        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K:
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S:
+        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS: case GGML_TYPE_I8:
+        case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M:
+        case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4:
+        case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT: return false;
     }
+    return false;
 }
 
 } // namespace
@@ -247,8 +254,18 @@ bool repackable(const ggml_tensor * t) {
     switch (t->type) {
         case GGML_TYPE_F16: return t->ne[0] % REPACK_F16_CHUNK == 0;
         case GGML_TYPE_Q4_K: return t->ne[0] % QK_K == 0;
-        default: return t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0; // Q4_0, Q8_0: whole quads
+        case GGML_TYPE_Q4_0:
+        case GGML_TYPE_Q8_0: return t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0; // whole quads
+        case GGML_TYPE_F32: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
+        case GGML_TYPE_IQ1_M: case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4:
+        case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
+            return false; // no kernels (has_kernels)
     }
+    return false;
 }
 
 std::string repacked_type_names() {

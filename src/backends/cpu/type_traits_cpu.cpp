@@ -1,50 +1,38 @@
 // ggml_get_type_traits_cpu: per type, the conversion of f32 activations
 // into the type, the dot product against its activation type, and that type
-// (ggml's vec_dot_type), as ggml-cpu.h describes them. The dot products are
-// the portable ones (kernels/vec.h, kernels/quant_dot.h); the conversions the
-// reference ones of the type table.
+// (ggml's vec_dot_type), as ggml-cpu.h describes them. The dot products and
+// activation types are kernels/vec.cpp's (Note [Dot rows]), the portable
+// ones; the conversions the reference ones of the type table.
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 
 #include "core/common.h"
 #include "core/types.h"
 #include "core/types/legacy_k.h"
 #include "ggml-cpu.h"
-#include "kernels/quant_dot.h"
 #include "kernels/vec.h"
 
 namespace loom::cpu {
 
 namespace {
 
-using DotFn = float (*)(int64_t n, const void * x, const void * y);
-
-// ggml's vec_dot signature over one of loom's dot products: one row (nrc 1),
-// the strides unused.
-template <DotFn Dot>
+// ggml's vec_dot signature over the portable dot product of type T
+// (row_dot_info): one row (nrc 1), the strides unused.
+template <size_t T>
 void vec_dot(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc) {
     (void) bs;
     (void) bx;
     (void) by;
     LOOM_REQUIRE(nrc == 1, "vec_dot takes one row at a time here (nrows is 1), nrc = %d", nrc);
-    *s = Dot(n, x, y);
+    *s = row_dot_info(ggml_type(T)).dot(n, x, y);
 }
 
-float dot_f32_any(int64_t n, const void * x, const void * y) {
-    return dot_f32(n, static_cast<const float *>(x), static_cast<const float *>(y));
-}
-float dot_f16_any(int64_t n, const void * x, const void * y) {
-    return dot_f16(n, static_cast<const ggml_fp16_t *>(x), static_cast<const ggml_fp16_t *>(y));
-}
-float dot_bf16_any(int64_t n, const void * x, const void * y) {
-    return dot_bf16(n, static_cast<const uint16_t *>(x), static_cast<const uint16_t *>(y));
-}
-float dot_q4_0_any(int64_t n, const void * x, const void * y) {
-    return dot_q4_0_q8_0(n, static_cast<const block_q4_0 *>(x), static_cast<const block_q8_0 *>(y));
-}
-float dot_q8_0_any(int64_t n, const void * x, const void * y) {
-    return dot_q8_0_q8_0(n, static_cast<const block_q8_0 *>(x), static_cast<const block_q8_0 *>(y));
+template <size_t... T>
+constexpr std::array<ggml_vec_dot_t, sizeof...(T)> vec_dots(std::index_sequence<T...>) {
+    return {vec_dot<T>...};
 }
 
 void fp32_to_i32(const float * x, void * y, int64_t n) {
@@ -62,34 +50,14 @@ struct CpuTraitsTable {
     }
 
     CpuTraitsTable() {
-        set(GGML_TYPE_F32, vec_dot<dot_f32_any>, GGML_TYPE_F32);
-        set(GGML_TYPE_F16, vec_dot<dot_f16_any>, GGML_TYPE_F16);
-        set(GGML_TYPE_BF16, vec_dot<dot_bf16_any>, GGML_TYPE_BF16);
-        set(GGML_TYPE_Q4_0, vec_dot<dot_q4_0_any>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q8_0, vec_dot<dot_q8_0_any>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q4_1, vec_dot<dot_q4_1_q8_1>, GGML_TYPE_Q8_1);
-        set(GGML_TYPE_Q5_0, vec_dot<dot_q5_0_q8_0>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q5_1, vec_dot<dot_q5_1_q8_1>, GGML_TYPE_Q8_1);
-        set(GGML_TYPE_Q2_K, vec_dot<dot_q2_K_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_Q3_K, vec_dot<dot_q3_K_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_Q4_K, vec_dot<dot_q4_K_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_Q5_K, vec_dot<dot_q5_K_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_Q6_K, vec_dot<dot_q6_K_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ2_XXS, vec_dot<dot_iq2_xxs_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ2_XS, vec_dot<dot_iq2_xs_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ2_S, vec_dot<dot_iq2_s_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ3_XXS, vec_dot<dot_iq3_xxs_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ3_S, vec_dot<dot_iq3_s_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ1_S, vec_dot<dot_iq1_s_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ1_M, vec_dot<dot_iq1_m_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_IQ4_NL, vec_dot<dot_iq4_nl_q8_0>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_IQ4_XS, vec_dot<dot_iq4_xs_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_TQ1_0, vec_dot<dot_tq1_0_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_TQ2_0, vec_dot<dot_tq2_0_q8_K>, GGML_TYPE_Q8_K);
-        set(GGML_TYPE_MXFP4, vec_dot<dot_mxfp4_q8_0>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_NVFP4, vec_dot<dot_nvfp4_q8_0>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q1_0, vec_dot<dot_q1_0_q8_0>, GGML_TYPE_Q8_0);
-        set(GGML_TYPE_Q2_0, vec_dot<dot_q2_0_q8_0>, GGML_TYPE_Q8_0);
+        // The types with a dot product, from vec.cpp's list (Note [Dot rows]).
+        static constexpr auto dots = vec_dots(std::make_index_sequence<GGML_TYPE_COUNT>());
+        for (size_t t = 0; t < GGML_TYPE_COUNT; ++t) {
+            const VecDotInfo info = row_dot_info(ggml_type(t));
+            if (info.dot != nullptr) {
+                set(ggml_type(t), dots[t], info.operand);
+            }
+        }
         // As in ggml, these take no f32 activations (their encoders search,
         // too slow for activations).
         for (ggml_type t : {GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_S}) {

@@ -211,7 +211,13 @@ bool quantize_chunk_iq(ggml_type type, const float * src, void * dst, int64_t nr
             quantize_iq4_nl(src, dst, nrows, n_per_row, imatrix, 7);
             break;
         case GGML_TYPE_IQ4_XS: quantize_iq4_xs(src, dst, nrows, n_per_row, imatrix); break;
-        default:
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0: case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K:
+        case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS:
+        case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S:
+        case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
+        case GGML_TYPE_IQ1_M: case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4:
+        case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
             if (!quantize_chunk_grid(type, src, dst, nrows, n_per_row, imatrix)) {
                 return false;
             }
@@ -242,8 +248,13 @@ ggml_type iq_vec_dot_type(ggml_type type) {
         case GGML_TYPE_NVFP4:
         case GGML_TYPE_Q1_0:
         case GGML_TYPE_Q2_0: return GGML_TYPE_Q8_0;
-        default: return GGML_TYPE_COUNT;
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0: case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K:
+        case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_I8:
+        case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_BF16:
+        case GGML_TYPE_COUNT: return GGML_TYPE_COUNT;
     }
+    return GGML_TYPE_COUNT;
 }
 
 namespace {

@@ -22,14 +22,7 @@ GemvFn gemv_for(const KernelTable & kt, const ggml_tensor * a) {
         // Q4_0 and Q8_0 take qgemm_for's.
         return a->type == GGML_TYPE_F16 ? kt.gemv_f16_x8 : kt.gemv_repacked[a->type];
     }
-    switch (a->type) {
-        case GGML_TYPE_F32: return kt.gemv_f32;
-        case GGML_TYPE_F16: return kt.gemv_f16;
-        case GGML_TYPE_BF16: return kt.gemv_bf16;
-        case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
-        case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
-        default: return kt.gemv_quant[a->type];
-    }
+    return table_gemv(kt, a->type);
 }
 
 // Products of quantized weights where the table prepares the columns once
@@ -50,7 +43,14 @@ QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml
     switch (a->type) {
         case GGML_TYPE_Q4_0: ops = kt.qgemm_q4_0; break;
         case GGML_TYPE_Q8_0: ops = kt.qgemm_q8_0; break;
-        default: ops = kt.qgemm_quant[a->type]; break;
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
+        case GGML_TYPE_IQ1_M: case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4:
+        case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
+            ops = kt.qgemm_quant[a->type]; break;
     }
     if (ops.cols_bytes == nullptr || ops.prepare == nullptr || ops.gemm == nullptr || b->ne[1] < ops.min_cols) {
         return {};

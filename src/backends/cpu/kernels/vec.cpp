@@ -1,5 +1,6 @@
 #include "vec.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -117,90 +118,86 @@ float dot_q4_0_q8_0(int64_t n, const block_q4_0 * x, const block_q8_0 * y) {
     return sum;
 }
 
+namespace {
+
+// Note [Dot rows]
+// The one list of the CPU's dot products: per weight type, the portable dot
+// product against a row of its activation type, and that type (ggml's
+// vec_dot and vec_dot_type: ggml_get_type_traits_cpu reads them here).
+// F32, F16, BF16, Q8_0 and Q4_0 have entries of their own in the kernel
+// tables (a dot product and a gemv: vec_dot_info); the other block types
+// have gemv_quant's.
+struct DotRow {
+    ggml_type             operand = GGML_TYPE_COUNT; // GGML_TYPE_COUNT where dot is null
+    VecDotFn              dot     = nullptr;
+    VecDotFn              best    = nullptr; // the selected table's dot product, for the types of vec_dot_info
+    GemvFn KernelTable::* gemv    = nullptr; // the kernel table's gemv, for the same types
+};
+
+constexpr std::array<DotRow, GGML_TYPE_COUNT> k_dot_rows = [] {
+    std::array<DotRow, GGML_TYPE_COUNT> r{};
+    r[GGML_TYPE_F32]  = {GGML_TYPE_F32, dot_f32_v, best_dot_f32, &KernelTable::gemv_f32};
+    r[GGML_TYPE_F16]  = {GGML_TYPE_F16, dot_f16_v, best_dot_f16, &KernelTable::gemv_f16};
+    r[GGML_TYPE_BF16] = {GGML_TYPE_BF16, dot_bf16_v, best_dot_bf16, &KernelTable::gemv_bf16};
+    r[GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, dot_q8_0_v, best_dot_q8_0, &KernelTable::gemv_q8_0};
+    r[GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, dot_q4_0_v, best_dot_q4_0, &KernelTable::gemv_q4_0};
+    auto quant        = [&r](ggml_type t, ggml_type operand, VecDotFn dot) { r[t] = {operand, dot}; };
+    quant(GGML_TYPE_Q4_1, GGML_TYPE_Q8_1, dot_q4_1_q8_1);
+    quant(GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, dot_q5_0_q8_0);
+    quant(GGML_TYPE_Q5_1, GGML_TYPE_Q8_1, dot_q5_1_q8_1);
+    quant(GGML_TYPE_Q2_K, GGML_TYPE_Q8_K, dot_q2_K_q8_K);
+    quant(GGML_TYPE_Q3_K, GGML_TYPE_Q8_K, dot_q3_K_q8_K);
+    quant(GGML_TYPE_Q4_K, GGML_TYPE_Q8_K, dot_q4_K_q8_K);
+    quant(GGML_TYPE_Q5_K, GGML_TYPE_Q8_K, dot_q5_K_q8_K);
+    quant(GGML_TYPE_Q6_K, GGML_TYPE_Q8_K, dot_q6_K_q8_K);
+    quant(GGML_TYPE_IQ2_XXS, GGML_TYPE_Q8_K, dot_iq2_xxs_q8_K);
+    quant(GGML_TYPE_IQ2_XS, GGML_TYPE_Q8_K, dot_iq2_xs_q8_K);
+    quant(GGML_TYPE_IQ2_S, GGML_TYPE_Q8_K, dot_iq2_s_q8_K);
+    quant(GGML_TYPE_IQ3_XXS, GGML_TYPE_Q8_K, dot_iq3_xxs_q8_K);
+    quant(GGML_TYPE_IQ3_S, GGML_TYPE_Q8_K, dot_iq3_s_q8_K);
+    quant(GGML_TYPE_IQ1_S, GGML_TYPE_Q8_K, dot_iq1_s_q8_K);
+    quant(GGML_TYPE_IQ1_M, GGML_TYPE_Q8_K, dot_iq1_m_q8_K);
+    quant(GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0, dot_iq4_nl_q8_0);
+    quant(GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K, dot_iq4_xs_q8_K);
+    quant(GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K, dot_tq1_0_q8_K);
+    quant(GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K, dot_tq2_0_q8_K);
+    quant(GGML_TYPE_MXFP4, GGML_TYPE_Q8_0, dot_mxfp4_q8_0);
+    // No SIMD products (quant_operand_type gives none): ggml's Q8_0.
+    quant(GGML_TYPE_NVFP4, GGML_TYPE_Q8_0, dot_nvfp4_q8_0);
+    quant(GGML_TYPE_Q1_0, GGML_TYPE_Q8_0, dot_q1_0_q8_0);
+    quant(GGML_TYPE_Q2_0, GGML_TYPE_Q8_0, dot_q2_0_q8_0);
+    return r;
+}();
+
+// The row of a weight type; an empty row for a value that is not a type.
+const DotRow & dot_row(ggml_type t) {
+    static constexpr DotRow none{};
+    return int(t) >= 0 && int(t) < GGML_TYPE_COUNT ? k_dot_rows[size_t(t)] : none;
+}
+
+} // namespace
+
 VecDotInfo vec_dot_info(ggml_type weight_type) {
-    switch (weight_type) {
-        case GGML_TYPE_F32:
-            return {GGML_TYPE_F32, dot_f32_v};
-        case GGML_TYPE_F16:
-            return {GGML_TYPE_F16, dot_f16_v};
-        case GGML_TYPE_BF16:
-            return {GGML_TYPE_BF16, dot_bf16_v};
-        case GGML_TYPE_Q8_0:
-            return {GGML_TYPE_Q8_0, dot_q8_0_v};
-        case GGML_TYPE_Q4_0:
-            return {GGML_TYPE_Q8_0, dot_q4_0_v};
-        default:
-            return {GGML_TYPE_COUNT, nullptr};
-    }
+    const DotRow & r = dot_row(weight_type);
+    return r.gemv != nullptr ? VecDotInfo{r.operand, r.dot} : VecDotInfo{GGML_TYPE_COUNT, nullptr};
 }
 
 VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref) {
     VecDotInfo info = vec_dot_info(weight_type);
-    if (use_ref || info.dot == nullptr) {
-        return info;
-    }
-    switch (weight_type) {
-        case GGML_TYPE_F32: info.dot = best_dot_f32; break;
-        case GGML_TYPE_F16: info.dot = best_dot_f16; break;
-        case GGML_TYPE_BF16: info.dot = best_dot_bf16; break;
-        case GGML_TYPE_Q8_0: info.dot = best_dot_q8_0; break;
-        case GGML_TYPE_Q4_0: info.dot = best_dot_q4_0; break;
-        default: break;
+    if (!use_ref && info.dot != nullptr) {
+        info.dot = dot_row(weight_type).best;
     }
     return info;
 }
 
-// The dot product of vec.h for the types it has, else the portable one of
-// quant_dot.h against the type of gemv_quant's columns; dot == nullptr for
-// the other types.
 VecDotInfo row_dot_info(ggml_type t) {
-    const VecDotInfo info = vec_dot_info(t);
-    if (info.dot != nullptr) {
-        return info;
-    }
-    VecDotFn dot = nullptr;
-    switch (t) {
-        case GGML_TYPE_Q4_1: dot = dot_q4_1_q8_1; break;
-        case GGML_TYPE_Q5_0: dot = dot_q5_0_q8_0; break;
-        case GGML_TYPE_Q5_1: dot = dot_q5_1_q8_1; break;
-        case GGML_TYPE_Q2_K: dot = dot_q2_K_q8_K; break;
-        case GGML_TYPE_Q3_K: dot = dot_q3_K_q8_K; break;
-        case GGML_TYPE_Q4_K: dot = dot_q4_K_q8_K; break;
-        case GGML_TYPE_Q5_K: dot = dot_q5_K_q8_K; break;
-        case GGML_TYPE_Q6_K: dot = dot_q6_K_q8_K; break;
-        case GGML_TYPE_IQ4_NL: dot = dot_iq4_nl_q8_0; break;
-        case GGML_TYPE_MXFP4: dot = dot_mxfp4_q8_0; break;
-        case GGML_TYPE_IQ4_XS: dot = dot_iq4_xs_q8_K; break;
-        case GGML_TYPE_IQ2_XXS: dot = dot_iq2_xxs_q8_K; break;
-        case GGML_TYPE_IQ2_XS: dot = dot_iq2_xs_q8_K; break;
-        case GGML_TYPE_IQ2_S: dot = dot_iq2_s_q8_K; break;
-        case GGML_TYPE_IQ3_XXS: dot = dot_iq3_xxs_q8_K; break;
-        case GGML_TYPE_IQ3_S: dot = dot_iq3_s_q8_K; break;
-        case GGML_TYPE_IQ1_S: dot = dot_iq1_s_q8_K; break;
-        case GGML_TYPE_IQ1_M: dot = dot_iq1_m_q8_K; break;
-        case GGML_TYPE_TQ1_0: dot = dot_tq1_0_q8_K; break;
-        case GGML_TYPE_TQ2_0: dot = dot_tq2_0_q8_K; break;
-        // No activation type of the table's (quant_operand_type): ggml's, Q8_0.
-        case GGML_TYPE_NVFP4: return {GGML_TYPE_Q8_0, dot_nvfp4_q8_0};
-        case GGML_TYPE_Q1_0: return {GGML_TYPE_Q8_0, dot_q1_0_q8_0};
-        case GGML_TYPE_Q2_0: return {GGML_TYPE_Q8_0, dot_q2_0_q8_0};
-        default: return info;
-    }
-    return {quant_operand_type(t), dot};
+    const DotRow & r = dot_row(t);
+    return {r.operand, r.dot};
 }
 
-// The selected table's matrix-vector product for the weight type (null
-// where it has none): the per-column path calls it for ROW_BLOCK rows of
-// one column at a time, as mul_mat's matrix-vector path would.
 GemvFn table_gemv(const KernelTable & kt, ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F32: return kt.gemv_f32;
-        case GGML_TYPE_F16: return kt.gemv_f16;
-        case GGML_TYPE_BF16: return kt.gemv_bf16;
-        case GGML_TYPE_Q8_0: return kt.gemv_q8_0;
-        case GGML_TYPE_Q4_0: return kt.gemv_q4_0;
-        default: return kt.gemv_quant[t];
-    }
+    const DotRow & r = dot_row(t);
+    return r.gemv != nullptr ? kt.*r.gemv : kt.gemv_quant[t];
 }
 
 namespace {
@@ -210,7 +207,14 @@ void quantize_block_row(ggml_type type, const float * x, void * y, int64_t n) {
     switch (type) {
         case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(x, y, n); return;
         case GGML_TYPE_Q8_1: quantize_row_q8_1_ref(x, y, n); return;
-        default: quantize_row_q8_K_ref(x, y, n); return;
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q5_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
+        case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
+        case GGML_TYPE_IQ1_M: case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4:
+        case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
+            quantize_row_q8_K_ref(x, y, n); return;
     }
 }
 
@@ -228,7 +232,13 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
             case GGML_TYPE_Q8_K:
                 quantize_block_row(type, x, dst, n);
                 return;
-            default:
+            case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+            case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S:
+            case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS: case GGML_TYPE_I8:
+            case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M:
+            case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4:
+            case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
                 break;
         }
     }
@@ -276,7 +286,13 @@ void convert_f32_row(ggml_type type, const char * src, size_t stride, void * dst
             }
             return;
         }
-        default:
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ2_XXS:
+        case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS: case GGML_TYPE_I8: case GGML_TYPE_I16:
+        case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M: case GGML_TYPE_TQ1_0:
+        case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0:
+        case GGML_TYPE_COUNT:
             LOOM_ASSERT(false && "convert_f32_row: unsupported operand type");
     }
 }

@@ -45,7 +45,8 @@ VecDotInfo vec_dot_info(ggml_type weight_type, bool use_ref);
 
 // vec_dot_info's dot products, and for the other block types that have one
 // the portable dot product of quant_dot.h against their activation type
-// (quant_operand_type); dot == nullptr for the rest.
+// (ggml's vec_dot_type); dot == nullptr (operand GGML_TYPE_COUNT) for the
+// rest, values that are not types included. Note [Dot rows] in vec.cpp.
 VecDotInfo row_dot_info(ggml_type weight_type);
 // The kernel table's matrix-vector product for the weight type (null where
 // the table has none), with the operands of row_dot_info.

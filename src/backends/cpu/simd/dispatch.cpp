@@ -79,7 +79,13 @@ ggml_type quant_operand_type(ggml_type weight_type) {
         case GGML_TYPE_NVFP4:
         case GGML_TYPE_Q1_0:
         case GGML_TYPE_Q2_0: return GGML_TYPE_COUNT;
-        default: break;
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S:
+        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS: case GGML_TYPE_I8:
+        case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M:
+        case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4: case GGML_TYPE_COUNT:
+            break;
     }
     if (weight_type < 0 || weight_type >= GGML_TYPE_COUNT || !ggml_is_quantized(weight_type)) {
         return GGML_TYPE_COUNT;
