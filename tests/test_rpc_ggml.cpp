@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -105,10 +106,13 @@ class Client {
         uint64_t got = 0;
         return send(cmd, p, n) && recv_raw(&got, 8) && got == out_n && recv_raw(out, size_t(out_n));
     }
-    // The server closed the connection (after reading what was sent).
+    // The server closed the connection: an end of stream, or a reset (a
+    // socket closed with bytes of the refused request still unread sends
+    // one).
     bool closed() {
-        uint8_t b = 0;
-        return ::recv(fd_, &b, 1, 0) == 0;
+        uint8_t       b = 0;
+        const ssize_t r = ::recv(fd_, &b, 1, 0);
+        return r == 0 || (r < 0 && errno == ECONNRESET);
     }
 
     uint32_t device_count() {

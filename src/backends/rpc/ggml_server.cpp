@@ -430,7 +430,9 @@ class Connection {
             if (!desc(t, d)) {
                 return false;
             }
-            for (uint64_t id : t.src) {
+            uint64_t srcs[GGML_MAX_SRC]; // (copied out: the wire struct is packed)
+            std::memcpy(srcs, t.src, sizeof(srcs));
+            for (uint64_t id : srcs) {
                 uint32_t at = 0;
                 if (!position(id, &at)) {
                     return refuse("GRAPH_COMPUTE", "a source of tensor " + std::to_string(i) + " is not in the graph");
@@ -584,19 +586,21 @@ class Connection {
         d->set_flags(t.flags);
         d->set_view_offs(t.view_offs);
         d->set_name(t.name, strnlen(t.name, sizeof(t.name)));
-        if (t.buffer == 0) {
-            return t.data == 0 || refuse(cmd_name(cmd_), "a tensor with data but no buffer");
+        // (copied out: the wire struct is packed)
+        const uint64_t buffer = t.buffer, data = t.data;
+        if (buffer == 0) {
+            return data == 0 || refuse(cmd_name(cmd_), "a tensor with data but no buffer");
         }
-        auto it = sizes_.find(t.buffer);
+        auto it = sizes_.find(buffer);
         if (it == sizes_.end()) {
-            return refuse(cmd_name(cmd_), "a tensor in buffer " + std::to_string(t.buffer) + ", not one of this connection");
+            return refuse(cmd_name(cmd_), "a tensor in buffer " + std::to_string(buffer) + ", not one of this connection");
         }
-        const uint64_t base = t.buffer << k_base_shift;
-        if (t.data < base || t.data - base > it->second) {
-            return refuse(cmd_name(cmd_), "tensor data at 0x" + cache_name(t.data) + ", outside its buffer");
+        const uint64_t base = buffer << k_base_shift;
+        if (data < base || data - base > it->second) {
+            return refuse(cmd_name(cmd_), "tensor data at 0x" + cache_name(data) + ", outside its buffer");
         }
-        d->set_buffer(t.buffer);
-        d->set_offset(t.data - base);
+        d->set_buffer(buffer);
+        d->set_offset(data - base);
         return true;
     }
 
