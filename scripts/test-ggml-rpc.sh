@@ -14,7 +14,7 @@
 #                       (tests/data/stories260k-reference.json)
 #   ggml-client-ops     llama.cpp's test-backend-ops on ggml, mode test,
 #                       through the loom server's device (RPC0) against
-#                       ggml's CPU, for the operators of $OPS
+#                       ggml's CPU, for the cases of $RUNS (below)
 #   loom-client-greedy  loom-run --rpc on ggml's own rpc-server: every layer
 #                       on its device, the reference's text
 #   loom-client-ops     test-backend-ops built on loom, through ggml's server
@@ -29,20 +29,35 @@ loom_build=$(cd "${1:-build}" && pwd)
 work=${2:-build/prebuilt}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-ops=${OPS:-ADD,MUL,SCALE,RMS_NORM,ROPE,SOFT_MAX,GET_ROWS,SET_ROWS,CPY,CONT,GLU,FLASH_ATTN_EXT,MUL_MAT}
-# MUL_MAT's cases of the types llama's files hold most (all 1323 take minutes).
-mul_mat_params=${MUL_MAT_PARAMS:-'type_a=(f32|f16|q4_0|q8_0|q4_K|q6_K),type_b=f32,m=16,n=(1|9),k=256'}
+# The cases run through each remote device: one test-backend-ops run per
+# "OPS|PARAMS" entry (PARAMS: a regex over the case's parameters; a run must
+# test something). The default takes a few minutes: the operators of llama's
+# graphs, the products and flash attention on the shapes and types llama's
+# files use. RUNS=all: every case of every operator (an hour or more).
+default_runs=(
+    "GET_ROWS,SET_ROWS,CPY,RMS_NORM,SCALE,SOFT_MAX,ROPE,GLU|."
+    "ADD,MUL|^type=f32,ne=\[[0-9]+,[0-9]+,1,1\]"
+    "MUL_MAT|type_a=(f32|f16|q4_0|q8_0|q4_K|q6_K),type_b=f32,m=16,n=(1|9),k=256"
+    "FLASH_ATTN_EXT|^hsk=(64|128),hsv=(64|128),nh=4,nr23=\[1,1\],kv=512,nb=(1|3),mask=1,sinks=0,max_bias=0\.0+,logit_softcap=0\.0+,prec=f32,type_K=(f16|q8_0),type_V=(f16|q8_0)"
+)
+if [ "${RUNS:-}" = all ]; then
+    runs=("|.")
+elif [ -n "${RUNS:-}" ]; then
+    IFS=';' read -r -a runs <<<"$RUNS"
+else
+    runs=("${default_runs[@]}")
+fi
 # Left out of the other operators' cases: F16 and BF16 to Q8_0 copies. loom
 # rounds a Q8_0 value that lies half-way between two integers away from
 # zero, as ggml's reference quantizer (quantize_row_q8_0_ref) does; ggml's
 # x86 and Arm CPU code rounds it to even. Half-precision data, with 11 or 8
 # bits of mantissa, hits such ties often enough to push the two results
 # past test-backend-ops' error bound (docs/rpc.md).
-other_params=${OTHER_PARAMS:-'^(?!type_src=b?f16,type_dst=q8_0)'}
+ggml_client_exclude='type_src=b?f16,type_dst=q8_0'
 # Through ggml's server, copies into the i-quants are left out too: ggml's
 # CPU cannot quantize to them on the fly, and its rpc-server aborts on the
 # request (ggml's client sends it as well: an RPC device claims every op).
-loom_client_params=${LOOM_CLIENT_PARAMS:-'^(?!type_src=b?f16,type_dst=q8_0|type_src=[a-z0-9_]+,type_dst=iq)'}
+loom_client_exclude='type_src=b?f16,type_dst=q8_0|type_src=[a-z0-9_]+,type_dst=iq'
 
 bins=$(scripts/fetch-npm-llama.sh "$work/node") || { echo "cannot install npm's packages"; exit 1; }
 src=$(scripts/fetch-ggml-reference.sh "$root/build/reference") || { echo "cannot fetch llama.cpp's source"; exit 1; }
@@ -53,10 +68,15 @@ out=$work/ggml-rpc
 mkdir -p "$out"
 for f in "$bins"/*.so; do ln -sf "$f" "$out/"; done
 cxx=(c++ -std=c++17 -O2 -I"$src/include" -I"$src/ggml/include" -Wl,-rpath,'$ORIGIN')
-build() { # target, then the compiler's arguments: built once
-    local target=$1
+build() { # target, then the compiler's arguments: built again when a file among them is newer
+    local target=$1 arg stale=0
     shift
-    [ -e "$out/$target" ] && return 0
+    if [ -e "$out/$target" ]; then
+        for arg in "$@"; do
+            [ -f "$arg" ] && [ "$arg" -nt "$out/$target" ] && stale=1
+        done
+        [ $stale = 0 ] && return 0
+    fi
     echo "building $target" >&2
     "${cxx[@]}" "$@" -o "$out/$target" || { echo "cannot build $target"; exit 1; }
 }
@@ -141,31 +161,23 @@ PY
 }
 check ggml-client-greedy greedy
 
-backend_ops() { # program device servers tag params
-    local program=$1 device=$2 servers=$3 tag=$4 params=$5
-    local others=${ops//MUL_MAT/}
-    others=${others//,,/,}
-    others=${others%,}
-    others=${others#,}
-    local rc=0
-    for run in others mul_mat; do
-        local args=(-b "$device")
-        if [ $run = others ]; then
-            [ -n "$others" ] || continue
-            args+=(-o "$others" -p "$params")
-        else
-            [[ ",$ops," == *,MUL_MAT,* ]] || continue
-            args+=(-o MUL_MAT -p "$mul_mat_params")
-        fi
-        local log=$work/$tag.$run.out
+backend_ops() { # program device servers tag exclude: each run of $runs, the exclude regex in front
+    local program=$1 device=$2 servers=$3 tag=$4 exclude=$5 rc=0 i=0 entry
+    for entry in "${runs[@]}"; do
+        i=$((i + 1))
+        local run_ops=${entry%%|*} params=${entry#*|}
+        local args=(-b "$device" -p "^(?!$exclude)(?:$params)")
+        [ -n "$run_ops" ] && args+=(-o "$run_ops")
+        local log=$work/$tag.$i.out
         GGML_RPC_SERVERS=$servers LD_PRELOAD=$out/libadd_rpc_servers.so "$program" test "${args[@]}" >"$log" 2>&1 || rc=1
-        grep -E "tests passed|Backend RPC|FAIL" "$log" | tail -5
+        echo "run $i (${run_ops:-every operator}):"
+        grep -E "tests passed|FAIL" "$log" | tail -5
         # A run that tested nothing proves nothing.
         grep -Eq '^  [1-9][0-9]*/[0-9]+ tests passed' "$log" || { echo "no case ran"; rc=1; }
     done
     return $rc
 }
-check ggml-client-ops backend_ops "$out/test-backend-ops" RPC0 "$endpoint" ggml-client-ops "$other_params"
+check ggml-client-ops backend_ops "$out/test-backend-ops" RPC0 "$endpoint" ggml-client-ops "$ggml_client_exclude"
 
 loom_greedy() {
     local want got
@@ -180,7 +192,7 @@ loom_greedy() {
 }
 check loom-client-greedy loom_greedy
 check loom-client-ops backend_ops "$out/on-loom/test-backend-ops" "RPC[$ggml_endpoint]ggml0" "$ggml_endpoint" \
-    loom-client-ops "$loom_client_params"
+    loom-client-ops "$loom_client_exclude"
 
 # Both servers are still there.
 for pid in $srv $ggml_srv; do

@@ -4,7 +4,8 @@
 // Prints one JSON line: {"pp": prompt tokens/s, "tg": generation tokens/s,
 // "devices": [...]}.
 //
-//   llama_speed MODEL N_PROMPT N_GEN THREADS PLUGIN_DIR   (LLAMA_SPEED_NO_REPACK=1: no repacked weights)
+//   llama_speed MODEL N_PROMPT N_GEN THREADS PLUGIN_DIR   (LLAMA_SPEED_NO_REPACK=1: no repacked weights;
+//                                                       LLAMA_SPEED_RPC=host:port: every layer on that server)
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "ggml-backend.h"
 #include "llama.h"
+#include "../../tests/prebuilt/rpc_device.h"
 
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -40,6 +42,15 @@ int main(int argc, char ** argv) {
     // LLAMA_SPEED_NO_REPACK=1: weights stay in ggml's layout (no extra
     // buffer types such as CPU_REPACK), on either library.
     if (const char * e = std::getenv("LLAMA_SPEED_NO_REPACK"); e != nullptr && e[0] == '1') mp.use_extra_bufts = false;
+    ggml_backend_dev_t remote[2] = {nullptr, nullptr};
+    if (const char * rpc = std::getenv("LLAMA_SPEED_RPC")) {
+        if ((remote[0] = add_rpc_device(rpc)) == nullptr) {
+            std::fprintf(stderr, "cannot use the RPC server %s\n", rpc);
+            return 1;
+        }
+        mp.devices      = remote;
+        mp.n_gpu_layers = 999;
+    }
     llama_model * model   = llama_model_load_from_file(argv[1], mp);
     if (model == nullptr) return 1;
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));

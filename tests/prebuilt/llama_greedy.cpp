@@ -19,6 +19,7 @@
 
 #include "ggml-backend.h"
 #include "llama.h"
+#include "rpc_device.h"
 
 int main(int argc, char ** argv) {
     if (argc < 5) {
@@ -40,18 +41,11 @@ int main(int argc, char ** argv) {
     mp.n_gpu_layers       = 0;
     ggml_backend_dev_t remote[2] = {nullptr, nullptr};
     if (const char * rpc = std::getenv("LLAMA_GREEDY_RPC")) {
-        ggml_backend_reg_t reg = ggml_backend_reg_by_name("RPC");
-        using add_server_t     = ggml_backend_reg_t (*)(const char *);
-        auto add = reg != nullptr ? reinterpret_cast<add_server_t>(
-                                        ggml_backend_reg_get_proc_address(reg, "ggml_backend_rpc_add_server"))
-                                  : nullptr;
-        ggml_backend_reg_t server = add != nullptr ? add(rpc) : nullptr;
-        if (server == nullptr || ggml_backend_reg_dev_count(server) == 0) {
+        remote[0] = add_rpc_device(rpc);
+        if (remote[0] == nullptr) {
             std::fprintf(stderr, "cannot use the RPC server %s\n", rpc);
             return 1;
         }
-        ggml_backend_register(server);
-        remote[0]       = ggml_backend_reg_dev_get(server, 0);
         mp.devices      = remote;
         mp.n_gpu_layers = 999;
     }
