@@ -19,6 +19,10 @@
 #                       on its device, the reference's text
 #   loom-client-ops     test-backend-ops built on loom, through ggml's server
 #                       (RPC[...]ggml0) against loom's CPU
+#   mixed-layer-split   loom-run's layers shared out between a loom server
+#   mixed-tensor-split  (loom's protocol) and ggml's server, and each layer's
+#                       tensors split across both (the meta device): the
+#                       reference's text
 # WORK_DIR defaults to build/prebuilt (npm's packages are shared with
 # scripts/test-prebuilt.sh); the programs are built into WORK_DIR/ggml-rpc
 # once (bench/rpc_vs_ggml.sh uses them too).
@@ -194,8 +198,37 @@ check loom-client-greedy loom_greedy
 check loom-client-ops backend_ops "$out/on-loom/test-backend-ops" "RPC[$ggml_endpoint]ggml0" "$ggml_endpoint" \
     loom-client-ops "$loom_client_exclude"
 
-# Both servers are still there.
-for pid in $srv $ggml_srv; do
+# A loom server of loom's own protocol beside ggml's.
+export LOOM_RPC_TOKEN=${LOOM_RPC_TOKEN:-test-ggml-rpc}
+loom_log=$work/logs/loom-rpc-server.log
+"$loom_build/tools/loom-rpc-server" -H 127.0.0.1 -p 0 -t 1 >"$loom_log" 2>&1 &
+loom_srv=$!
+pids+=($loom_srv)
+loom_port=
+for _ in $(seq 100); do
+    loom_port=$(sed -n 's/^loom-rpc-server: listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$loom_log")
+    [ -n "$loom_port" ] && break
+    sleep 0.1
+done
+mixed() { # split mode
+    local want got
+    want=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][0]; print(p["prompt"] + p["generated_text"], end="")' \
+        tests/data/stories260k-reference.json)
+    got=$("$loom_build/tools/loom-run" -m tests/data/stories260k-f32.gguf -p "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompts"][0]["prompt"], end="")' tests/data/stories260k-reference.json)" \
+        -n 64 --temp 0 -fa --rpc "127.0.0.1:$loom_port,$ggml_endpoint" -sm "$1" \
+        --device "RPC[127.0.0.1:$loom_port]CPU,RPC[$ggml_endpoint]ggml0" 2>"$work/mixed-$1.err") ||
+        { cat "$work/mixed-$1.err"; return 1; }
+    grep "layers .* on" "$work/mixed-$1.err"
+    grep -q "RPC\[$ggml_endpoint\]ggml0" "$work/mixed-$1.err" && grep -q "RPC\[127.0.0.1:$loom_port\]CPU" "$work/mixed-$1.err" ||
+        { echo "not on both servers"; return 1; }
+    [ "$got" = "$want" ] || { printf 'got:  %s\nwant: %s\n' "$got" "$want"; return 1; }
+    echo "the reference's text"
+}
+check mixed-layer-split mixed layer
+check mixed-tensor-split mixed tensor
+
+# The servers are still there.
+for pid in $srv $ggml_srv $loom_srv; do
     if kill -0 "$pid" 2>/dev/null; then
         echo "ok server-alive-$pid"
         passed=$((passed + 1))

@@ -70,9 +70,12 @@ class Conn {
         auto         c = std::shared_ptr<Conn>(new Conn(endpoint, fd));
         gw::HelloReq req{};
         gw::HelloRsp rsp{};
+        // A server of another protocol fails HELLO: no error of its own.
+        c->quiet_ = true;
         if (!c->call(gw::Cmd::hello, &req, sizeof(req), &rsp, sizeof(rsp)) || rsp.major != gw::k_major) {
             return nullptr;
         }
+        c->quiet_ = false;
         bulk::tune_socket(fd, k_timeout_ms);
         return c;
     }
@@ -114,6 +117,9 @@ class Conn {
     bool check(bool ok) {
         if (!ok && !broken_) {
             broken_ = true;
+            if (quiet_) {
+                return ok;
+            }
             LOOM_LOG_ERROR("RPC[%s]: the server closed the connection or stopped answering (a refused request "
                            "closes it: see the server's log); its devices no longer work\n",
                            endpoint_.c_str());
@@ -125,6 +131,7 @@ class Conn {
     std::mutex   mutex_;
     bulk::Stream io_;
     bool         broken_ = false;
+    bool         quiet_  = false;
 };
 
 class GgmlBuffer;
