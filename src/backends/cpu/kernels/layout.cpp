@@ -122,7 +122,8 @@ void compute_repeat_back(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t i = 0; i < ne[0]; ++i) {
             y[i] = 0.0f;
         }
-        for (int64_t r3 = 0; r3 < nr[3]; ++r3) {
+        // An empty source (of which some other dimension may be huge) adds nothing.
+        for (int64_t r3 = 0; r3 < (ggml_is_empty(src) ? 0 : nr[3]); ++r3) {
             for (int64_t r2 = 0; r2 < nr[2]; ++r2) {
                 for (int64_t r1 = 0; r1 < nr[1]; ++r1) {
                     const char * x = element_at(src, 0, r1 * ne[1] + ix.i1, r2 * ne[2] + ix.i2, r3 * ne[3] + ix.i3);
