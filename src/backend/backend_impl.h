@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../core/op_table.h"
@@ -195,6 +196,17 @@ struct LOOM_BACKEND_CLASS ggml_backend_reg {
 };
 
 namespace loom {
+
+// Hosting of ggml 0.25.1's own backend plugins (src/backends/ggml_plugin),
+// for the loader, which hands it the libraries that are not loom plugins.
+// The reg of the plugin at path as a loom family (its devices named
+// "ggml:<name>"), which lives as long as the process; NULL with *why set
+// when the file is not a ggml plugin of API version 2, cannot run here, or
+// this build cannot host plugins (a sanitizer build).
+ggml_backend_reg * host_ggml_plugin(const char * path, std::string * why);
+// The ggml_backend_score of the plugin at path (1 when it has none), or 0
+// with *why set when it cannot be opened or hosted.
+int score_ggml_plugin(const char * path, std::string * why);
 
 // Aborts naming func unless the n_copies blocks of size bytes of a 2D
 // transfer, at offset + i * stride_tensor, lie inside tensor (computed

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -19,13 +20,31 @@ namespace loom {
 
 namespace {
 
-// Where ggml_backend_load_all looks, from GGML_BACKEND_PATH.
+// Where ggml_backend_load_all looks, from GGML_BACKEND_PATH, and which of
+// ggml's own plugin families it loads, from LOOM_GGML_PLUGINS.
 struct LoaderConfig {
-    std::vector<fs::path> dirs;  // searched for plugin files
-    std::vector<fs::path> files; // loaded as given
+    std::vector<fs::path>    dirs;          // searched for plugin files
+    std::vector<fs::path>    files;         // loaded as given
+    std::vector<std::string> ggml_families; // "cpu", "vulkan", ... or "all"
 
-    static LoaderConfig parse(const char * value) {
+    bool wants_ggml(const std::string & family) const {
+        return std::find(ggml_families.begin(), ggml_families.end(), family) != ggml_families.end() ||
+               std::find(ggml_families.begin(), ggml_families.end(), "all") != ggml_families.end();
+    }
+
+    static LoaderConfig parse(const char * value, const char * ggml_plugins) {
         LoaderConfig cfg;
+        if (ggml_plugins != nullptr) {
+            const std::string list(ggml_plugins);
+            size_t            start = 0;
+            while (start < list.size()) {
+                const size_t end = std::min(list.find(',', start), list.size());
+                if (end > start) {
+                    cfg.ggml_families.push_back(list.substr(start, end - start));
+                }
+                start = end + 1;
+            }
+        }
         if (value == nullptr) {
             return cfg;
         }
@@ -48,26 +67,42 @@ struct LoaderConfig {
 
     // The environment is read once; later changes to it are not seen.
     static const LoaderConfig & process() {
-        static const LoaderConfig cfg = parse(std::getenv("GGML_BACKEND_PATH"));
+        static const LoaderConfig cfg = parse(std::getenv("GGML_BACKEND_PATH"), std::getenv("LOOM_GGML_PLUGINS"));
         return cfg;
     }
 };
 
-constexpr const char * k_prefix    = "libloom-";
-constexpr const char * k_extension = ".so";
+constexpr const char * k_prefix      = "libloom-";
+constexpr const char * k_ggml_prefix = "libggml-";
+constexpr const char * k_extension   = ".so";
+constexpr const char * k_ggml_tag    = "ggml:";
 
-// The family a plugin file belongs to ("libloom-vulkan-avx2.so" -> "vulkan"),
-// or an empty string for a file that is not a plugin.
-std::string family_of(const fs::path & file) {
-    const std::string name   = file.filename().string();
-    const std::string prefix = k_prefix;
-    const std::string ext    = k_extension;
+// The family of a file named prefix<family>[-<variant>].so, or "".
+std::string family_after(const std::string & name, const std::string & prefix) {
+    const std::string ext = k_extension;
     if (name.size() <= prefix.size() + ext.size() || name.compare(0, prefix.size(), prefix) != 0 ||
         name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
         return {};
     }
     const std::string stem = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
     return stem.substr(0, stem.find('-'));
+}
+
+// The family a plugin file belongs to ("libloom-vulkan-avx2.so" -> "vulkan";
+// ggml's "libggml-cpu-haswell.so" -> "ggml:cpu"), or an empty string for a
+// file that is not a plugin. ggml's libggml-base.so is the library its
+// plugins link to, not one of them.
+std::string family_of(const fs::path & file) {
+    const std::string name = file.filename().string();
+    if (std::string family = family_after(name, k_prefix); !family.empty()) {
+        return family;
+    }
+    const std::string family = family_after(name, k_ggml_prefix);
+    return family.empty() || family == "base" ? std::string() : k_ggml_tag + family;
+}
+
+bool is_ggml_family(const std::string & family) {
+    return family.rfind(k_ggml_tag, 0) == 0;
 }
 
 // Opens path and checks that it is a loom plugin of this API version. On
@@ -100,9 +135,46 @@ int score_of(const SharedLibrary & lib) {
     return score_fn != nullptr ? score_fn() : 1;
 }
 
+// Registers reg, which came from path (and from lib, for a loom plugin).
+ggml_backend_reg * add(ggml_backend_reg * reg, SharedLibrary & lib, const std::string & path, ggml_log_level level) {
+    const char * caller = "ggml_backend_load";
+    switch (Registry::get().add_loaded(reg, lib)) {
+        case Registry::AddResult::added:
+            LOOM_LOG_INFO("%s: loaded backend %s (%zu devices) from %s\n", caller, reg->name(), reg->device_count(),
+                          path.c_str());
+            return reg;
+        case Registry::AddResult::already_present:
+            // The same library again: the registry's reference keeps it open.
+            return reg;
+        case Registry::AddResult::name_taken:
+            log(level, "%s: a backend named %s is already registered; %s not loaded\n", caller, reg->name(),
+                path.c_str());
+            return nullptr;
+    }
+    return nullptr;
+}
+
+// A ggml plugin (Note [Telling plugins apart] in shared_library.cpp), hosted
+// as a loom family. The hosted reg is never freed: once loaded, a plugin of
+// ggml's stays loaded (backend_impl.h: host_ggml_plugin).
+ggml_backend_reg * load_ggml(const std::string & path, ggml_log_level level) {
+    std::string        why;
+    ggml_backend_reg * reg = host_ggml_plugin(path.c_str(), &why);
+    if (reg == nullptr) {
+        log(level, "ggml_backend_load: cannot host %s as a ggml plugin: %s\n", path.c_str(), why.c_str());
+        return nullptr;
+    }
+    SharedLibrary none;
+    return add(reg, none, path, level);
+}
+
 ggml_backend_reg * load(const std::string & path, ggml_log_level level) {
-    const char *  caller = "ggml_backend_load";
-    SharedLibrary lib    = open_plugin(path, level, caller);
+    const char * caller = "ggml_backend_load";
+    if (SharedLibrary::file_exports(path, "loom_backend_api_version") == false &&
+        SharedLibrary::file_exports(path, "ggml_backend_init") == true) {
+        return load_ggml(path, level);
+    }
+    SharedLibrary lib = open_plugin(path, level, caller);
     if (!lib) {
         return nullptr;
     }
@@ -120,20 +192,21 @@ ggml_backend_reg * load(const std::string & path, ggml_log_level level) {
         log(level, "%s: ggml_backend_init of %s failed (returned NULL)\n", caller, path.c_str());
         return nullptr;
     }
-    switch (Registry::get().add_loaded(reg, lib)) {
-        case Registry::AddResult::added:
-            LOOM_LOG_INFO("%s: loaded backend %s (%zu devices) from %s\n", caller, reg->name(), reg->device_count(),
-                          path.c_str());
-            return reg;
-        case Registry::AddResult::already_present:
-            // The same library again: the registry's reference keeps it open.
-            return reg;
-        case Registry::AddResult::name_taken:
-            log(level, "%s: a backend named %s is already registered; %s not loaded\n", caller, reg->name(),
-                path.c_str());
-            return nullptr;
+    return add(reg, lib, path, level);
+}
+
+// The score of a candidate file of family; 0 when it cannot be loaded.
+int candidate_score(const std::string & family, const fs::path & file, const char * caller) {
+    if (!is_ggml_family(family)) {
+        const SharedLibrary lib = open_plugin(file.string(), GGML_LOG_LEVEL_WARN, caller);
+        return lib ? score_of(lib) : 0;
     }
-    return nullptr;
+    std::string why;
+    const int   score = score_ggml_plugin(file.c_str(), &why);
+    if (!why.empty()) {
+        LOOM_LOG_WARN("%s: cannot host %s as a ggml plugin: %s\n", caller, file.c_str(), why.c_str());
+    }
+    return score;
 }
 
 std::vector<fs::path> default_search_dirs() {
@@ -179,11 +252,17 @@ void load_all(const std::vector<fs::path> & dirs) {
         }
     }
     for (const auto & [family, files] : families) {
+        // loom has its own CPU and Vulkan backends, which it prefers: ggml's
+        // plugins of a family load only when LOOM_GGML_PLUGINS names it.
+        if (is_ggml_family(family) && !LoaderConfig::process().wants_ggml(family.substr(std::strlen(k_ggml_tag)))) {
+            LOOM_LOG_DEBUG("%s: ggml's %s plugins not loaded (LOOM_GGML_PLUGINS does not name %s)\n", caller,
+                           family.c_str(), family.c_str() + std::strlen(k_ggml_tag));
+            continue;
+        }
         fs::path best;
         int      best_score = 0;
         for (const fs::path & file : files) {
-            const SharedLibrary lib = open_plugin(file.string(), GGML_LOG_LEVEL_WARN, caller);
-            const int           s   = lib ? score_of(lib) : 0;
+            const int s = candidate_score(family, file, caller);
             LOOM_LOG_DEBUG("%s: %s scores %d\n", caller, file.c_str(), s);
             if (s > best_score) {
                 best_score = s;

@@ -4,6 +4,7 @@
 // and the shared libraries that plugin families came from.
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ class SharedLibrary {
 
     // An empty library with *error set when the file cannot be loaded.
     static SharedLibrary open(const std::string & path, std::string * error);
+
+    // Whether the ELF file at path exports a dynamic symbol named name,
+    // read from the file without loading it; nullopt when the file cannot
+    // be read as a 64-bit ELF shared object.
+    static std::optional<bool> file_exports(const std::string & path, const char * name);
 
     explicit operator bool() const { return handle_ != nullptr; }
     // The address of an exported symbol, or NULL.
