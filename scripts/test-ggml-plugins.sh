@@ -27,7 +27,10 @@ build=$(cd "$build" && pwd) || exit 2
 [ -e "$build/libloom.so" ] || { echo "no $build/libloom.so: build loom first" >&2; exit 2; }
 cd "$root" || exit 2
 llama=$(scripts/fetch-ggml-reference.sh "$build/reference") || { echo "FAIL: cannot fetch llama.cpp"; exit 1; }
-bins=$(scripts/fetch-npm-llama.sh "$build/npm-llama") || { echo "FAIL: cannot install npm's packages"; exit 1; }
+bins=${LOOM_NPM_LLAMA_BINS:-}
+if [ -z "$bins" ]; then
+    bins=$(scripts/fetch-npm-llama.sh "$build/npm-llama") || { echo "FAIL: cannot install npm's packages"; exit 1; }
+fi
 
 work=$build/ggml-plugins
 tbo=$work/test-backend-ops
