@@ -126,10 +126,13 @@ void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
         return at(static_cast<float *>(dst->data), i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
     };
 
-    const Range rr = split_range(n_groups * ne3, p.ith, p.nth);
+    // Groups past the channels are empty: only the first ceil(ne2 / per_group)
+    // hold any (a count of groups far above the channels costs nothing).
+    const int64_t n_used = per_group > 0 ? std::min(n_groups, (ne2 + per_group - 1) / per_group) : 0;
+    const Range   rr     = split_range(n_used * ne3, p.ith, p.nth);
     for (int64_t item = rr.begin; item < rr.end; ++item) {
-        const int64_t g     = item % n_groups;
-        const int64_t i3    = item / n_groups;
+        const int64_t g     = item % n_used;
+        const int64_t i3    = item / n_used;
         const int64_t first = g * per_group;
         const int64_t last  = std::min(first + per_group, ne2);
         if (first >= last) {
