@@ -72,6 +72,8 @@ int main(int argc, char ** argv) {
         const int n = std::min(512, n_prompt - at);
         if (llama_decode(ctx, llama_batch_get_one(prompt.data() + at, n)) != 0) return 1;
     }
+    // (computations may still run on an asynchronous device, a remote one)
+    llama_synchronize(ctx);
     const double pp_s = seconds_since(t0);
 
     llama_sampler * smpl = llama_sampler_init_greedy();
@@ -81,6 +83,7 @@ int main(int argc, char ** argv) {
         if (llama_decode(ctx, llama_batch_get_one(&id, 1)) != 0) return 1;
         id = llama_sampler_sample(smpl, ctx, -1);
     }
+    llama_synchronize(ctx);
     const double tg_s = seconds_since(t0);
 
     std::printf("{\"pp\": %.2f, \"tg\": %.2f, \"devices\": [", n_prompt / pp_s, n_gen / tg_s);
