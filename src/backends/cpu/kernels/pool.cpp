@@ -250,6 +250,18 @@ float triangle(float x) {
 
 void compute_upscale(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src   = dst->src[0];
+    if (ggml_is_empty(src)) {
+        // Nothing to sample (the clamps below need a pixel): zeros.
+        const Range rr = split_range(ggml_nrows(dst), p.ith, p.nth);
+        for (int64_t r = rr.begin; r < rr.end; ++r) {
+            const int64_t i1 = r % dst->ne[1], i2 = (r / dst->ne[1]) % dst->ne[2], i3 = r / (dst->ne[1] * dst->ne[2]);
+            char *        out = mdata(dst) + row_offset(dst, i1, i2, i3);
+            for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
+                *reinterpret_cast<float *>(out + size_t(i0) * dst->nb[0]) = 0.0f;
+            }
+        }
+        return;
+    }
     const int32_t       flags = op_param_i32(dst, 0);
     const int           mode  = flags & 0xFF;
     Resample            rs{src, {}, 0.5f};
