@@ -110,7 +110,7 @@ void compute_diag_mask(const ComputeParams & p, ggml_tensor * dst, float value) 
         // First masked column, clamped to [0, n].
         const int64_t keep = std::min(n, std::max<int64_t>(0, n_past + i1 + 1));
         if (x != y) {
-            std::memcpy(y, x, size_t(keep) * sizeof(float));
+            std::memmove(y, x, size_t(keep) * sizeof(float)); // (a node may overlap its source)
         }
         for (int64_t i = keep; i < n; ++i) {
             y[i] = value;
