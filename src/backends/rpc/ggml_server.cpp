@@ -672,6 +672,7 @@ bool GgmlServer::serve(WireIO & io) {
         return false;
     }
     Connection(core_, options_, io, s).run();
+    s.reset(); // the session's last holder is then the server's table
     core_.close_session(id);
     return true;
 }
