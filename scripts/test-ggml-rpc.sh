@@ -120,18 +120,29 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# loom's server of ggml's protocol, on a free port it picks.
-srv_log=$work/logs/loom-rpc-server-ggml.log
-"$loom_build/tools/loom-rpc-server" --protocol ggml -H 127.0.0.1 -p 0 -t 2 >"$srv_log" 2>&1 &
-srv=$!
-pids+=($srv)
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/^loom-rpc-server: listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$srv_log")
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "the server did not start:"; cat "$srv_log"; exit 1; }
+# Starts loom-rpc-server with ARGS on a free port, logged to LOG; sets
+# started_pid and started_port.
+start_loom_server() { # LOG ARGS...
+    local log=$1
+    shift
+    "$loom_build/tools/loom-rpc-server" -H 127.0.0.1 -p 0 "$@" >"$log" 2>&1 &
+    started_pid=$!
+    pids+=($started_pid)
+    started_port=
+    for _ in $(seq 100); do
+        started_port=$(sed -n 's/^loom-rpc-server: listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log")
+        [ -n "$started_port" ] && return 0
+        sleep 0.1
+    done
+    echo "the server did not start:"
+    cat "$log"
+    exit 1
+}
+
+# loom's server of ggml's protocol.
+start_loom_server "$work/logs/loom-rpc-server-ggml.log" --protocol ggml -t 2
+srv=$started_pid
+port=$started_port
 endpoint=127.0.0.1:$port
 
 # ggml's own server.
@@ -145,6 +156,21 @@ for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$ggml_port") 2>/dev/null && break
     sleep 0.1
 done
+
+ref_prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompts"][0]["prompt"], end="")' \
+    tests/data/stories260k-reference.json)
+ref_text=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][0]; print(p["prompt"] + p["generated_text"], end="")' \
+    tests/data/stories260k-reference.json)
+# loom-run on the bundled model with ARGS: the reference's text, its
+# placement logged to ERR_FILE and printed.
+loom_run_text() { # ERR_FILE ARGS...
+    local err=$1 got
+    shift
+    got=$("$loom_build/tools/loom-run" -m tests/data/stories260k-f32.gguf -p "$ref_prompt" -n 64 --temp 0 "$@" 2>"$err") ||
+        { cat "$err"; return 1; }
+    grep "layers .* on" "$err"
+    [ "$got" = "$ref_text" ] || { printf 'got:  %s\nwant: %s\n' "$got" "$ref_text"; return 1; }
+}
 
 greedy() {
     local prompts=() line
@@ -184,14 +210,8 @@ backend_ops() { # program device servers tag exclude: each run of $runs, the exc
 check ggml-client-ops backend_ops "$out/test-backend-ops" RPC0 "$endpoint" ggml-client-ops "$ggml_client_exclude"
 
 loom_greedy() {
-    local want got
-    want=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][0]; print(p["prompt"] + p["generated_text"], end="")' \
-        tests/data/stories260k-reference.json)
-    got=$("$loom_build/tools/loom-run" -m tests/data/stories260k-f32.gguf -p "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompts"][0]["prompt"], end="")' tests/data/stories260k-reference.json)" \
-        -n 64 --temp 0 --rpc "$ggml_endpoint" 2>"$work/loom-client-greedy.err") || { cat "$work/loom-client-greedy.err"; return 1; }
-    grep "layers .* on" "$work/loom-client-greedy.err"
+    loom_run_text "$work/loom-client-greedy.err" --rpc "$ggml_endpoint" || return 1
     grep -q "layers 0-4 on RPC\[$ggml_endpoint\]ggml0" "$work/loom-client-greedy.err" || { echo "not on ggml's server"; return 1; }
-    [ "$got" = "$want" ] || { printf 'got:  %s\nwant: %s\n' "$got" "$want"; return 1; }
     echo "the reference's text"
 }
 check loom-client-greedy loom_greedy
@@ -200,28 +220,15 @@ check loom-client-ops backend_ops "$out/on-loom/test-backend-ops" "RPC[$ggml_end
 
 # A loom server of loom's own protocol beside ggml's.
 export LOOM_RPC_TOKEN=${LOOM_RPC_TOKEN:-test-ggml-rpc}
-loom_log=$work/logs/loom-rpc-server.log
-"$loom_build/tools/loom-rpc-server" -H 127.0.0.1 -p 0 -t 1 >"$loom_log" 2>&1 &
-loom_srv=$!
-pids+=($loom_srv)
-loom_port=
-for _ in $(seq 100); do
-    loom_port=$(sed -n 's/^loom-rpc-server: listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$loom_log")
-    [ -n "$loom_port" ] && break
-    sleep 0.1
-done
+start_loom_server "$work/logs/loom-rpc-server.log" -t 1
+loom_srv=$started_pid
+loom_port=$started_port
 mixed() { # split mode
-    local want got
-    want=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][0]; print(p["prompt"] + p["generated_text"], end="")' \
-        tests/data/stories260k-reference.json)
-    got=$("$loom_build/tools/loom-run" -m tests/data/stories260k-f32.gguf -p "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompts"][0]["prompt"], end="")' tests/data/stories260k-reference.json)" \
-        -n 64 --temp 0 -fa --rpc "127.0.0.1:$loom_port,$ggml_endpoint" -sm "$1" \
-        --device "RPC[127.0.0.1:$loom_port]CPU,RPC[$ggml_endpoint]ggml0" 2>"$work/mixed-$1.err") ||
-        { cat "$work/mixed-$1.err"; return 1; }
-    grep "layers .* on" "$work/mixed-$1.err"
-    grep -q "RPC\[$ggml_endpoint\]ggml0" "$work/mixed-$1.err" && grep -q "RPC\[127.0.0.1:$loom_port\]CPU" "$work/mixed-$1.err" ||
+    local err=$work/mixed-$1.err
+    loom_run_text "$err" -fa --rpc "127.0.0.1:$loom_port,$ggml_endpoint" -sm "$1" \
+        --device "RPC[127.0.0.1:$loom_port]CPU,RPC[$ggml_endpoint]ggml0" || return 1
+    grep -q "RPC\[$ggml_endpoint\]ggml0" "$err" && grep -q "RPC\[127.0.0.1:$loom_port\]CPU" "$err" ||
         { echo "not on both servers"; return 1; }
-    [ "$got" = "$want" ] || { printf 'got:  %s\nwant: %s\n' "$got" "$want"; return 1; }
     echo "the reference's text"
 }
 check mixed-layer-split mixed layer
