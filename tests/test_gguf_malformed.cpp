@@ -169,7 +169,8 @@ const BadCase kBadCases[] = {
     {"invalid_ggml_type", [] { return one_tensor({4}, 43, 0); }, "invalid ggml type 43"},
     {"negative_ggml_type", [] { return one_tensor({4}, -2, 0); }, "invalid ggml type -2"},
     {"unsupported_ggml_type", [] { return one_tensor({256}, 32, 0, 256, "blk.0.ffn_up.weight"); },
-     "tensor 'blk.0.ffn_up.weight' has type 32 ((retired)), which loom does not implement"},
+     "tensor 'blk.0.ffn_up.weight' has type 32 (TYPE_Q4_0_4_8 REMOVED, use Q4_0 with runtime repacking), "
+     "which loom does not implement"},
     {"partial_block", [] { return one_tensor({33}, GGML_TYPE_Q8_0, 0); }, "not a multiple"},
     {"misaligned_offset", [] { return one_tensor({4}, GGML_TYPE_F32, 4); }, "has offset 4, expected 0"},
     {"offset_out_of_file", [] { return one_tensor({16}, GGML_TYPE_F32, 0, 32); }, "beyond the end of the file"},

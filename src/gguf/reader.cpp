@@ -25,21 +25,12 @@ using loom::gguf::TensorInfo;
 
 namespace {
 
-// Names of the ggml types by value, for messages about the types a file may
-// hold but loom does not implement (gaps are values ggml has retired).
+// The name of a ggml type by value, from the type table (ggml's name for a
+// removed slot too), for messages about the types a file may hold but loom
+// does not implement.
 const char * ggml_type_label(int32_t type) {
-    static const char * const names[] = {
-        "f32",     "f16",     "q4_0",    "q4_1",   "(retired q4_2)", "(retired q4_3)", "q5_0",   "q5_1",
-        "q8_0",    "q8_1",    "q2_K",    "q3_K",   "q4_K",           "q5_K",           "q6_K",   "q8_K",
-        "iq2_xxs", "iq2_xs",  "iq3_xxs", "iq1_s",  "iq4_nl",         "iq3_s",          "iq2_s",  "iq4_xs",
-        "i8",      "i16",     "i32",     "i64",    "f64",            "iq1_m",          "bf16",   "(retired)",
-        "(retired)", "(retired)", "tq1_0", "tq2_0", "(retired)",     "(retired)",      "(retired)", "mxfp4",
-        "nvfp4",   "q1_0",    "q2_0",
-    };
-    if (type >= 0 && size_t(type) < sizeof(names) / sizeof(names[0])) {
-        return names[type];
-    }
-    return "unknown";
+    const char * name = type >= 0 && type < GGML_TYPE_COUNT ? loom::type_row(type).name : nullptr;
+    return name != nullptr ? name : "unknown";
 }
 
 bool is_power_of_two(uint64_t x) {
