@@ -534,6 +534,30 @@ TEST(OpsBackward, Pool2dBack) {
     }
 }
 
+// A window of 2^20 x 2^20 over a 3 x 2 plane: the one window holds the whole
+// plane; the kernel visits only the taps inside it (a walk over the whole
+// window would take hours).
+TEST(OpsBackward, Pool2dBackWindowFarLargerThanThePlane) {
+    const int k = 1 << 20;
+    for (ggml_op_pool op : {GGML_OP_POOL_MAX, GGML_OP_POOL_AVG}) {
+        Context       ctx;
+        ggml_tensor * x  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2);
+        ggml_tensor * dy = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 1, 1);
+        const float   xs[6] = {0.5f, -1.0f, 4.0f, 2.0f, 3.5f, -7.0f};
+        std::memcpy(x->data, xs, sizeof(xs));
+        static_cast<float *>(dy->data)[0] = 3.0f;
+        ggml_tensor * g = ggml_pool_2d_back(ctx, dy, x, op, k, k, 1, 1, 0.0f, 0.0f);
+        ASSERT_EQ(compute(ctx, g, 2), GGML_STATUS_SUCCESS);
+        const float * out = static_cast<const float *>(g->data);
+        for (int i = 0; i < 6; ++i) {
+            // MAX: all of the gradient to the largest value (4.0 at 2);
+            // AVG: the gradient shared by the window's 2^40 taps.
+            const float want = op == GGML_OP_POOL_MAX ? (i == 2 ? 3.0f : 0.0f) : float(3.0 / std::ldexp(1.0, 40));
+            EXPECT_EQ(out[i], want) << "op " << int(op) << ", element " << i;
+        }
+    }
+}
+
 TEST(OpsBackward, Im2colBack) {
     const Im2col cases[] = {{1, 1, 0, 0, 1, 1}, {2, 1, 1, 0, 1, 2}, {2, 3, 1, 2, 2, 1}};
     std::mt19937 rng(13);

@@ -6,6 +6,7 @@
 // every result element is computed by one thread in a fixed order, so the
 // result does not depend on the thread count.
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -207,16 +208,17 @@ void compute_pool_2d_back(const ComputeParams & p, ggml_tensor * dst) {
             for (int64_t ox = 0; ox < ow; ++ox) {
                 const float   g  = in(grad, ox, oy);
                 const int64_t ix = ox * s0 - p0, iy = oy * s1 - p1;
+                // The window's taps inside the plane, in the order of the
+                // whole window (a window may be far larger than the plane).
+                const int64_t kx0 = std::max<int64_t>(0, -ix), kx1 = std::min<int64_t>(k0, w - ix);
+                const int64_t ky0 = std::max<int64_t>(0, -iy), ky1 = std::min<int64_t>(k1, h - iy);
                 if (op == GGML_OP_POOL_MAX) {
                     float   best = -FLT_MAX;
                     int64_t bx = -1, by = -1;
-                    for (int64_t ky = 0; ky < k1; ++ky) {
-                        for (int64_t kx = 0; kx < k0; ++kx) {
+                    for (int64_t ky = ky0; ky < ky1; ++ky) {
+                        for (int64_t kx = kx0; kx < kx1; ++kx) {
                             const int64_t x = ix + kx, y = iy + ky;
-                            if (x < 0 || x >= w || y < 0 || y >= h) {
-                                continue;
-                            }
-                            const float v = in(fwd, x, y);
+                            const float   v = in(fwd, x, y);
                             if (v > best) {
                                 best = v;
                                 bx   = x;
@@ -228,13 +230,10 @@ void compute_pool_2d_back(const ComputeParams & p, ggml_tensor * dst) {
                         *at(dst, bx, by) += g;
                     }
                 } else {
-                    const float share = g / float(k0 * k1);
-                    for (int64_t ky = 0; ky < k1; ++ky) {
-                        for (int64_t kx = 0; kx < k0; ++kx) {
-                            const int64_t x = ix + kx, y = iy + ky;
-                            if (x >= 0 && x < w && y >= 0 && y < h) {
-                                *at(dst, x, y) += share;
-                            }
+                    const float share = g / float(int64_t(k0) * k1);
+                    for (int64_t ky = ky0; ky < ky1; ++ky) {
+                        for (int64_t kx = kx0; kx < kx1; ++kx) {
+                            *at(dst, ix + kx, iy + ky) += share;
                         }
                     }
                 }

@@ -69,7 +69,9 @@ void pool_any(const PoolParams & q, const ggml_tensor * src, ggml_tensor * dst, 
             const int64_t x0  = ox * q.s0 - q.p0;
             const Taps    tx  = taps(x0, q.k0, W);
             float         res = q.avg ? 0.0f : -FLT_MAX;
-            for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+            // A window with no column inside the line takes no sample from any
+            // of its rows (an empty source may still have many rows).
+            for (int64_t ky = tx.lo < tx.hi ? ty.lo : ty.hi; ky < ty.hi; ++ky) {
                 const char * line = plane + size_t(y0 + ky) * src->nb[1];
                 for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
                     const float v = load_float(src->type, line + size_t(x0 + kx) * src->nb[0]);
@@ -202,8 +204,9 @@ void compute_pool(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const PoolParams    q(dst);
     const Range         rr = split_range(ggml_nrows(dst), p.ith, p.nth);
-    const bool fast = q.two_d && !p.use_ref && src->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
-                      src->nb[1] % sizeof(float) == 0 && dst->nb[0] == sizeof(float);
+    // An empty line takes the general walk, which skips its rows.
+    const bool fast = q.two_d && !p.use_ref && src->ne[0] > 0 && src->type == GGML_TYPE_F32 &&
+                      src->nb[0] == sizeof(float) && src->nb[1] % sizeof(float) == 0 && dst->nb[0] == sizeof(float);
     if (fast && q.avg) {
         pool_avg_2d_f32(q, src, dst, rr);
     } else if (fast) {
