@@ -194,8 +194,9 @@ void compute_dup(const ComputeParams & p, ggml_tensor * dst) {
     if (same_type && ggml_is_contiguous(dst->src[0]) && ggml_is_contiguous(dst)) {
         const Range r = split_range(int64_t(ggml_nbytes(dst)), p.ith, p.nth);
         if (r.end > r.begin && dst->data != dst->src[0]->data) {
-            std::memcpy(static_cast<char *>(dst->data) + r.begin, static_cast<const char *>(dst->src[0]->data) + r.begin,
-                        size_t(r.end - r.begin));
+            // A node may overlap its source (a graph from a remote client).
+            std::memmove(static_cast<char *>(dst->data) + r.begin,
+                         static_cast<const char *>(dst->src[0]->data) + r.begin, size_t(r.end - r.begin));
         }
         return;
     }

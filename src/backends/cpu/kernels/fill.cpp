@@ -184,7 +184,7 @@ void compute_diag(const ComputeParams & p, ggml_tensor * dst) {
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
             char * e = y + i0 * int64_t(dst->nb[0]);
             if (i0 == ix.i1) {
-                std::memcpy(e, element_at(src, i0, 0, ix.i2, ix.i3), es);
+                std::memmove(e, element_at(src, i0, 0, ix.i2, ix.i3), es);
             } else {
                 std::memset(e, 0, es);
             }

@@ -82,7 +82,8 @@ void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
     if (dst->data != a->data) {
         // a and dst are contiguous: a's bytes in thread-sized pieces.
         const Range r = split_range(int64_t(ggml_nbytes(dst)), p.ith, p.nth);
-        std::memcpy(static_cast<char *>(dst->data) + r.begin, static_cast<const char *>(a->data) + r.begin,
+        // memmove: a node may overlap its source (a graph from a remote client).
+        std::memmove(static_cast<char *>(dst->data) + r.begin, static_cast<const char *>(a->data) + r.begin,
                     size_t(r.end - r.begin));
     }
     p.sync();
@@ -103,7 +104,7 @@ void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
             if (acc) {
                 store_f32(y + size_t(i) * v.es, load_f32(s + size_t(i) * v.es) + load_f32(xi));
             } else {
-                std::memcpy(y + size_t(i) * v.es, xi, v.es);
+                std::memmove(y + size_t(i) * v.es, xi, v.es);
             }
         }
     }
@@ -179,8 +180,8 @@ void compute_roll(const ComputeParams & p, ggml_tensor * dst) {
         const char *   x  = element_at(src, 0, wrap(ix.i1 - op_param_i32(dst, 1), src->ne[1]),
                                wrap(ix.i2 - op_param_i32(dst, 2), src->ne[2]), wrap(ix.i3 - op_param_i32(dst, 3), src->ne[3]));
         char *         y  = element_at(dst, 0, ix.i1, ix.i2, ix.i3);
-        std::memcpy(y, x + size_t(s0) * es, size_t(n0 - s0) * es);
-        std::memcpy(y + size_t(n0 - s0) * es, x, size_t(s0) * es);
+        std::memmove(y, x + size_t(s0) * es, size_t(n0 - s0) * es);
+        std::memmove(y + size_t(n0 - s0) * es, x, size_t(s0) * es);
     }
 }
 
@@ -203,7 +204,7 @@ void compute_pad(const ComputeParams & p, ggml_tensor * dst) {
         if (circular) {
             const char * x = element_at(src, 0, wrap(j1, src->ne[1]), wrap(j2, src->ne[2]), wrap(j3, src->ne[3]));
             for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
-                std::memcpy(y + i0 * int64_t(dst->nb[0]), x + wrap(i0 - lp[0], src->ne[0]) * int64_t(src->nb[0]), es);
+                std::memmove(y + i0 * int64_t(dst->nb[0]), x + wrap(i0 - lp[0], src->ne[0]) * int64_t(src->nb[0]), es);
             }
             continue;
         }
@@ -213,7 +214,7 @@ void compute_pad(const ComputeParams & p, ggml_tensor * dst) {
             char *        e  = y + i0 * int64_t(dst->nb[0]);
             const int64_t j0 = i0 - lp[0];
             if (inside && j0 >= 0 && j0 < src->ne[0]) {
-                std::memcpy(e, x + j0 * int64_t(src->nb[0]), es);
+                std::memmove(e, x + j0 * int64_t(src->nb[0]), es);
             } else {
                 std::memset(e, 0, es);
             }
