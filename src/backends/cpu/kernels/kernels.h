@@ -76,22 +76,10 @@ struct OpKernel {
 using OpKernels = std::array<OpKernel, GGML_OP_COUNT>;
 const OpKernel & op_kernel(ggml_op op);
 
-// GGML_OP_ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1.
-void compute_binary(const ComputeParams & p, ggml_tensor * dst);
-bool supports_binary(const ggml_tensor * op);
-
-// GGML_OP_SQR, SQRT, LOG, SIN, COS, SCALE, UNARY.
-void compute_unary(const ComputeParams & p, ggml_tensor * dst);
-bool supports_unary(const ggml_tensor * op);
-
-// GGML_OP_GLU.
-void compute_glu(const ComputeParams & p, ggml_tensor * dst);
-bool supports_glu(const ggml_tensor * op);
-
-// GGML_OP_SUM, SUM_ROWS, MEAN, ARGMAX.
-void   compute_reduce(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_reduce(const ggml_tensor * op);
-size_t work_size_reduce(const ggml_tensor * op, int n_threads);
+// Families whose rows are one compute function per operator.
+void add_binary_kernels(OpKernels & t);    // ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1 (binary.cpp)
+void add_unary_kernels(OpKernels & t);     // SQR, SQRT, LOG, SIN, COS, SCALE, UNARY, GLU (unary.cpp)
+void add_reduce_kernels(OpKernels & t);    // SUM, SUM_ROWS, MEAN, ARGMAX (reduce.cpp)
 
 // GGML_OP_DUP, CPY, CONT, REPEAT, CONCAT, GET_ROWS, SET_ROWS.
 void   compute_copy(const ComputeParams & p, ggml_tensor * dst);

@@ -62,12 +62,6 @@ OpKernels make_table() {
     auto      set = [&t](std::initializer_list<ggml_op> ops, OpKernel k) {
         for (ggml_op op : ops) t[op] = k;
     };
-    set({GGML_OP_ADD, GGML_OP_SUB, GGML_OP_MUL, GGML_OP_DIV, GGML_OP_ADD1}, {compute_binary, supports_binary, nullptr});
-    set({GGML_OP_SQR, GGML_OP_SQRT, GGML_OP_LOG, GGML_OP_SIN, GGML_OP_COS, GGML_OP_SCALE, GGML_OP_UNARY},
-        {compute_unary, supports_unary, nullptr});
-    set({GGML_OP_GLU}, {compute_glu, supports_glu, nullptr});
-    set({GGML_OP_SUM, GGML_OP_SUM_ROWS, GGML_OP_MEAN, GGML_OP_ARGMAX},
-        {compute_reduce, supports_reduce, work_size_reduce});
     set({GGML_OP_DUP, GGML_OP_CPY, GGML_OP_CONT, GGML_OP_REPEAT, GGML_OP_CONCAT, GGML_OP_GET_ROWS, GGML_OP_SET_ROWS},
         {compute_copy, supports_copy, work_size_copy});
     set({GGML_OP_NORM, GGML_OP_RMS_NORM, GGML_OP_GROUP_NORM}, {compute_norm, supports_norm, nullptr});
@@ -79,6 +73,9 @@ OpKernels make_table() {
     set({GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM},
         {compute_custom, any_types, nullptr});
     // Families with a table function of their own.
+    add_binary_kernels(t);
+    add_unary_kernels(t);
+    add_reduce_kernels(t);
     add_conv_kernels(t);
     add_fill_kernels(t);
     add_layout_kernels(t);
