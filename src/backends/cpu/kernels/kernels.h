@@ -80,30 +80,11 @@ const OpKernel & op_kernel(ggml_op op);
 void add_binary_kernels(OpKernels & t);    // ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1 (binary.cpp)
 void add_unary_kernels(OpKernels & t);     // SQR, SQRT, LOG, SIN, COS, SCALE, UNARY, GLU (unary.cpp)
 void add_reduce_kernels(OpKernels & t);    // SUM, SUM_ROWS, MEAN, ARGMAX (reduce.cpp)
-
-// GGML_OP_DUP, CPY, CONT, REPEAT, CONCAT, GET_ROWS, SET_ROWS.
-void   compute_copy(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_copy(const ggml_tensor * op);
-size_t work_size_copy(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_NORM, RMS_NORM, GROUP_NORM.
-void compute_norm(const ComputeParams & p, ggml_tensor * dst);
-bool supports_norm(const ggml_tensor * op);
-
-// GGML_OP_SOFT_MAX, DIAG_MASK_INF, DIAG_MASK_ZERO.
-void   compute_softmax(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_softmax(const ggml_tensor * op);
-size_t work_size_softmax(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_ROPE, ROPE_BACK.
-void   compute_rope(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_rope(const ggml_tensor * op);
-size_t work_size_rope(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_ARGSORT, TOP_K.
-void   compute_sort(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_sort(const ggml_tensor * op);
-size_t work_size_sort(const ggml_tensor * op, int n_threads);
+void add_copy_kernels(OpKernels & t);      // DUP, CPY, CONT, REPEAT, CONCAT, GET_ROWS, SET_ROWS (copy.cpp)
+void add_norm_kernels(OpKernels & t);      // NORM, RMS_NORM, GROUP_NORM (norm.cpp)
+void add_softmax_kernels(OpKernels & t);   // SOFT_MAX, DIAG_MASK_INF, DIAG_MASK_ZERO (softmax.cpp)
+void add_rope_kernels(OpKernels & t);      // ROPE, ROPE_BACK (rope.cpp)
+void add_sort_kernels(OpKernels & t);      // ARGSORT, TOP_K (sort.cpp)
 
 // GGML_OP_MUL_MAT, OUT_PROD.
 void   compute_matmul(const ComputeParams & p, ggml_tensor * dst);

@@ -62,12 +62,6 @@ OpKernels make_table() {
     auto      set = [&t](std::initializer_list<ggml_op> ops, OpKernel k) {
         for (ggml_op op : ops) t[op] = k;
     };
-    set({GGML_OP_DUP, GGML_OP_CPY, GGML_OP_CONT, GGML_OP_REPEAT, GGML_OP_CONCAT, GGML_OP_GET_ROWS, GGML_OP_SET_ROWS},
-        {compute_copy, supports_copy, work_size_copy});
-    set({GGML_OP_NORM, GGML_OP_RMS_NORM, GGML_OP_GROUP_NORM}, {compute_norm, supports_norm, nullptr});
-    set({GGML_OP_SOFT_MAX, GGML_OP_DIAG_MASK_INF, GGML_OP_DIAG_MASK_ZERO}, {compute_softmax, supports_softmax, work_size_softmax});
-    set({GGML_OP_ROPE, GGML_OP_ROPE_BACK}, {compute_rope, supports_rope, work_size_rope});
-    set({GGML_OP_ARGSORT, GGML_OP_TOP_K}, {compute_sort, supports_sort, work_size_sort});
     set({GGML_OP_MUL_MAT, GGML_OP_OUT_PROD}, {compute_matmul, supports_matmul, work_size_matmul});
     set({GGML_OP_FLASH_ATTN_EXT}, {compute_attention, supports_attention, work_size_attention});
     set({GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM},
@@ -76,6 +70,11 @@ OpKernels make_table() {
     add_binary_kernels(t);
     add_unary_kernels(t);
     add_reduce_kernels(t);
+    add_copy_kernels(t);
+    add_norm_kernels(t);
+    add_softmax_kernels(t);
+    add_rope_kernels(t);
+    add_sort_kernels(t);
     add_conv_kernels(t);
     add_fill_kernels(t);
     add_layout_kernels(t);
