@@ -85,11 +85,14 @@ void add_norm_kernels(OpKernels & t);      // NORM, RMS_NORM, GROUP_NORM (norm.c
 void add_softmax_kernels(OpKernels & t);   // SOFT_MAX, DIAG_MASK_INF, DIAG_MASK_ZERO (softmax.cpp)
 void add_rope_kernels(OpKernels & t);      // ROPE, ROPE_BACK (rope.cpp)
 void add_sort_kernels(OpKernels & t);      // ARGSORT, TOP_K (sort.cpp)
+void add_matmul_kernels(OpKernels & t);    // MUL_MAT, OUT_PROD (matmul.cpp)
+void add_attention_kernels(OpKernels & t); // FLASH_ATTN_EXT (attention.cpp)
 
-// GGML_OP_MUL_MAT, OUT_PROD.
-void   compute_matmul(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_matmul(const ggml_tensor * op);
-size_t work_size_matmul(const ggml_tensor * op, int n_threads);
+// MUL_MAT's row, which mul_mat_id's grouped path also runs (on a node of
+// its own per expert, kernels/matmul_id.cpp).
+void   compute_mul_mat(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_mul_mat(const ggml_tensor * op);
+size_t work_size_mul_mat(const ggml_tensor * op, int n_threads);
 
 // Matrix products that read the same b, computed as one node (Note
 // [Products sharing a column] in matmul.cpp): at most MAX_PRODUCT_GROUP,
@@ -98,11 +101,6 @@ constexpr int MAX_PRODUCT_GROUP = 4;
 bool          matmul_joins_group(const ggml_tensor * op);
 size_t        work_size_products(ggml_tensor * const * nodes, int n, int n_threads);
 void          compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int n);
-
-// GGML_OP_FLASH_ATTN_EXT.
-void   compute_attention(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_attention(const ggml_tensor * op);
-size_t work_size_attention(const ggml_tensor * op, int n_threads);
 
 // The convolution, pooling and resampling family (kernels/conv.cpp, pool.cpp).
 void add_conv_kernels(OpKernels & t);

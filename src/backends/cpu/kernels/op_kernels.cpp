@@ -62,8 +62,6 @@ OpKernels make_table() {
     auto      set = [&t](std::initializer_list<ggml_op> ops, OpKernel k) {
         for (ggml_op op : ops) t[op] = k;
     };
-    set({GGML_OP_MUL_MAT, GGML_OP_OUT_PROD}, {compute_matmul, supports_matmul, work_size_matmul});
-    set({GGML_OP_FLASH_ATTN_EXT}, {compute_attention, supports_attention, work_size_attention});
     set({GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM},
         {compute_custom, any_types, nullptr});
     // Families with a table function of their own.
@@ -75,6 +73,8 @@ OpKernels make_table() {
     add_softmax_kernels(t);
     add_rope_kernels(t);
     add_sort_kernels(t);
+    add_matmul_kernels(t);
+    add_attention_kernels(t);
     add_conv_kernels(t);
     add_fill_kernels(t);
     add_layout_kernels(t);
