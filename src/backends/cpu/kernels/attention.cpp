@@ -92,15 +92,13 @@ inline const char * at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3
     return static_cast<const char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
-} // namespace
-
 void compute_attention(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * q    = dst->src[0];
     const ggml_tensor * k    = dst->src[1];
     const ggml_tensor * v    = dst->src[2];
     const ggml_tensor * mask  = dst->src[3];
     const ggml_tensor * sinks = dst->src[4];
-    LOOM_ASSERT(dst->op == GGML_OP_FLASH_ATTN_EXT && q->type == GGML_TYPE_F32 && k_type_ok(k->type, k->ne[0]) &&
+    LOOM_ASSERT(q->type == GGML_TYPE_F32 && k_type_ok(k->type, k->ne[0]) &&
                 v_type_ok(v->type, v->ne[0]) && dst->type == GGML_TYPE_F32);
 
     const int64_t DK     = k->ne[0];
@@ -271,7 +269,7 @@ bool supports_attention(const ggml_tensor * op) {
     const ggml_tensor * v    = op->src[2];
     const ggml_tensor * mask = op->src[3];
     const ggml_tensor * sinks = op->src[4];
-    if (op->op != GGML_OP_FLASH_ATTN_EXT || q == nullptr || k == nullptr || v == nullptr) {
+    if (q == nullptr || k == nullptr || v == nullptr) {
         return false;
     }
     if (sinks != nullptr && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < q->ne[2] || !ggml_is_contiguous(sinks))) {
@@ -296,6 +294,12 @@ bool supports_attention(const ggml_tensor * op) {
 
 size_t work_size_attention(const ggml_tensor * op, int n_threads) {
     return slices(op).per_thread() * size_t(n_threads);
+}
+
+} // namespace
+
+void add_attention_kernels(OpKernels & t) {
+    t[GGML_OP_FLASH_ATTN_EXT] = {compute_attention, supports_attention, work_size_attention};
 }
 
 } // namespace loom::cpu

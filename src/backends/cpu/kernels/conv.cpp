@@ -303,24 +303,30 @@ struct KernelLayout {
     size_t  nb_z, nb_c, nb_oc;
 };
 
+// CONV_2D (three_d false) and CONV_3D differ in these three: where the
+// kernel's elements lie, the image's geometry, where the result's lie.
+template <bool three_d>
 KernelLayout kernel_layout(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
-    if (dst->op == GGML_OP_CONV_2D) {
+    if constexpr (!three_d) {
         return {a->ne[3], 0, a->nb[2], a->nb[3]};
+    } else {
+        const int64_t c = param(dst, 9);
+        return {param(dst, 11), a->nb[2], a->nb[3], a->nb[3] * size_t(c)};
     }
-    const int64_t c = param(dst, 9);
-    return {param(dst, 11), a->nb[2], a->nb[3], a->nb[3] * size_t(c)};
 }
 
+template <bool three_d>
 Geometry conv_geometry(const ggml_tensor * dst) {
-    return dst->op == GGML_OP_CONV_2D ? geometry_2d(dst) : geometry_3d(dst, dst->op_params, param(dst, 9));
+    return three_d ? geometry_3d(dst, dst->op_params, param(dst, 9)) : geometry_2d(dst);
 }
 
+template <bool three_d>
 OutStrides conv_out_strides(const ggml_tensor * dst, size_t * nb_oc) {
     OutStrides os;
     os.x = dst->nb[0];
     os.y = dst->nb[1];
-    if (dst->op == GGML_OP_CONV_2D) {
+    if constexpr (!three_d) {
         *nb_oc = dst->nb[2];
         os.n   = dst->nb[3];
     } else {
@@ -397,10 +403,11 @@ void conv_by_gemm(const ComputeParams & p, ggml_tensor * dst, const Geometry & g
     }
 }
 
+template <bool three_d>
 void compute_conv(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * a  = dst->src[0];
-    const Geometry      g  = conv_geometry(dst);
-    const KernelLayout  kl = kernel_layout(dst);
+    const Geometry      g  = conv_geometry<three_d>(dst);
+    const KernelLayout  kl = kernel_layout<three_d>(dst);
     const int64_t       n  = g.row_len();
     float *             kernel = static_cast<float *>(p.wdata);
 
@@ -417,7 +424,7 @@ void compute_conv(const ComputeParams & p, ggml_tensor * dst) {
     p.sync();
 
     size_t           nb_oc;
-    const OutStrides os = conv_out_strides(dst, &nb_oc);
+    const OutStrides os = conv_out_strides<three_d>(dst, &nb_oc);
     if (conv_takes_gemm(dst, g, os, nb_oc)) {
         conv_by_gemm(p, dst, g, kl, os, nb_oc, kernel);
         return;
@@ -522,11 +529,12 @@ struct Packing {
     }
 };
 
+// CONV_TRANSPOSE_1D and (two_d) CONV_TRANSPOSE_2D.
+template <bool two_d>
 void compute_conv_transpose(const ComputeParams & p, ggml_tensor * dst) {
-    const ggml_tensor * a     = dst->src[0];
-    const ggml_tensor * b     = dst->src[1];
-    const bool          two_d = dst->op == GGML_OP_CONV_TRANSPOSE_2D;
-    const int64_t       s     = param(dst, 0);
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    const int64_t       s = param(dst, 0);
     // 1D: a [K, OC, IC], b [L, IC]; 2D: a [KW, KH, OC, IC], b [W, H, IC, N].
     const int64_t IC = two_d ? a->ne[3] : a->ne[2];
     const int64_t KW = a->ne[0], KH = two_d ? a->ne[1] : 1, OC = two_d ? a->ne[2] : a->ne[1];
@@ -609,135 +617,72 @@ bool float_src(const ggml_tensor * t) {
 
 // Shapes and parameters: conv_family_fits; here the types and layouts the
 // kernels read and write.
-bool supports_conv_op(const ggml_tensor * op) {
+bool float_sources(const ggml_tensor * op) {
+    return conv_family_fits(op) && float_src(op->src[0]) && float_src(op->src[1]);
+}
+
+// IM2COL, IM2COL_3D: patch rows are written as contiguous runs.
+bool supports_im2col(const ggml_tensor * op) {
+    return float_sources(op) && (op->type == GGML_TYPE_F32 || op->type == GGML_TYPE_F16) &&
+           op->nb[0] == ggml_type_size(op->type);
+}
+
+// CONV_2D, CONV_2D_DW.
+bool supports_float_result(const ggml_tensor * op) {
+    return float_sources(op) && is_float_type(op->type);
+}
+
+bool supports_conv_3d(const ggml_tensor * op) {
+    return float_sources(op) && op->type == GGML_TYPE_F32;
+}
+
+// CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D.
+bool supports_conv_transpose(const ggml_tensor * op) {
+    return float_sources(op) && op->type == GGML_TYPE_F32 && op->nb[0] == sizeof(float);
+}
+
+bool supports_col2im_1d(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
-    const ggml_tensor * b = op->src[1];
-    if (!conv_family_fits(op) || !float_src(a) || (op->op != GGML_OP_COL2IM_1D && !float_src(b))) {
-        return false;
-    }
-    switch (op->op) {
-        case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_3D:
-            // Patch rows are written as contiguous runs.
-            return (op->type == GGML_TYPE_F32 || op->type == GGML_TYPE_F16) && op->nb[0] == ggml_type_size(op->type);
-        case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_2D_DW: return is_float_type(op->type);
-        case GGML_OP_CONV_3D: return op->type == GGML_TYPE_F32;
-        case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_CONV_TRANSPOSE_2D: return op->type == GGML_TYPE_F32 && op->nb[0] == sizeof(float);
-        case GGML_OP_COL2IM_1D: return op->type == a->type;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_IM2COL_BACK: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: return false;
-    }
-    return false;
+    return conv_family_fits(op) && float_src(a) && op->type == a->type;
 }
 
+size_t work_size_im2col(const ggml_tensor * op, int n_threads) {
+    return im2col_work_size(im2col_geometry(op).row_len(), n_threads);
+}
+
+size_t work_size_im2col_3d(const ggml_tensor * op, int n_threads) {
+    return im2col_work_size(geometry_3d(op, op->op_params, param(op, 9)).row_len(), n_threads);
+}
+
+template <bool three_d>
 size_t work_size_conv(const ggml_tensor * op, int n_threads) {
-    switch (op->op) {
-        case GGML_OP_IM2COL: return im2col_work_size(im2col_geometry(op).row_len(), n_threads);
-        case GGML_OP_IM2COL_3D: return im2col_work_size(geometry_3d(op, op->op_params, param(op, 9)).row_len(), n_threads);
-        case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: {
-            const Geometry g = conv_geometry(op);
-            const KernelLayout kl = kernel_layout(op);
-            return conv_kernel_bytes(g, kl) +
-                   std::max(conv_tile_bytes(g), conv_gemm_thread_bytes(g, kl)) * size_t(std::max(n_threads, 1));
-        }
-        case GGML_OP_CONV_2D_DW:
-            return align_up(size_t(op->src[0]->ne[0] * op->src[0]->ne[1]) * sizeof(float), ALIGN) *
-                   size_t(std::max(n_threads, 1));
-        case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_CONV_TRANSPOSE_2D:
-            return align_up(size_t(ggml_nelements(op->src[0])) * sizeof(float), ALIGN) +
-                   size_t(ggml_nelements(op->src[1])) * sizeof(float);
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_IM2COL_BACK: case GGML_OP_COL2IM_1D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: return 0;
-    }
-    return 0;
+    const Geometry     g  = conv_geometry<three_d>(op);
+    const KernelLayout kl = kernel_layout<three_d>(op);
+    return conv_kernel_bytes(g, kl) +
+           std::max(conv_tile_bytes(g), conv_gemm_thread_bytes(g, kl)) * size_t(std::max(n_threads, 1));
 }
 
-void compute_conv_op(const ComputeParams & p, ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_IM2COL: compute_im2col(p, dst); break;
-        case GGML_OP_IM2COL_3D: compute_im2col_3d(p, dst); break;
-        case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: compute_conv(p, dst); break;
-        case GGML_OP_CONV_2D_DW: compute_conv_2d_dw(p, dst); break;
-        case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_CONV_TRANSPOSE_2D: compute_conv_transpose(p, dst); break;
-        case GGML_OP_COL2IM_1D: compute_col2im_1d(p, dst); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_IM2COL_BACK: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: LOOM_ASSERT(false && "compute_conv_op: not a convolution"); break;
-    }
+size_t work_size_conv_2d_dw(const ggml_tensor * op, int n_threads) {
+    return align_up(size_t(op->src[0]->ne[0] * op->src[0]->ne[1]) * sizeof(float), ALIGN) *
+           size_t(std::max(n_threads, 1));
+}
+
+size_t work_size_conv_transpose(const ggml_tensor * op, int) {
+    return align_up(size_t(ggml_nelements(op->src[0])) * sizeof(float), ALIGN) +
+           size_t(ggml_nelements(op->src[1])) * sizeof(float);
 }
 
 } // namespace
 
 void add_conv_kernels(OpKernels & t) {
-    for (ggml_op op : {GGML_OP_IM2COL, GGML_OP_IM2COL_3D, GGML_OP_CONV_2D, GGML_OP_CONV_3D, GGML_OP_CONV_2D_DW,
-                       GGML_OP_CONV_TRANSPOSE_1D, GGML_OP_CONV_TRANSPOSE_2D, GGML_OP_COL2IM_1D}) {
-        t[op] = {compute_conv_op, supports_conv_op, work_size_conv};
-    }
+    t[GGML_OP_IM2COL]            = {compute_im2col, supports_im2col, work_size_im2col};
+    t[GGML_OP_IM2COL_3D]         = {compute_im2col_3d, supports_im2col, work_size_im2col_3d};
+    t[GGML_OP_CONV_2D]           = {compute_conv<false>, supports_float_result, work_size_conv<false>};
+    t[GGML_OP_CONV_3D]           = {compute_conv<true>, supports_conv_3d, work_size_conv<true>};
+    t[GGML_OP_CONV_2D_DW]        = {compute_conv_2d_dw, supports_float_result, work_size_conv_2d_dw};
+    t[GGML_OP_CONV_TRANSPOSE_1D] = {compute_conv_transpose<false>, supports_conv_transpose, work_size_conv_transpose};
+    t[GGML_OP_CONV_TRANSPOSE_2D] = {compute_conv_transpose<true>, supports_conv_transpose, work_size_conv_transpose};
+    t[GGML_OP_COL2IM_1D]         = {compute_col2im_1d, supports_col2im_1d, nullptr};
     add_pool_kernels(t);
 }
 

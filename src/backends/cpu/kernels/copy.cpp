@@ -309,8 +309,11 @@ void compute_get_rows(const ComputeParams & p, ggml_tensor * dst) {
 void compute_set_rows(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const ggml_tensor * ids = dst->src[1];
-    const Side          s(src), d(dst);
-    const Range         rr = split_range(ggml_nrows(src), p.ith, p.nth);
+    if (ggml_is_empty(src)) {
+        return; // no row to write
+    }
+    const Side  s(src), d(dst);
+    const Range rr = split_range(ggml_nrows(src), p.ith, p.nth);
     for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
         const int64_t i1 = ir % src->ne[1];
         const int64_t i2 = (ir / src->ne[1]) % src->ne[2];
@@ -322,7 +325,10 @@ void compute_set_rows(const ComputeParams & p, ggml_tensor * dst) {
 
 bool supports_dup(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    const ggml_type     st = src->type, dt = op->type;
+    if (src == nullptr) {
+        return false;
+    }
+    const ggml_type st = src->type, dt = op->type;
     if (!type_is_valid(st) || !type_is_valid(dt) || ggml_nelements(src) != ggml_nelements(op)) {
         return false;
     }
@@ -350,130 +356,76 @@ bool same_type_plain(const ggml_tensor * a, const ggml_tensor * b) {
     return a->type == b->type && type_is_valid(a->type) && !ggml_is_quantized(a->type);
 }
 
-} // namespace
-
-void compute_copy(const ComputeParams & p, ggml_tensor * dst) {
-    if (ggml_is_empty(dst)) {
-        return;
-    }
-    switch (dst->op) {
-        case GGML_OP_DUP:
-        case GGML_OP_CONT:
-        case GGML_OP_CPY: compute_dup(p, dst); break;
-        case GGML_OP_REPEAT: compute_repeat(p, dst); break;
-        case GGML_OP_CONCAT: compute_concat(p, dst); break;
-        case GGML_OP_GET_ROWS: compute_get_rows(p, dst); break;
-        case GGML_OP_SET_ROWS:
-            if (!ggml_is_empty(dst->src[0])) {
-                compute_set_rows(p, dst);
-            }
-            break;
-        case GGML_OP_NONE: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC: case GGML_OP_SUB:
-        case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG: case GGML_OP_SIN:
-        case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM: case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT_BACK: case GGML_OP_SILU_BACK:
-        case GGML_OP_NORM: case GGML_OP_RMS_NORM: case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM:
-        case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE:
-        case GGML_OP_SET: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO:
-        case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK:
-        case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK:
-        case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D:
-        case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D:
-        case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D:
-        case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT:
-        case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_copy: not a copy op"); break;
-    }
+bool supports_repeat(const ggml_tensor * op) {
+    const ggml_tensor * src0 = op->src[0];
+    return src0 != nullptr && same_type_plain(src0, op) && ggml_can_repeat(src0, op);
 }
 
-bool supports_copy(const ggml_tensor * op) {
+bool supports_concat(const ggml_tensor * op) {
     const ggml_tensor * src0 = op->src[0];
     const ggml_tensor * src1 = op->src[1];
-    if (src0 == nullptr) {
+    const int           dim  = op_param_i32(op, 0);
+    if (src0 == nullptr || src1 == nullptr || dim < 0 || dim > 3) {
         return false;
     }
-    switch (op->op) {
-        case GGML_OP_DUP:
-        case GGML_OP_CONT:
-        case GGML_OP_CPY: return supports_dup(op);
-        case GGML_OP_REPEAT: return same_type_plain(src0, op) && ggml_can_repeat(src0, op);
-        case GGML_OP_CONCAT: {
-            const int dim = op_param_i32(op, 0);
-            if (src1 == nullptr || dim < 0 || dim > 3) {
+    if (src0->type == op->type && src1->type == op->type && type_is_valid(op->type) && ggml_is_quantized(op->type)) {
+        // Rows of whole blocks, each a contiguous run (as ggml).
+        const int64_t blk = ggml_blck_size(op->type);
+        for (const ggml_tensor * t : {src0, src1, static_cast<const ggml_tensor *>(op)}) {
+            if (t->nb[0] != ggml_type_size(t->type) || t->ne[0] % blk != 0) {
                 return false;
             }
-            if (src0->type == op->type && src1->type == op->type && type_is_valid(op->type) &&
-                ggml_is_quantized(op->type)) {
-                // Rows of whole blocks, each a contiguous run (as ggml).
-                const int64_t blk = ggml_blck_size(op->type);
-                for (const ggml_tensor * t : {src0, src1, static_cast<const ggml_tensor *>(op)}) {
-                    if (t->nb[0] != ggml_type_size(t->type) || t->ne[0] % blk != 0) {
-                        return false;
-                    }
-                }
-            } else if (!same_type_plain(src0, op) || !same_type_plain(src1, op)) {
-                return false;
-            }
-            for (int d = 0; d < GGML_MAX_DIMS; ++d) {
-                const int64_t want = d == dim ? src0->ne[d] + src1->ne[d] : src0->ne[d];
-                if (op->ne[d] != want || (d != dim && src1->ne[d] != src0->ne[d])) {
-                    return false;
-                }
-            }
-            return true;
         }
-        case GGML_OP_GET_ROWS: {
-            if (src1 == nullptr || src1->type != GGML_TYPE_I32) {
-                return false;
-            }
-            const bool types = (loads_as_float(src0->type) && op->type == GGML_TYPE_F32) ||
-                               (src0->type == GGML_TYPE_I32 && op->type == GGML_TYPE_I32);
-            const bool shape = op->ne[0] == src0->ne[0] && op->ne[1] == src1->ne[0] && op->ne[2] == src1->ne[1] &&
-                               op->ne[3] == src1->ne[2] && src0->ne[2] == src1->ne[1] &&
-                               src0->ne[3] == src1->ne[2] && src1->ne[3] == 1;
-            return types && shape && (!ggml_is_quantized(src0->type) || src0->nb[0] == ggml_type_size(src0->type));
-        }
-        case GGML_OP_SET_ROWS:
-            return set_rows_fits(op) && stores_from_float(op->type) && loads_as_float(src0->type) &&
-                   (!ggml_is_quantized(op->type) || op->nb[0] == ggml_type_size(op->type));
-        case GGML_OP_NONE: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC: case GGML_OP_SUB:
-        case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG: case GGML_OP_SIN:
-        case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM: case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT_BACK: case GGML_OP_SILU_BACK:
-        case GGML_OP_NORM: case GGML_OP_RMS_NORM: case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM:
-        case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE:
-        case GGML_OP_SET: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO:
-        case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK:
-        case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK:
-        case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D:
-        case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D:
-        case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D:
-        case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT:
-        case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: return false;
+    } else if (!same_type_plain(src0, op) || !same_type_plain(src1, op)) {
+        return false;
     }
-    return false;
+    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+        const int64_t want = d == dim ? src0->ne[d] + src1->ne[d] : src0->ne[d];
+        if (op->ne[d] != want || (d != dim && src1->ne[d] != src0->ne[d])) {
+            return false;
+        }
+    }
+    return true;
 }
 
-size_t work_size_copy(const ggml_tensor * op, int n_threads) {
-    (void) op;
-    (void) n_threads;
-    return 0;
+bool supports_get_rows(const ggml_tensor * op) {
+    const ggml_tensor * src0 = op->src[0];
+    const ggml_tensor * src1 = op->src[1];
+    if (src0 == nullptr || src1 == nullptr || src1->type != GGML_TYPE_I32) {
+        return false;
+    }
+    const bool types = (loads_as_float(src0->type) && op->type == GGML_TYPE_F32) ||
+                       (src0->type == GGML_TYPE_I32 && op->type == GGML_TYPE_I32);
+    const bool shape = op->ne[0] == src0->ne[0] && op->ne[1] == src1->ne[0] && op->ne[2] == src1->ne[1] &&
+                       op->ne[3] == src1->ne[2] && src0->ne[2] == src1->ne[1] && src0->ne[3] == src1->ne[2] &&
+                       src1->ne[3] == 1;
+    return types && shape && (!ggml_is_quantized(src0->type) || src0->nb[0] == ggml_type_size(src0->type));
+}
+
+bool supports_set_rows(const ggml_tensor * op) {
+    const ggml_tensor * src0 = op->src[0];
+    return src0 != nullptr && set_rows_fits(op) && stores_from_float(op->type) && loads_as_float(src0->type) &&
+           (!ggml_is_quantized(op->type) || op->nb[0] == ggml_type_size(op->type));
+}
+
+// An empty dst has nothing to compute.
+template <void (*compute)(const ComputeParams &, ggml_tensor *)>
+void unless_empty(const ComputeParams & p, ggml_tensor * dst) {
+    if (!ggml_is_empty(dst)) {
+        compute(p, dst);
+    }
+}
+
+} // namespace
+
+void add_copy_kernels(OpKernels & t) {
+    t[GGML_OP_DUP]      = {unless_empty<compute_dup>, supports_dup, nullptr};
+    t[GGML_OP_CONT]     = {unless_empty<compute_dup>, supports_dup, nullptr};
+    t[GGML_OP_CPY]      = {unless_empty<compute_dup>, supports_dup, nullptr};
+    t[GGML_OP_REPEAT]   = {unless_empty<compute_repeat>, supports_repeat, nullptr};
+    t[GGML_OP_CONCAT]   = {unless_empty<compute_concat>, supports_concat, nullptr};
+    t[GGML_OP_GET_ROWS] = {unless_empty<compute_get_rows>, supports_get_rows, nullptr};
+    t[GGML_OP_SET_ROWS] = {unless_empty<compute_set_rows>, supports_set_rows, nullptr};
 }
 
 } // namespace loom::cpu

@@ -216,43 +216,6 @@ void compute_timestep_embedding(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-void compute_fill_family(const ComputeParams & p, ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_CLAMP: compute_clamp(p, dst); break;
-        case GGML_OP_LEAKY_RELU: compute_leaky_relu(p, dst); break;
-        case GGML_OP_FILL: compute_fill(p, dst); break;
-        case GGML_OP_ARANGE: compute_arange(p, dst); break;
-        case GGML_OP_TRI: compute_tri(p, dst); break;
-        case GGML_OP_CUMSUM: compute_cumsum(p, dst); break;
-        case GGML_OP_COUNT_EQUAL: compute_count_equal(p, dst); break;
-        case GGML_OP_L2_NORM: compute_l2_norm(p, dst); break;
-        case GGML_OP_DIAG: compute_diag(p, dst); break;
-        case GGML_OP_TIMESTEP_EMBEDDING: compute_timestep_embedding(p, dst); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK:
-        case GGML_OP_NORM: case GGML_OP_RMS_NORM: case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM:
-        case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET:
-        case GGML_OP_CPY: case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARGSORT: case GGML_OP_TOP_K:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: LOOM_ASSERT(false && "compute_fill_family: not an op of the family");
-    }
-}
-
 bool is_f32_or_f16(ggml_type t) {
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
 }
@@ -261,101 +224,71 @@ bool f32_rows(const ggml_tensor * t) {
     return t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float);
 }
 
-bool supports_fill_family(const ggml_tensor * op) {
-    const ggml_tensor * src = op->src[0];
-    switch (op->op) {
-        case GGML_OP_ARANGE:
-            return op->type == GGML_TYPE_F32 && ggml_is_contiguous(op) && ggml_nelements(op) > 0;
-        case GGML_OP_COUNT_EQUAL: {
-            const ggml_tensor * b = op->src[1];
-            return src != nullptr && b != nullptr && src->type == GGML_TYPE_I32 && b->type == GGML_TYPE_I32 &&
-                   ggml_are_same_shape(src, b) && op->type == GGML_TYPE_I64 && ggml_nelements(op) == 1;
-        }
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK: case GGML_OP_CONCAT:
-        case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM: case GGML_OP_RMS_NORM_BACK:
-        case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID:
-        case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT:
-        case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT:
-        case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: break;
-    }
-    if (src == nullptr) {
-        return false;
-    }
-    switch (op->op) {
-        case GGML_OP_CLAMP:
-        case GGML_OP_LEAKY_RELU:
-            return is_f32_or_f16(src->type) && op->type == src->type && ggml_are_same_shape(op, src);
-        case GGML_OP_FILL:
-            return is_f32_or_f16(op->type) && op->type == src->type && ggml_is_contiguous(op) &&
-                   ggml_are_same_shape(op, src);
-        case GGML_OP_TRI:
-            return f32_rows(src) && f32_rows(op) && ggml_are_same_shape(op, src) && op->ne[0] == op->ne[1];
-        case GGML_OP_CUMSUM:
-        case GGML_OP_L2_NORM:
-            return src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ggml_are_same_shape(op, src);
-        case GGML_OP_DIAG:
-            return is_f32_or_f16(src->type) && op->type == src->type && src->ne[1] == 1 && op->ne[0] == src->ne[0] &&
-                   op->ne[1] == src->ne[0] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-        case GGML_OP_TIMESTEP_EMBEDDING: {
-            const int dim = op_param_i32(op, 0);
-            return src->type == GGML_TYPE_F32 && f32_rows(op) && op_param_i32(op, 1) > 0 && dim > 0 &&
-                   op->ne[0] == dim && op->ne[1] == src->ne[0];
-        }
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID:
-        case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT:
-        case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO:
-        case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK:
-        case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D:
-        case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW:
-        case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK:
-        case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK:
-        case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART:
-        case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN:
-        case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER:
-        case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY:
-        case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM:
-        case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW:
-        case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: return false;
-    }
-    return false;
+bool supports_arange(const ggml_tensor * op) {
+    return op->type == GGML_TYPE_F32 && ggml_is_contiguous(op) && ggml_nelements(op) > 0;
 }
 
-size_t work_size_fill_family(const ggml_tensor * op, int n_threads) {
-    return op->op == GGML_OP_COUNT_EQUAL ? size_t(n_threads) * sizeof(int64_t) : 0;
+bool supports_count_equal(const ggml_tensor * op) {
+    const ggml_tensor * a = op->src[0];
+    const ggml_tensor * b = op->src[1];
+    return a != nullptr && b != nullptr && a->type == GGML_TYPE_I32 && b->type == GGML_TYPE_I32 &&
+           ggml_are_same_shape(a, b) && op->type == GGML_TYPE_I64 && ggml_nelements(op) == 1;
+}
+
+// The threads' counts.
+size_t work_size_count_equal(const ggml_tensor *, int n_threads) {
+    return size_t(n_threads) * sizeof(int64_t);
+}
+
+// CLAMP, LEAKY_RELU.
+bool supports_elementwise(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && is_f32_or_f16(src->type) && op->type == src->type && ggml_are_same_shape(op, src);
+}
+
+bool supports_fill(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && is_f32_or_f16(op->type) && op->type == src->type && ggml_is_contiguous(op) &&
+           ggml_are_same_shape(op, src);
+}
+
+bool supports_tri(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && f32_rows(src) && f32_rows(op) && ggml_are_same_shape(op, src) && op->ne[0] == op->ne[1];
+}
+
+// CUMSUM, L2_NORM.
+bool supports_f32_same_shape(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ggml_are_same_shape(op, src);
+}
+
+bool supports_diag(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && is_f32_or_f16(src->type) && op->type == src->type && src->ne[1] == 1 &&
+           op->ne[0] == src->ne[0] && op->ne[1] == src->ne[0] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
+}
+
+bool supports_timestep_embedding(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    const int           dim = op_param_i32(op, 0);
+    return src != nullptr && src->type == GGML_TYPE_F32 && f32_rows(op) && op_param_i32(op, 1) > 0 && dim > 0 &&
+           op->ne[0] == dim && op->ne[1] == src->ne[0];
 }
 
 } // namespace
 
 void add_fill_kernels(OpKernels & t) {
-    const OpKernel k{compute_fill_family, supports_fill_family, work_size_fill_family};
-    for (ggml_op op : {GGML_OP_CLAMP, GGML_OP_LEAKY_RELU, GGML_OP_FILL, GGML_OP_ARANGE, GGML_OP_TRI, GGML_OP_CUMSUM,
-                       GGML_OP_COUNT_EQUAL, GGML_OP_L2_NORM, GGML_OP_DIAG, GGML_OP_TIMESTEP_EMBEDDING}) {
-        t[size_t(op)] = k;
-    }
+    t[GGML_OP_CLAMP]              = {compute_clamp, supports_elementwise, nullptr};
+    t[GGML_OP_LEAKY_RELU]         = {compute_leaky_relu, supports_elementwise, nullptr};
+    t[GGML_OP_FILL]               = {compute_fill, supports_fill, nullptr};
+    t[GGML_OP_ARANGE]             = {compute_arange, supports_arange, nullptr};
+    t[GGML_OP_TRI]                = {compute_tri, supports_tri, nullptr};
+    t[GGML_OP_CUMSUM]             = {compute_cumsum, supports_f32_same_shape, nullptr};
+    t[GGML_OP_COUNT_EQUAL]        = {compute_count_equal, supports_count_equal, work_size_count_equal};
+    t[GGML_OP_L2_NORM]            = {compute_l2_norm, supports_f32_same_shape, nullptr};
+    t[GGML_OP_DIAG]               = {compute_diag, supports_diag, nullptr};
+    t[GGML_OP_TIMESTEP_EMBEDDING] = {compute_timestep_embedding, supports_timestep_embedding, nullptr};
 }
 
 } // namespace loom::cpu

@@ -9,7 +9,7 @@
 // Results must not depend on nth: each output element is computed by one
 // thread with the same sequence of operations whatever the thread count.
 // Kernels never allocate; scratch memory comes from params.wdata, sized by
-// the family's work_size_* function (shared by all threads).
+// the operator's work_size function (shared by all threads).
 //
 // Indices read from data (the index sources of an operator's row, Note
 // [Index sources] in core/op_table.h) are checked before the kernel runs
@@ -64,7 +64,7 @@ inline Range split_range(int64_t n, int ith, int nth) {
     return {b, e};
 }
 
-// How the CPU computes one operator (kernels/op_kernels.cpp holds the rows).
+// How the CPU computes one operator (kernels/op_kernels.cpp builds the table).
 // compute is null for operators the CPU does not have; supports says which
 // types and layouts the kernel takes; work_size (null: none) the scratch
 // bytes shared by n_threads.
@@ -76,51 +76,37 @@ struct OpKernel {
 using OpKernels = std::array<OpKernel, GGML_OP_COUNT>;
 const OpKernel & op_kernel(ggml_op op);
 
-// GGML_OP_ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1.
-void compute_binary(const ComputeParams & p, ggml_tensor * dst);
-bool supports_binary(const ggml_tensor * op);
+// Each family of kernels fills the rows of its operators: one compute
+// function per operator (operators that share their code share a template
+// or a helper parameterised by what differs, never a second switch on
+// dst->op), with the supports and work_size functions that go with it.
+void add_binary_kernels(OpKernels & t);    // ADD, SUB, MUL, DIV (src1 broadcast to src0), ADD1 (binary.cpp)
+void add_unary_kernels(OpKernels & t);     // SQR, SQRT, LOG, SIN, COS, SCALE, UNARY, GLU (unary.cpp)
+void add_reduce_kernels(OpKernels & t);    // SUM, SUM_ROWS, MEAN, ARGMAX (reduce.cpp)
+void add_copy_kernels(OpKernels & t);      // DUP, CPY, CONT, REPEAT, CONCAT, GET_ROWS, SET_ROWS (copy.cpp)
+void add_norm_kernels(OpKernels & t);      // NORM, RMS_NORM, GROUP_NORM (norm.cpp)
+void add_softmax_kernels(OpKernels & t);   // SOFT_MAX, DIAG_MASK_INF, DIAG_MASK_ZERO (softmax.cpp)
+void add_rope_kernels(OpKernels & t);      // ROPE, ROPE_BACK (rope.cpp)
+void add_sort_kernels(OpKernels & t);      // ARGSORT, TOP_K (sort.cpp)
+void add_matmul_kernels(OpKernels & t);    // MUL_MAT, OUT_PROD (matmul.cpp)
+void add_matmul_id_kernels(OpKernels & t); // MUL_MAT_ID (matmul_id.cpp)
+void add_attention_kernels(OpKernels & t); // FLASH_ATTN_EXT (attention.cpp)
+// Convolutions (conv.cpp); pooling, resampling, SAM's window and relative-position operators (pool.cpp).
+void add_conv_kernels(OpKernels & t);
+// CLAMP, LEAKY_RELU, FILL, ARANGE, TRI, CUMSUM, COUNT_EQUAL, L2_NORM, DIAG, TIMESTEP_EMBEDDING (fill.cpp).
+void add_fill_kernels(OpKernels & t);
+void add_layout_kernels(OpKernels & t);    // ACC, SET, REPEAT_BACK, ADD_ID, ROLL, PAD, PAD_REFLECT_1D (layout.cpp)
+void add_ssm_kernels(OpKernels & t);       // SSM_CONV, SSM_SCAN (ssm.cpp)
+void add_recurrent_kernels(OpKernels & t); // RWKV_WKV6/7, GATED_LINEAR_ATTN, GATED_DELTA_NET, SOLVE_TRI (recurrent.cpp)
+void add_dsv4_kernels(OpKernels & t);      // LIGHTNING_INDEXER, DSV4_HC_COMB/PRE/POST (dsv4.cpp)
+void add_train_kernels(OpKernels & t);     // CROSS_ENTROPY_LOSS(_BACK), OPT_STEP_ADAMW/SGD (train.cpp)
+void add_backward_kernels(OpKernels & t);  // SILU/RMS_NORM/SOFT_MAX/GET_ROWS/POOL_2D/IM2COL_BACK (backward.cpp)
 
-// GGML_OP_SQR, SQRT, LOG, SIN, COS, SCALE, UNARY.
-void compute_unary(const ComputeParams & p, ggml_tensor * dst);
-bool supports_unary(const ggml_tensor * op);
-
-// GGML_OP_GLU.
-void compute_glu(const ComputeParams & p, ggml_tensor * dst);
-bool supports_glu(const ggml_tensor * op);
-
-// GGML_OP_SUM, SUM_ROWS, MEAN, ARGMAX.
-void   compute_reduce(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_reduce(const ggml_tensor * op);
-size_t work_size_reduce(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_DUP, CPY, CONT, REPEAT, CONCAT, GET_ROWS, SET_ROWS.
-void   compute_copy(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_copy(const ggml_tensor * op);
-size_t work_size_copy(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_NORM, RMS_NORM, GROUP_NORM.
-void compute_norm(const ComputeParams & p, ggml_tensor * dst);
-bool supports_norm(const ggml_tensor * op);
-
-// GGML_OP_SOFT_MAX, DIAG_MASK_INF, DIAG_MASK_ZERO.
-void   compute_softmax(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_softmax(const ggml_tensor * op);
-size_t work_size_softmax(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_ROPE, ROPE_BACK.
-void   compute_rope(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_rope(const ggml_tensor * op);
-size_t work_size_rope(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_ARGSORT, TOP_K.
-void   compute_sort(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_sort(const ggml_tensor * op);
-size_t work_size_sort(const ggml_tensor * op, int n_threads);
-
-// GGML_OP_MUL_MAT, OUT_PROD.
-void   compute_matmul(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_matmul(const ggml_tensor * op);
-size_t work_size_matmul(const ggml_tensor * op, int n_threads);
+// MUL_MAT's row, which mul_mat_id's grouped path also runs (on a node of
+// its own per expert, kernels/matmul_id.cpp).
+void   compute_mul_mat(const ComputeParams & p, ggml_tensor * dst);
+bool   supports_mul_mat(const ggml_tensor * op);
+size_t work_size_mul_mat(const ggml_tensor * op, int n_threads);
 
 // Matrix products that read the same b, computed as one node (Note
 // [Products sharing a column] in matmul.cpp): at most MAX_PRODUCT_GROUP,
@@ -129,24 +115,5 @@ constexpr int MAX_PRODUCT_GROUP = 4;
 bool          matmul_joins_group(const ggml_tensor * op);
 size_t        work_size_products(ggml_tensor * const * nodes, int n, int n_threads);
 void          compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int n);
-
-// GGML_OP_FLASH_ATTN_EXT.
-void   compute_attention(const ComputeParams & p, ggml_tensor * dst);
-bool   supports_attention(const ggml_tensor * op);
-size_t work_size_attention(const ggml_tensor * op, int n_threads);
-
-// The convolution, pooling and resampling family (kernels/conv.cpp, pool.cpp).
-void add_conv_kernels(OpKernels & t);
-// GGML_OP_CLAMP, LEAKY_RELU, FILL, ARANGE, TRI, CUMSUM, COUNT_EQUAL, L2_NORM, DIAG, TIMESTEP_EMBEDDING (fill.cpp)
-// and ACC, SET, REPEAT_BACK, ADD_ID, ROLL, PAD, PAD_REFLECT_1D (layout.cpp).
-void add_fill_kernels(OpKernels & t);
-void add_layout_kernels(OpKernels & t);
-// Families that fill their own rows of the operator table.
-void add_matmul_id_kernels(OpKernels & t);   // MUL_MAT_ID (kernels/matmul_id.cpp)
-void add_ssm_kernels(OpKernels & t);         // SSM_CONV, SSM_SCAN (kernels/ssm.cpp)
-void add_recurrent_kernels(OpKernels & t);   // RWKV_WKV6/7, GATED_LINEAR_ATTN, GATED_DELTA_NET, SOLVE_TRI
-void add_dsv4_kernels(OpKernels & t);        // LIGHTNING_INDEXER, DSV4_HC_COMB/PRE/POST (kernels/dsv4.cpp)
-void add_train_kernels(OpKernels & t);       // CROSS_ENTROPY_LOSS(_BACK), OPT_STEP_ADAMW/SGD (kernels/train.cpp)
-void add_backward_kernels(OpKernels & t);    // SILU/RMS_NORM/SOFT_MAX/GET_ROWS/POOL_2D/IM2COL_BACK (kernels/backward.cpp)
 
 } // namespace loom::cpu

@@ -4,7 +4,7 @@
 // Note [Writing into a view]: ACC and SET first copy a into dst (unless
 // they share memory), then every thread waits, then the rows of b go into
 // the view of dst described by the op params. The constructor checked that
-// the view lies inside a; supports_layout checks it again (graphs may come
+// the view lies inside a; supports_write_view checks it again (graphs may come
 // deserialized), so no write leaves dst. When the rows of the view may
 // overlap, thread 0 writes them all in order, so that the result does not
 // depend on the thread count (the last row written wins, as in ggml).
@@ -76,6 +76,8 @@ bool rows_disjoint(const ggml_tensor * b, const WriteView & v) {
     return true;
 }
 
+// ACC (acc: adds b to the view) and SET (copies b into it).
+template <bool acc>
 void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
@@ -89,7 +91,6 @@ void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
     p.sync();
 
     const WriteView v     = write_view(dst);
-    const bool      acc   = dst->op == GGML_OP_ACC;
     const int64_t   nrows = ggml_nrows(b);
     const Range     r     = rows_disjoint(b, v) ? split_range(nrows, p.ith, p.nth)
                                                 : (p.ith == 0 ? Range{0, nrows} : Range{0, 0});
@@ -101,7 +102,7 @@ void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
         char *         y   = static_cast<char *>(dst->data) + off;
         for (int64_t i = 0; i < b->ne[0]; ++i) {
             const char * xi = x + i * int64_t(b->nb[0]);
-            if (acc) {
+            if constexpr (acc) {
                 store_f32(y + size_t(i) * v.es, load_f32(s + size_t(i) * v.es) + load_f32(xi));
             } else {
                 std::memmove(y + size_t(i) * v.es, xi, v.es);
@@ -244,127 +245,87 @@ void compute_pad_reflect_1d(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-void compute_layout(const ComputeParams & p, ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_ACC:
-        case GGML_OP_SET: compute_write_view(p, dst); break;
-        case GGML_OP_REPEAT_BACK: compute_repeat_back(p, dst); break;
-        case GGML_OP_ADD_ID: compute_add_id(p, dst); break;
-        case GGML_OP_ROLL: compute_roll(p, dst); break;
-        case GGML_OP_PAD: compute_pad(p, dst); break;
-        case GGML_OP_PAD_REFLECT_1D: compute_pad_reflect_1d(p, dst); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD1: case GGML_OP_SUB: case GGML_OP_MUL:
-        case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG: case GGML_OP_SIN: case GGML_OP_COS:
-        case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM: case GGML_OP_MEAN: case GGML_OP_ARGMAX:
-        case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM:
-        case GGML_OP_RMS_NORM: case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM:
-        case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE:
-        case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K:
-        case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_layout: not an op of the family");
-    }
-}
-
 bool adjacent(const ggml_tensor * t) {
     return t->nb[0] == ggml_type_size(t->type);
 }
 
-bool supports_layout(const ggml_tensor * op) {
+// ACC takes F32 data, SET F32 or I32.
+template <bool acc>
+bool supports_write_view(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    const ggml_tensor * b   = op->src[1];
+    if (src == nullptr) {
+        return false;
+    }
+    const bool types = acc ? src->type == GGML_TYPE_F32 : (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_I32);
+    return types && b != nullptr && b->type == src->type && op->type == src->type && ggml_are_same_shape(op, src) &&
+           ggml_is_contiguous(op) && ggml_is_contiguous(src) && ggml_nelements(b) <= ggml_nelements(src) &&
+           view_inside(op, write_view(op));
+}
+
+bool supports_repeat_back(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && adjacent(op) &&
+           ggml_can_repeat(op, src);
+}
+
+bool supports_add_id(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    const ggml_tensor * b   = op->src[1];
+    const ggml_tensor * ids = op->src[2];
+    return src != nullptr && b != nullptr && ids != nullptr && src->type == GGML_TYPE_F32 &&
+           b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ids->type == GGML_TYPE_I32 &&
+           ggml_are_same_shape(op, src) && b->ne[0] == src->ne[0] && ids->ne[0] == src->ne[1] &&
+           ids->ne[1] == src->ne[2];
+}
+
+bool supports_roll(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
     if (src == nullptr) {
         return false;
     }
-    switch (op->op) {
-        case GGML_OP_ACC:
-        case GGML_OP_SET: {
-            const ggml_tensor * b = op->src[1];
-            const bool types = op->op == GGML_OP_ACC ? src->type == GGML_TYPE_F32
-                                                     : (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_I32);
-            return types && b != nullptr && b->type == src->type && op->type == src->type &&
-                   ggml_are_same_shape(op, src) && ggml_is_contiguous(op) && ggml_is_contiguous(src) &&
-                   ggml_nelements(b) <= ggml_nelements(src) && view_inside(op, write_view(op));
-        }
-        case GGML_OP_REPEAT_BACK:
-            return src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && adjacent(op) && ggml_can_repeat(op, src);
-        case GGML_OP_ADD_ID: {
-            const ggml_tensor * b   = op->src[1];
-            const ggml_tensor * ids = op->src[2];
-            return b != nullptr && ids != nullptr && src->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 &&
-                   op->type == GGML_TYPE_F32 && ids->type == GGML_TYPE_I32 && ggml_are_same_shape(op, src) &&
-                   b->ne[0] == src->ne[0] && ids->ne[0] == src->ne[1] && ids->ne[1] == src->ne[2];
-        }
-        case GGML_OP_ROLL: {
-            bool shifts_ok = true;
-            for (int d = 0; d < 4; ++d) {
-                const int64_t s = op_param_i32(op, d);
-                shifts_ok       = shifts_ok && s > -src->ne[d] && s < src->ne[d];
-            }
-            return (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && op->type == src->type &&
-                   ggml_are_same_shape(op, src) && adjacent(src) && adjacent(op) && shifts_ok;
-        }
-        case GGML_OP_PAD: {
-            bool fits = true;
-            for (int d = 0; d < 4; ++d) {
-                fits = fits && op->ne[d] == src->ne[d] + op_param_i32(op, 2 * d) + op_param_i32(op, 2 * d + 1) &&
-                       (op_param_i32(op, 8) == 0 || src->ne[d] > 0);
-            }
-            return (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && op->type == src->type && fits;
-        }
-        case GGML_OP_PAD_REFLECT_1D: {
-            const int64_t p0 = op_param_i32(op, 0);
-            const int64_t p1 = op_param_i32(op, 1);
-            return src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && adjacent(src) && adjacent(op) &&
-                   p0 >= 0 && p1 >= 0 && p0 < src->ne[0] && p1 < src->ne[0] && op->ne[0] == src->ne[0] + p0 + p1 &&
-                   op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-        }
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD1: case GGML_OP_SUB: case GGML_OP_MUL:
-        case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG: case GGML_OP_SIN: case GGML_OP_COS:
-        case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM: case GGML_OP_MEAN: case GGML_OP_ARGMAX:
-        case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM:
-        case GGML_OP_RMS_NORM: case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM:
-        case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE:
-        case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K:
-        case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: return false;
+    bool shifts_ok = true;
+    for (int d = 0; d < 4; ++d) {
+        const int64_t s = op_param_i32(op, d);
+        shifts_ok       = shifts_ok && s > -src->ne[d] && s < src->ne[d];
     }
-    return false;
+    return (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && op->type == src->type &&
+           ggml_are_same_shape(op, src) && adjacent(src) && adjacent(op) && shifts_ok;
+}
+
+bool supports_pad(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    if (src == nullptr) {
+        return false;
+    }
+    bool fits = true;
+    for (int d = 0; d < 4; ++d) {
+        fits = fits && op->ne[d] == src->ne[d] + op_param_i32(op, 2 * d) + op_param_i32(op, 2 * d + 1) &&
+               (op_param_i32(op, 8) == 0 || src->ne[d] > 0);
+    }
+    return (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && op->type == src->type && fits;
+}
+
+bool supports_pad_reflect_1d(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    const int64_t       p0  = op_param_i32(op, 0);
+    const int64_t       p1  = op_param_i32(op, 1);
+    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && adjacent(src) &&
+           adjacent(op) && p0 >= 0 && p1 >= 0 && p0 < src->ne[0] && p1 < src->ne[0] &&
+           op->ne[0] == src->ne[0] + p0 + p1 && op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] &&
+           op->ne[3] == src->ne[3];
 }
 
 } // namespace
 
 void add_layout_kernels(OpKernels & t) {
-    const OpKernel k{compute_layout, supports_layout, nullptr};
-    for (ggml_op op : {GGML_OP_ACC, GGML_OP_SET, GGML_OP_REPEAT_BACK, GGML_OP_ADD_ID, GGML_OP_ROLL, GGML_OP_PAD,
-                       GGML_OP_PAD_REFLECT_1D}) {
-        t[size_t(op)] = k;
-    }
+    t[GGML_OP_ACC]            = {compute_write_view<true>, supports_write_view<true>, nullptr};
+    t[GGML_OP_SET]            = {compute_write_view<false>, supports_write_view<false>, nullptr};
+    t[GGML_OP_REPEAT_BACK]    = {compute_repeat_back, supports_repeat_back, nullptr};
+    t[GGML_OP_ADD_ID]         = {compute_add_id, supports_add_id, nullptr};
+    t[GGML_OP_ROLL]           = {compute_roll, supports_roll, nullptr};
+    t[GGML_OP_PAD]            = {compute_pad, supports_pad, nullptr};
+    t[GGML_OP_PAD_REFLECT_1D] = {compute_pad_reflect_1d, supports_pad_reflect_1d, nullptr};
 }
 
 } // namespace loom::cpu

@@ -303,7 +303,8 @@ void compute_mul_mat_gemm(const ComputeParams & p, const KernelTable & kt, ggml_
     }
 }
 
-void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
+// MUL_MAT with b in F32 (compute_mul_mat widens it first where it is not).
+void compute_mul_mat_f32_b(const ComputeParams & p, ggml_tensor * dst) {
     if (takes_dequant_path(dst->src[0]->type) && (p.use_ref || !takes_table_gemv(dst->src[0]))) {
         compute_mul_mat_dequant(p, dst);
         return;
@@ -411,7 +412,7 @@ void compute_out_prod(const ComputeParams & p, ggml_tensor * dst) {
 // a copy of the node whose src[1] is that F32 matrix, with the rest of the
 // scratch.
 bool widens_b(const ggml_tensor * op) {
-    return op->op == GGML_OP_MUL_MAT && op->src[1]->type != GGML_TYPE_F32;
+    return op->src[1]->type != GGML_TYPE_F32;
 }
 
 ggml_tensor widened_shape(const ggml_tensor * b) {
@@ -431,7 +432,7 @@ size_t widened_bytes(const ggml_tensor * b) {
 
 } // namespace
 
-void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
+void compute_mul_mat(const ComputeParams & p, ggml_tensor * dst) {
     if (widens_b(dst)) {
         const ggml_tensor * b        = dst->src[1];
         ggml_tensor         wide     = widened_shape(b);
@@ -454,46 +455,14 @@ void compute_matmul(const ComputeParams & p, ggml_tensor * dst) {
         ComputeParams q  = p;
         q.wdata          = static_cast<char *>(p.wdata) + bytes;
         q.wsize          = p.wsize - bytes;
-        compute_mul_mat(q, &node);
+        compute_mul_mat_f32_b(q, &node);
         return;
     }
-    switch (dst->op) {
-        case GGML_OP_MUL_MAT:
-            compute_mul_mat(p, dst);
-            break;
-        case GGML_OP_OUT_PROD:
-            compute_out_prod(p, dst);
-            break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT_ID:
-        case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT: case GGML_OP_RESHAPE:
-        case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_matmul: not a matrix op");
-    }
+    compute_mul_mat_f32_b(p, dst);
 }
 
 bool matmul_joins_group(const ggml_tensor * op) {
-    return op->op == GGML_OP_MUL_MAT && supports_matmul(op) && !widens_b(op) &&
+    return op->op == GGML_OP_MUL_MAT && supports_mul_mat(op) && !widens_b(op) &&
            (is_weight_type(op->src[0]->type) || takes_table_gemv(op->src[0])) &&
            !mul_mat_uses_gemm(op->src[0], op->src[1]);
 }
@@ -515,114 +484,75 @@ void compute_products(const ComputeParams & p, ggml_tensor * const * nodes, int 
     compute_gemv_products(p, best_kernels(), nodes, n);
 }
 
-bool supports_matmul(const ggml_tensor * op) {
+namespace {
+
+// a of a weight type (or one the dequantizing path takes), b in F32 (or, with
+// wide_b, F16 or BF16), an F32 result; rows of a and of dst are read and
+// written as contiguous runs.
+bool product_fits(const ggml_tensor * op, bool wide_b) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    const bool b_type = b != nullptr && (b->type == GGML_TYPE_F32 || (op->op == GGML_OP_MUL_MAT &&
-                                                                       (b->type == GGML_TYPE_F16 || b->type == GGML_TYPE_BF16)));
+    const bool b_type = b != nullptr && (b->type == GGML_TYPE_F32 ||
+                                         (wide_b && (b->type == GGML_TYPE_F16 || b->type == GGML_TYPE_BF16)));
     if (a == nullptr || !b_type || !(is_weight_type(a->type) || takes_dequant_path(a->type)) ||
         op->type != GGML_TYPE_F32) {
         return false;
     }
-    // Rows of a and of dst are read and written as contiguous runs.
-    if (a->nb[0] != ggml_type_size(a->type) || op->nb[0] != sizeof(float)) {
-        return false;
-    }
-    switch (op->op) {
-        case GGML_OP_MUL_MAT:
-            if (takes_dequant_path(a->type)) {
-                return op->nb[1] % sizeof(float) == 0;
-            }
-            return a->ne[0] % ggml_blck_size(vec_dot_info(a->type).operand) == 0;
-        case GGML_OP_OUT_PROD:
-            return a->ne[0] % ggml_blck_size(a->type) == 0;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT_ID:
-        case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT: case GGML_OP_RESHAPE:
-        case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT:
-            return false;
-    }
-    return false;
+    return a->nb[0] == ggml_type_size(a->type) && op->nb[0] == sizeof(float);
 }
 
-size_t work_size_matmul(const ggml_tensor * op, int n_threads) {
+bool supports_out_prod(const ggml_tensor * op) {
+    return product_fits(op, false) && op->src[0]->ne[0] % ggml_blck_size(op->src[0]->type) == 0;
+}
+
+size_t work_size_out_prod(const ggml_tensor * op, int n_threads) {
+    return out_prod_thread_scratch(op->src[0]) * size_t(n_threads);
+}
+
+} // namespace
+
+bool supports_mul_mat(const ggml_tensor * op) {
+    if (!product_fits(op, true)) {
+        return false;
+    }
+    const ggml_tensor * a = op->src[0];
+    if (takes_dequant_path(a->type)) {
+        return op->nb[1] % sizeof(float) == 0;
+    }
+    return a->ne[0] % ggml_blck_size(vec_dot_info(a->type).operand) == 0;
+}
+
+size_t work_size_mul_mat(const ggml_tensor * op, int n_threads) {
     if (widens_b(op)) {
         ggml_tensor       wide = widened_shape(op->src[1]);
         ggml_tensor       node = *op;
         node.src[1]            = &wide;
-        return widened_bytes(op->src[1]) + work_size_matmul(&node, n_threads);
+        return widened_bytes(op->src[1]) + work_size_mul_mat(&node, n_threads);
     }
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    switch (op->op) {
-        case GGML_OP_MUL_MAT: {
-            if (takes_dequant_path(a->type)) {
-                // The reference path dequantizes; the others may take the
-                // table's matrix-vector product.
-                const size_t dq = work_size_mul_mat_dequant(a, b, n_threads);
-                return takes_table_gemv(a) ? std::max(dq, GEMV_HEADER + gemv_region_bytes(a, b, n_threads)) : dq;
-            }
-            // The reference path and the gemv path pack b; the GEMM path
-            // needs panels per thread. use_ref is not known when the plan
-            // is made, so the larger need is reserved.
-            // The reference path's rows of repacked weights.
-            size_t need = packed_b_bytes(a, b) + ref_unpack_bytes(a) * size_t(std::max(n_threads, 1));
-            if (mul_mat_uses_gemm(a, b)) {
-                need = std::max(need, gemm_work_size(a, b, n_threads));
-            } else {
-                need = std::max(need, GEMV_HEADER + gemv_region_bytes(a, b, n_threads));
-            }
-            return need;
-        }
-        case GGML_OP_OUT_PROD:
-            return out_prod_thread_scratch(a) * size_t(n_threads);
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT_ID:
-        case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT: case GGML_OP_RESHAPE:
-        case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT:
-            return 0;
+    if (takes_dequant_path(a->type)) {
+        // The reference path dequantizes; the others may take the
+        // table's matrix-vector product.
+        const size_t dq = work_size_mul_mat_dequant(a, b, n_threads);
+        return takes_table_gemv(a) ? std::max(dq, GEMV_HEADER + gemv_region_bytes(a, b, n_threads)) : dq;
     }
-    return 0;
+    // The reference path and the gemv path pack b; the GEMM path
+    // needs panels per thread. use_ref is not known when the plan
+    // is made, so the larger need is reserved.
+    // The reference path's rows of repacked weights.
+    size_t need = packed_b_bytes(a, b) + ref_unpack_bytes(a) * size_t(std::max(n_threads, 1));
+    if (mul_mat_uses_gemm(a, b)) {
+        need = std::max(need, gemm_work_size(a, b, n_threads));
+    } else {
+        need = std::max(need, GEMV_HEADER + gemv_region_bytes(a, b, n_threads));
+    }
+    return need;
+}
+
+void add_matmul_kernels(OpKernels & t) {
+    t[GGML_OP_MUL_MAT]  = {compute_mul_mat, supports_mul_mat, work_size_mul_mat};
+    t[GGML_OP_OUT_PROD] = {compute_out_prod, supports_out_prod, work_size_out_prod};
 }
 
 } // namespace loom::cpu

@@ -124,7 +124,7 @@ bool groups_columns(const ggml_tensor * op) {
         return false;
     }
     GroupProduct g(as, 0, std::min<int64_t>(GROUP_COLS, op->src[2]->ne[0] * op->src[2]->ne[1]), nullptr, nullptr);
-    return supports_matmul(&g.node);
+    return supports_mul_mat(&g.node);
 }
 
 Layout layout(const ggml_tensor * op, int n_threads) {
@@ -155,7 +155,7 @@ Layout layout(const ggml_tensor * op, int n_threads) {
     size_t need = 0;
     for (int64_t n = 1; n <= l.group; n = n < 2 * GEMV_MAX_COLS ? n + 1 : l.group == n ? n + 1 : l.group) {
         GroupProduct g(as, 0, n, nullptr, nullptr);
-        need = std::max(need, work_size_matmul(&g.node, n_threads));
+        need = std::max(need, work_size_mul_mat(&g.node, n_threads));
     }
     l.total = l.inner + align_up(need, SCRATCH_ALIGN);
     return l;
@@ -223,7 +223,7 @@ void compute_grouped(const ComputeParams & p, ggml_tensor * dst, const Layout & 
             }
             p.sync();
             GroupProduct prod(as, a, n, gathered, product);
-            compute_matmul(q, &prod.node);
+            compute_mul_mat(q, &prod.node);
             p.sync();
             pending       = list;
             pending_first = c0;

@@ -83,7 +83,12 @@ void rms_norm_row(const float * x, float * y, int64_t n, float eps) {
     }
 }
 
-void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool rms) {
+// NORM and RMS_NORM: each row by normalise (norm_row or rms_norm_row).
+template <void (*normalise)(const float * x, float * y, int64_t n, float eps)>
+void compute_rows(const ComputeParams & p, ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) {
+        return;
+    }
     const ggml_tensor * src = dst->src[0];
     const float         eps = op_param_f32(dst, 0);
     const int64_t       ne0 = src->ne[0], ne1 = src->ne[1], ne2 = src->ne[2];
@@ -101,11 +106,7 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool rms) {
             }
             x = y;
         }
-        if (rms) {
-            rms_norm_row(x, y, ne0, eps);
-        } else {
-            norm_row(x, y, ne0, eps);
-        }
+        normalise(x, y, ne0, eps);
     }
 }
 
@@ -113,6 +114,9 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool rms) {
 // is normalised over dims 0 and 1 of its channels, separately per dim-3 index.
 // A trailing group may be short or, when the division is uneven, empty.
 void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) {
+        return;
+    }
     const ggml_tensor * src      = dst->src[0];
     const int64_t       n_groups = op_param_i32(dst, 0);
     const float         eps      = op_param_f32(dst, 1);
@@ -170,89 +174,36 @@ void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-} // namespace
-
-void compute_norm(const ComputeParams & p, ggml_tensor * dst) {
-    if (ggml_is_empty(dst)) {
-        return;
-    }
-    switch (dst->op) {
-        case GGML_OP_NORM: compute_rows(p, dst, false); break;
-        case GGML_OP_RMS_NORM: compute_rows(p, dst, true); break;
-        case GGML_OP_GROUP_NORM: compute_group_norm(p, dst); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_RMS_NORM_BACK: case GGML_OP_L2_NORM:
-        case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET:
-        case GGML_OP_CPY: case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS:
-        case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX:
-        case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP:
-        case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D:
-        case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW:
-        case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK:
-        case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE:
-        case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU:
-        case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK:
-        case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART:
-        case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN:
-        case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER:
-        case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY:
-        case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM:
-        case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW:
-        case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_norm: not a normalisation"); break;
-    }
-}
-
-bool supports_norm(const ggml_tensor * op) {
-    switch (op->op) {
-        case GGML_OP_NORM:
-        case GGML_OP_RMS_NORM: break;
-        case GGML_OP_GROUP_NORM:
-            if (op_param_i32(op, 0) <= 0) {
-                return false;
-            }
-            break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_RMS_NORM_BACK: case GGML_OP_L2_NORM:
-        case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET:
-        case GGML_OP_CPY: case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE:
-        case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS:
-        case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX:
-        case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP:
-        case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D:
-        case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW:
-        case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK:
-        case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE:
-        case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU:
-        case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK:
-        case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART:
-        case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN:
-        case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER:
-        case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY:
-        case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM:
-        case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW:
-        case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: return false;
-    }
+// F32 rows of src's shape. dst rows are plain float arrays; so are src rows
+// of GROUP_NORM, while NORM and RMS_NORM gather strided ones into dst first,
+// which must then be memory of its own (not a view, as an in-place result is).
+bool f32_rows_fit(const ggml_tensor * op, bool gathers) {
     const ggml_tensor * src = op->src[0];
     if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 || !ggml_are_same_shape(src, op)) {
         return false;
     }
-    // dst rows are plain float arrays; so are src rows of GROUP_NORM, while
-    // NORM and RMS_NORM gather strided ones into dst first, which must then
-    // be memory of its own (not a view, as an in-place result is).
     const bool dst_rows = op->nb[0] == sizeof(float) || op->ne[0] == 1;
     const bool src_rows = src->nb[0] == sizeof(float) || src->ne[0] == 1;
     if (src_rows) {
         return dst_rows;
     }
-    return op->op != GGML_OP_GROUP_NORM && dst_rows && op->view_src == nullptr;
+    return gathers && dst_rows && op->view_src == nullptr;
+}
+
+bool supports_norm_rows(const ggml_tensor * op) {
+    return f32_rows_fit(op, true);
+}
+
+bool supports_group_norm(const ggml_tensor * op) {
+    return op_param_i32(op, 0) > 0 && f32_rows_fit(op, false);
+}
+
+} // namespace
+
+void add_norm_kernels(OpKernels & t) {
+    t[GGML_OP_NORM]       = {compute_rows<norm_row>, supports_norm_rows, nullptr};
+    t[GGML_OP_RMS_NORM]   = {compute_rows<rms_norm_row>, supports_norm_rows, nullptr};
+    t[GGML_OP_GROUP_NORM] = {compute_group_norm, supports_group_norm, nullptr};
 }
 
 } // namespace loom::cpu

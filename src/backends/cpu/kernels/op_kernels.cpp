@@ -1,7 +1,8 @@
 // The CPU's row for each operator: which kernel computes it, which types and
 // layouts it takes, how much scratch it needs. compute.cpp reads only this
-// table; a family of kernels adds its operators here (or through an
-// add_*_kernels function of its own file).
+// table; each family of kernels fills its operators' rows through the
+// add_*_kernels function of its own file, the custom operators' rows are
+// here.
 
 #include <cstring>
 
@@ -13,7 +14,11 @@ namespace loom::cpu {
 
 namespace {
 
-// Note [Custom ops] in core/custom.h.
+// Note [Custom ops] in core/custom.h: the function runs on min(n_tasks,
+// threads) threads; call passes it the sources its type takes.
+using CustomCall = void (*)(const CustomOpParams & cp, ggml_tensor * node, int ith, int nth);
+
+template <CustomCall call>
 void compute_custom(const ComputeParams & p, ggml_tensor * node) {
     CustomOpParams cp;
     std::memcpy(&cp, node->op_params, sizeof(cp));
@@ -21,36 +26,20 @@ void compute_custom(const ComputeParams & p, ggml_tensor * node) {
     if (p.ith >= nth) {
         return;
     }
-    switch (node->op) {
-        case GGML_OP_MAP_CUSTOM1: cp.fn.f1(node, node->src[0], p.ith, nth, cp.userdata); break;
-        case GGML_OP_MAP_CUSTOM2: cp.fn.f2(node, node->src[0], node->src[1], p.ith, nth, cp.userdata); break;
-        case GGML_OP_MAP_CUSTOM3:
-            cp.fn.f3(node, node->src[0], node->src[1], node->src[2], p.ith, nth, cp.userdata);
-            break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_CUSTOM:
-        case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW:
-        case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: cp.fn.f(node, p.ith, nth, cp.userdata); break;
-    }
+    call(cp, node, p.ith, nth);
+}
+
+void call_custom1(const CustomOpParams & cp, ggml_tensor * node, int ith, int nth) {
+    cp.fn.f1(node, node->src[0], ith, nth, cp.userdata);
+}
+void call_custom2(const CustomOpParams & cp, ggml_tensor * node, int ith, int nth) {
+    cp.fn.f2(node, node->src[0], node->src[1], ith, nth, cp.userdata);
+}
+void call_custom3(const CustomOpParams & cp, ggml_tensor * node, int ith, int nth) {
+    cp.fn.f3(node, node->src[0], node->src[1], node->src[2], ith, nth, cp.userdata);
+}
+void call_custom(const CustomOpParams & cp, ggml_tensor * node, int ith, int nth) {
+    cp.fn.f(node, ith, nth, cp.userdata);
 }
 
 bool any_types(const ggml_tensor *) {
@@ -59,30 +48,24 @@ bool any_types(const ggml_tensor *) {
 
 OpKernels make_table() {
     OpKernels t{};
-    auto      set = [&t](std::initializer_list<ggml_op> ops, OpKernel k) {
-        for (ggml_op op : ops) t[op] = k;
-    };
-    set({GGML_OP_ADD, GGML_OP_SUB, GGML_OP_MUL, GGML_OP_DIV, GGML_OP_ADD1}, {compute_binary, supports_binary, nullptr});
-    set({GGML_OP_SQR, GGML_OP_SQRT, GGML_OP_LOG, GGML_OP_SIN, GGML_OP_COS, GGML_OP_SCALE, GGML_OP_UNARY},
-        {compute_unary, supports_unary, nullptr});
-    set({GGML_OP_GLU}, {compute_glu, supports_glu, nullptr});
-    set({GGML_OP_SUM, GGML_OP_SUM_ROWS, GGML_OP_MEAN, GGML_OP_ARGMAX},
-        {compute_reduce, supports_reduce, work_size_reduce});
-    set({GGML_OP_DUP, GGML_OP_CPY, GGML_OP_CONT, GGML_OP_REPEAT, GGML_OP_CONCAT, GGML_OP_GET_ROWS, GGML_OP_SET_ROWS},
-        {compute_copy, supports_copy, work_size_copy});
-    set({GGML_OP_NORM, GGML_OP_RMS_NORM, GGML_OP_GROUP_NORM}, {compute_norm, supports_norm, nullptr});
-    set({GGML_OP_SOFT_MAX, GGML_OP_DIAG_MASK_INF, GGML_OP_DIAG_MASK_ZERO}, {compute_softmax, supports_softmax, work_size_softmax});
-    set({GGML_OP_ROPE, GGML_OP_ROPE_BACK}, {compute_rope, supports_rope, work_size_rope});
-    set({GGML_OP_ARGSORT, GGML_OP_TOP_K}, {compute_sort, supports_sort, work_size_sort});
-    set({GGML_OP_MUL_MAT, GGML_OP_OUT_PROD}, {compute_matmul, supports_matmul, work_size_matmul});
-    set({GGML_OP_FLASH_ATTN_EXT}, {compute_attention, supports_attention, work_size_attention});
-    set({GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM},
-        {compute_custom, any_types, nullptr});
-    // Families with a table function of their own.
+    t[GGML_OP_MAP_CUSTOM1] = {compute_custom<call_custom1>, any_types, nullptr};
+    t[GGML_OP_MAP_CUSTOM2] = {compute_custom<call_custom2>, any_types, nullptr};
+    t[GGML_OP_MAP_CUSTOM3] = {compute_custom<call_custom3>, any_types, nullptr};
+    t[GGML_OP_CUSTOM]      = {compute_custom<call_custom>, any_types, nullptr};
+    add_binary_kernels(t);
+    add_unary_kernels(t);
+    add_reduce_kernels(t);
+    add_copy_kernels(t);
+    add_norm_kernels(t);
+    add_softmax_kernels(t);
+    add_rope_kernels(t);
+    add_sort_kernels(t);
+    add_matmul_kernels(t);
+    add_matmul_id_kernels(t);
+    add_attention_kernels(t);
     add_conv_kernels(t);
     add_fill_kernels(t);
     add_layout_kernels(t);
-    add_matmul_id_kernels(t);
     add_ssm_kernels(t);
     add_recurrent_kernels(t);
     add_dsv4_kernels(t);

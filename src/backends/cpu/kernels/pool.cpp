@@ -36,8 +36,8 @@ struct PoolParams {
     bool    two_d, avg;
     int64_t k0, k1, s0, s1, p0, p1;
 
-    explicit PoolParams(const ggml_tensor * dst)
-        : two_d(dst->op == GGML_OP_POOL_2D), avg(op_param_i32(dst, 0) == GGML_OP_POOL_AVG), k0(op_param_i32(dst, 1)),
+    PoolParams(const ggml_tensor * dst, bool pool_2d)
+        : two_d(pool_2d), avg(op_param_i32(dst, 0) == GGML_OP_POOL_AVG), k0(op_param_i32(dst, 1)),
           k1(two_d ? op_param_i32(dst, 2) : 1), s0(op_param_i32(dst, two_d ? 3 : 2)),
           s1(two_d ? op_param_i32(dst, 4) : 1), p0(op_param_i32(dst, two_d ? 5 : 3)),
           p1(two_d ? op_param_i32(dst, 6) : 0) {}
@@ -200,9 +200,11 @@ void pool_avg_2d_f32(const PoolParams & q, const ggml_tensor * src, ggml_tensor 
     }
 }
 
+// POOL_1D and (two_d) POOL_2D.
+template <bool two_d>
 void compute_pool(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
-    const PoolParams    q(dst);
+    const PoolParams    q(dst, two_d);
     const Range         rr = split_range(ggml_nrows(dst), p.ith, p.nth);
     // An empty line takes the general walk, which skips its rows.
     const bool fast = q.two_d && !p.use_ref && src->ne[0] > 0 && src->type == GGML_TYPE_F32 &&
@@ -431,89 +433,36 @@ bool is_f32(const ggml_tensor * t) {
 }
 
 // Shapes and parameters: conv_family_fits; here the types the kernels read and write.
-bool supports_pool_op(const ggml_tensor * op) {
-    if (!conv_family_fits(op)) {
-        return false;
-    }
-    const ggml_tensor * a = op->src[0];
-    switch (op->op) {
-        case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: return is_float_type(a->type) && op->type == GGML_TYPE_F32;
-        case GGML_OP_UPSCALE:
-        case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: return is_f32(a) && op->type == GGML_TYPE_F32;
-        case GGML_OP_GET_REL_POS:
-            return (a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_F32) && op->type == GGML_TYPE_F16;
-        case GGML_OP_ADD_REL_POS:
-            return is_f32(a) && is_f32(op->src[1]) && is_f32(op->src[2]) && op->type == GGML_TYPE_F32;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_2D_BACK: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL:
-        case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K:
-        case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: return false;
-    }
-    return false;
+bool supports_pool(const ggml_tensor * op) {
+    return conv_family_fits(op) && is_float_type(op->src[0]->type) && op->type == GGML_TYPE_F32;
 }
 
-void compute_pool_op(const ComputeParams & p, ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: compute_pool(p, dst); break;
-        case GGML_OP_UPSCALE: compute_upscale(p, dst); break;
-        case GGML_OP_WIN_PART: compute_win_part(p, dst); break;
-        case GGML_OP_WIN_UNPART: compute_win_unpart(p, dst); break;
-        case GGML_OP_GET_REL_POS: compute_get_rel_pos(p, dst); break;
-        case GGML_OP_ADD_REL_POS: compute_add_rel_pos(p, dst); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_2D_BACK: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL:
-        case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K:
-        case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_pool_op: not a pooling or window operator"); break;
-    }
+// UPSCALE, WIN_PART, WIN_UNPART.
+bool supports_f32_in_out(const ggml_tensor * op) {
+    return conv_family_fits(op) && is_f32(op->src[0]) && op->type == GGML_TYPE_F32;
+}
+
+bool supports_get_rel_pos(const ggml_tensor * op) {
+    const ggml_tensor * a = op->src[0];
+    return conv_family_fits(op) && (a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_F32) &&
+           op->type == GGML_TYPE_F16;
+}
+
+bool supports_add_rel_pos(const ggml_tensor * op) {
+    return conv_family_fits(op) && is_f32(op->src[0]) && is_f32(op->src[1]) && is_f32(op->src[2]) &&
+           op->type == GGML_TYPE_F32;
 }
 
 } // namespace
 
 void add_pool_kernels(OpKernels & t) {
-    for (ggml_op op : {GGML_OP_POOL_1D, GGML_OP_POOL_2D, GGML_OP_UPSCALE, GGML_OP_WIN_PART, GGML_OP_WIN_UNPART,
-                       GGML_OP_GET_REL_POS, GGML_OP_ADD_REL_POS}) {
-        t[op] = {compute_pool_op, supports_pool_op, nullptr};
-    }
+    t[GGML_OP_POOL_1D]     = {compute_pool<false>, supports_pool, nullptr};
+    t[GGML_OP_POOL_2D]     = {compute_pool<true>, supports_pool, nullptr};
+    t[GGML_OP_UPSCALE]     = {compute_upscale, supports_f32_in_out, nullptr};
+    t[GGML_OP_WIN_PART]    = {compute_win_part, supports_f32_in_out, nullptr};
+    t[GGML_OP_WIN_UNPART]  = {compute_win_unpart, supports_f32_in_out, nullptr};
+    t[GGML_OP_GET_REL_POS] = {compute_get_rel_pos, supports_get_rel_pos, nullptr};
+    t[GGML_OP_ADD_REL_POS] = {compute_add_rel_pos, supports_add_rel_pos, nullptr};
 }
 
 } // namespace loom::cpu

@@ -132,12 +132,13 @@ void compute_sum(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 // SUM_ROWS and MEAN: dst [1, ne1, ne2, ne3], one value per row of src.
-void compute_row_sums(const ComputeParams & p, ggml_tensor * dst, bool mean) {
+template <bool mean>
+void compute_row_sums(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const Range         rr  = split_range(ggml_nrows(src), p.ith, p.nth);
     for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
         double s = row_sum(src, row_ptr(src, ir));
-        if (mean) {
+        if constexpr (mean) {
             s /= double(src->ne[0]);
         }
         store_float(dst->type, const_cast<char *>(row_ptr(dst, ir)), float(s));
@@ -165,88 +166,45 @@ void compute_argmax(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
+// Sources of every float type; SUM and SUM_ROWS keep it, MEAN gives F32,
+// ARGMAX the I32 index of each row of a matrix.
+bool supports_sum(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && is_float_type(src->type) && op->type == src->type && ggml_nelements(op) == 1;
+}
+
+bool one_per_row(const ggml_tensor * op, const ggml_tensor * src) {
+    return op->ne[0] == 1 && op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
+}
+
+bool supports_sum_rows(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && is_float_type(src->type) && op->type == src->type && one_per_row(op, src);
+}
+
+bool supports_mean(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && is_float_type(src->type) && op->type == GGML_TYPE_F32 && one_per_row(op, src);
+}
+
+bool supports_argmax(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_I32 && ggml_is_matrix(src) &&
+           op->ne[0] == src->ne[1] && ggml_nelements(op) == src->ne[1] && src->ne[0] <= INT32_MAX;
+}
+
+// The threads' partial sums of SUM's slices.
+size_t work_size_sum(const ggml_tensor *, int n_threads) {
+    return n_threads > 1 ? kSumSlices * sizeof(double) : 0;
+}
+
 } // namespace
 
-void compute_reduce(const ComputeParams & p, ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_SUM: compute_sum(p, dst); break;
-        case GGML_OP_SUM_ROWS: compute_row_sums(p, dst, false); break;
-        case GGML_OP_MEAN: compute_row_sums(p, dst, true); break;
-        case GGML_OP_ARGMAX: compute_argmax(p, dst); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_CUMSUM: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT:
-        case GGML_OP_REPEAT_BACK: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: LOOM_ASSERT(false && "compute_reduce: not a reduction"); break;
-    }
-}
-
-bool supports_reduce(const ggml_tensor * op) {
-    const ggml_tensor * src = op->src[0];
-    if (src == nullptr) {
-        return false;
-    }
-    switch (op->op) {
-        case GGML_OP_SUM: return is_float_type(src->type) && op->type == src->type && ggml_nelements(op) == 1;
-        case GGML_OP_SUM_ROWS:
-            return is_float_type(src->type) && op->type == src->type && op->ne[0] == 1 && op->ne[1] == src->ne[1] &&
-                   op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-        case GGML_OP_MEAN:
-            return is_float_type(src->type) && op->type == GGML_TYPE_F32 && op->ne[0] == 1 &&
-                   op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-        case GGML_OP_ARGMAX:
-            return src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_I32 && ggml_is_matrix(src) &&
-                   op->ne[0] == src->ne[1] && ggml_nelements(op) == src->ne[1] && src->ne[0] <= INT32_MAX;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_CUMSUM: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT:
-        case GGML_OP_REPEAT_BACK: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1:
-        case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: return false;
-    }
-    return false;
-}
-
-size_t work_size_reduce(const ggml_tensor * op, int n_threads) {
-    if (op->op == GGML_OP_SUM && n_threads > 1) {
-        return kSumSlices * sizeof(double);
-    }
-    return 0;
+void add_reduce_kernels(OpKernels & t) {
+    t[GGML_OP_SUM]      = {compute_sum, supports_sum, work_size_sum};
+    t[GGML_OP_SUM_ROWS] = {compute_row_sums<false>, supports_sum_rows, nullptr};
+    t[GGML_OP_MEAN]     = {compute_row_sums<true>, supports_mean, nullptr};
+    t[GGML_OP_ARGMAX]   = {compute_argmax, supports_argmax, nullptr};
 }
 
 } // namespace loom::cpu

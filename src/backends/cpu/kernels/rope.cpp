@@ -45,13 +45,13 @@ struct RopeParams {
     float freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
     int   sections[GGML_MROPE_SECTIONS];
     int   n_offs;
-    float sin_sign; // -1 for ROPE_BACK
+    float sin_sign; // 1, or -1 for ROPE_BACK (its kernel sets it)
 
     static RopeParams of(const ggml_tensor * op) {
         RopeParams rp{op_param_i32(op, 1), op_param_i32(op, 2), op_param_i32(op, 4), op_param_f32(op, 5),
                       op_param_f32(op, 6), op_param_f32(op, 7), op_param_f32(op, 8), op_param_f32(op, 9),
                       op_param_f32(op, 10), {op_param_i32(op, 11), op_param_i32(op, 12), op_param_i32(op, 13),
-                      op_param_i32(op, 14)}, op_param_i32(op, 15), op->op == GGML_OP_ROPE_BACK ? -1.0f : 1.0f};
+                      op_param_i32(op, 14)}, op_param_i32(op, 15), 1.0f};
         return rp;
     }
     bool multi() const { return (mode & GGML_ROPE_TYPE_MROPE) != 0; }
@@ -148,11 +148,12 @@ void build_cache(const RopeParams & rp, float theta_scale, const float corr[2], 
 }
 
 template <typename T>
-void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
+void rope_rows(const ComputeParams & p, ggml_tensor * dst, float sin_sign) {
     const ggml_tensor * src     = dst->src[0];
     const ggml_tensor * pos     = dst->src[1];
     const ggml_tensor * factors = dst->src[2];
-    const RopeParams    rp      = RopeParams::of(dst);
+    RopeParams          rp      = RopeParams::of(dst);
+    rp.sin_sign                 = sin_sign;
     LOOM_ASSERT(rp.n_dims >= 0 && rp.n_dims % 2 == 0 && rp.n_dims <= src->ne[0]);
     LOOM_ASSERT(pos->ne[0] >= (rp.multi() ? 4 : 1) * src->ne[2]);
 
@@ -218,16 +219,17 @@ void rope_rows(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-} // namespace
-
+// ROPE, and ROPE_BACK (back: the inverse rotation).
+template <bool back>
 void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
-    LOOM_ASSERT((dst->op == GGML_OP_ROPE || dst->op == GGML_OP_ROPE_BACK) && dst->type == dst->src[0]->type);
+    LOOM_ASSERT(dst->type == dst->src[0]->type);
+    const float sin_sign = back ? -1.0f : 1.0f;
     switch (dst->type) {
         case GGML_TYPE_F32:
-            rope_rows<float>(p, dst);
+            rope_rows<float>(p, dst, sin_sign);
             break;
         case GGML_TYPE_F16:
-            rope_rows<ggml_fp16_t>(p, dst);
+            rope_rows<ggml_fp16_t>(p, dst, sin_sign);
             break;
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
         case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
@@ -243,8 +245,7 @@ void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
 bool supports_rope(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
     const ggml_tensor * pos = op->src[1];
-    if ((op->op != GGML_OP_ROPE && op->op != GGML_OP_ROPE_BACK) || src == nullptr || pos == nullptr ||
-        pos->type != GGML_TYPE_I32) {
+    if (src == nullptr || pos == nullptr || pos->type != GGML_TYPE_I32) {
         return false;
     }
     if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) || op->type != src->type) {
@@ -277,6 +278,13 @@ bool supports_rope(const ggml_tensor * op) {
 
 size_t work_size_rope(const ggml_tensor * op, int n_threads) {
     return thread_scratch(op) * size_t(n_threads);
+}
+
+} // namespace
+
+void add_rope_kernels(OpKernels & t) {
+    t[GGML_OP_ROPE]      = {compute_rope<false>, supports_rope, work_size_rope};
+    t[GGML_OP_ROPE_BACK] = {compute_rope<true>, supports_rope, work_size_rope};
 }
 
 } // namespace loom::cpu

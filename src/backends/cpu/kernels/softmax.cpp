@@ -86,11 +86,13 @@ void compute_soft_max(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// dst = src with element (i0, i1) of every matrix set to value (-inf or 0)
-// where i0 > n_past + i1. In place dst->data == src->data and only the
-// masking writes happen.
-void compute_diag_mask(const ComputeParams & p, ggml_tensor * dst, float value) {
-    const ggml_tensor * src = dst->src[0];
+// dst = src with element (i0, i1) of every matrix set to -inf (DIAG_MASK_INF)
+// or 0 (DIAG_MASK_ZERO) where i0 > n_past + i1. In place dst->data ==
+// src->data and only the masking writes happen.
+template <bool inf>
+void compute_diag_mask(const ComputeParams & p, ggml_tensor * dst) {
+    const float         value = inf ? -INFINITY : 0.0f;
+    const ggml_tensor * src   = dst->src[0];
     LOOM_ASSERT(src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32);
     LOOM_ASSERT(src->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float));
 
@@ -118,98 +120,34 @@ void compute_diag_mask(const ComputeParams & p, ggml_tensor * dst, float value) 
     }
 }
 
-} // namespace
-
-void compute_softmax(const ComputeParams & p, ggml_tensor * dst) {
-    switch (dst->op) {
-        case GGML_OP_SOFT_MAX:
-            compute_soft_max(p, dst);
-            break;
-        case GGML_OP_DIAG_MASK_INF:
-            compute_diag_mask(p, dst, -INFINITY);
-            break;
-        case GGML_OP_DIAG_MASK_ZERO:
-            compute_diag_mask(p, dst, 0.0f);
-            break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP:
-        case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D:
-        case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW:
-        case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK:
-        case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE:
-        case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU:
-        case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK:
-        case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART:
-        case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN:
-        case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER:
-        case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY:
-        case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM:
-        case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW:
-        case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_softmax: not a softmax op");
-    }
+// F32 rows of adjacent elements, in and out.
+bool f32_rows_in_out(const ggml_tensor * op) {
+    const ggml_tensor * src = op->src[0];
+    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
+           op->nb[0] == sizeof(float);
 }
 
-bool supports_softmax(const ggml_tensor * op) {
-    const ggml_tensor * src = op->src[0];
-    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 || src->nb[0] != sizeof(float) ||
-        op->nb[0] != sizeof(float)) {
+bool supports_soft_max(const ggml_tensor * op) {
+    if (!f32_rows_in_out(op)) {
         return false;
     }
-    switch (op->op) {
-        case GGML_OP_SOFT_MAX: {
-            const ggml_tensor * mask  = op->src[1];
-            const ggml_tensor * sinks = op->src[2];
-            if (sinks != nullptr && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < src->ne[2] ||
-                                     !ggml_is_contiguous(sinks))) {
-                return false;
-            }
-            return mask == nullptr || ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) &&
-                                       mask->nb[0] == ggml_type_size(mask->type));
-        }
-        case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO:
-            return true;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP:
-        case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D:
-        case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW:
-        case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK:
-        case GGML_OP_UPSCALE: case GGML_OP_PAD: case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE:
-        case GGML_OP_TIMESTEP_EMBEDDING: case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU:
-        case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK:
-        case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART:
-        case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN:
-        case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER:
-        case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_UNARY:
-        case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM:
-        case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW:
-        case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            return false;
+    const ggml_tensor * src   = op->src[0];
+    const ggml_tensor * mask  = op->src[1];
+    const ggml_tensor * sinks = op->src[2];
+    if (sinks != nullptr &&
+        (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < src->ne[2] || !ggml_is_contiguous(sinks))) {
+        return false;
     }
-    return false;
+    return mask == nullptr ||
+           ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) && mask->nb[0] == ggml_type_size(mask->type));
 }
 
-size_t work_size_softmax(const ggml_tensor * op, int n_threads) {
-    (void)op;
-    (void)n_threads;
-    return 0;
+} // namespace
+
+void add_softmax_kernels(OpKernels & t) {
+    t[GGML_OP_SOFT_MAX]       = {compute_soft_max, supports_soft_max, nullptr};
+    t[GGML_OP_DIAG_MASK_INF]  = {compute_diag_mask<true>, f32_rows_in_out, nullptr};
+    t[GGML_OP_DIAG_MASK_ZERO] = {compute_diag_mask<false>, f32_rows_in_out, nullptr};
 }
 
 } // namespace loom::cpu

@@ -51,7 +51,12 @@ const char * row_of(const ggml_tensor * t, int64_t ir) {
     return static_cast<const char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
-void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool top_k) {
+// ARGSORT (top_k false) and TOP_K.
+template <bool top_k>
+void compute_rows(const ComputeParams & p, ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) {
+        return;
+    }
     const ggml_tensor * src  = dst->src[0];
     const int64_t       ne00 = src->ne[0];
     const size_t        need = scratch_bytes(ne00);
@@ -73,7 +78,7 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool top_k) {
         // ARGSORT sorts in the output row itself; TOP_K needs all ne00 candidates.
         int32_t * idx = top_k ? cand : reinterpret_cast<int32_t *>(const_cast<char *>(row_of(dst, ir)));
         std::iota(idx, idx + ne00, int32_t(0));
-        if (top_k) {
+        if constexpr (top_k) {
             std::partial_sort(idx, idx + k, idx + ne00, Before<true>{values});
             std::memcpy(const_cast<char *>(row_of(dst, ir)), idx, size_t(k) * sizeof(int32_t));
         } else if (descending) {
@@ -84,91 +89,37 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst, bool top_k) {
     }
 }
 
-} // namespace
-
-void compute_sort(const ComputeParams & p, ggml_tensor * dst) {
-    if (ggml_is_empty(dst)) {
-        return;
-    }
-    switch (dst->op) {
-        case GGML_OP_ARGSORT: compute_rows(p, dst, false); break;
-        case GGML_OP_TOP_K: compute_rows(p, dst, true); break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT:
-            LOOM_ASSERT(false && "compute_sort: not a sort"); break;
-    }
-}
-
-bool supports_sort(const ggml_tensor * op) {
+// F32 rows in, plain int32 index rows out, as many rows as src.
+bool index_rows_fit(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
     if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_I32 || src->ne[0] > INT32_MAX) {
         return false;
     }
-    // Index rows are written as plain int32 arrays.
     if (op->nb[0] != sizeof(int32_t) && op->ne[0] > 1) {
         return false;
     }
-    const bool same_rows = op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-    switch (op->op) {
-        case GGML_OP_ARGSORT: {
-            const int32_t order = op_param_i32(op, 0);
-            return same_rows && op->ne[0] == src->ne[0] &&
-                   (order == GGML_SORT_ORDER_ASC || order == GGML_SORT_ORDER_DESC);
-        }
-        case GGML_OP_TOP_K: return same_rows && op->ne[0] <= src->ne[0];
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SQR: case GGML_OP_SQRT: case GGML_OP_LOG:
-        case GGML_OP_SIN: case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM:
-        case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT: case GGML_OP_REPEAT_BACK:
-        case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SCALE: case GGML_OP_SET: case GGML_OP_CPY:
-        case GGML_OP_CONT: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
-        case GGML_OP_GET_ROWS: case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG:
-        case GGML_OP_DIAG_MASK_INF: case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK:
-        case GGML_OP_ROPE: case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D:
-        case GGML_OP_IM2COL: case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D:
-        case GGML_OP_CONV_2D: case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D:
-        case GGML_OP_POOL_1D: case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL: case GGML_OP_FLASH_ATTN_EXT:
-        case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN: case GGML_OP_WIN_PART:
-        case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS: case GGML_OP_RWKV_WKV6:
-        case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI: case GGML_OP_GATED_DELTA_NET:
-        case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB: case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST:
-        case GGML_OP_UNARY: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2: case GGML_OP_MAP_CUSTOM3:
-        case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS: case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
-        case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU: case GGML_OP_COUNT: return false;
-    }
-    return false;
+    return op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
+}
+
+bool supports_argsort(const ggml_tensor * op) {
+    const int32_t order = op_param_i32(op, 0);
+    return index_rows_fit(op) && op->ne[0] == op->src[0]->ne[0] &&
+           (order == GGML_SORT_ORDER_ASC || order == GGML_SORT_ORDER_DESC);
+}
+
+bool supports_top_k(const ggml_tensor * op) {
+    return index_rows_fit(op) && op->ne[0] <= op->src[0]->ne[0];
 }
 
 size_t work_size_sort(const ggml_tensor * op, int n_threads) {
-    if (op->op != GGML_OP_ARGSORT && op->op != GGML_OP_TOP_K) {
-        return 0;
-    }
     return scratch_bytes(op->src[0]->ne[0]) * size_t(n_threads);
+}
+
+} // namespace
+
+void add_sort_kernels(OpKernels & t) {
+    t[GGML_OP_ARGSORT] = {compute_rows<false>, supports_argsort, work_size_sort};
+    t[GGML_OP_TOP_K]   = {compute_rows<true>, supports_top_k, work_size_sort};
 }
 
 } // namespace loom::cpu

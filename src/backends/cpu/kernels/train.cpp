@@ -123,7 +123,7 @@ bool supports_cross_entropy_loss_back(const ggml_tensor * op) {
 }
 
 size_t work_size_cross_entropy_loss(const ggml_tensor * op, int /*n_threads*/) {
-    return op->op == GGML_OP_CROSS_ENTROPY_LOSS ? size_t(ggml_nrows(op->src[0])) * sizeof(double) : 0;
+    return size_t(ggml_nrows(op->src[0])) * sizeof(double);
 }
 
 float param_at(const ggml_tensor * params, int i) {
@@ -184,13 +184,14 @@ void compute_opt_step_sgd(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
+// OPT_STEP_ADAMW (adamw) and OPT_STEP_SGD.
+template <bool adamw>
 bool supports_opt_step(const ggml_tensor * op) {
     const ggml_tensor * w       = op->src[0];
-    const int           n_state = op->op == GGML_OP_OPT_STEP_ADAMW ? 3 : 1; // grad (, m, v)
+    const int           n_state = adamw ? 3 : 1; // grad (, m, v)
     const ggml_tensor * params  = op->src[n_state + 1];
     if (!f32_rows(w) || !f32_rows(op) || !ggml_are_same_shape(op, w) || params == nullptr ||
-        params->type != GGML_TYPE_F32 ||
-        ggml_nelements(params) != (op->op == GGML_OP_OPT_STEP_ADAMW ? 7 : 2)) {
+        params->type != GGML_TYPE_F32 || ggml_nelements(params) != (adamw ? 7 : 2)) {
         return false;
     }
     for (int i = 1; i <= n_state; ++i) {
@@ -207,8 +208,8 @@ void add_train_kernels(OpKernels & t) {
     t[GGML_OP_CROSS_ENTROPY_LOSS] = {compute_cross_entropy_loss, supports_cross_entropy_loss,
                                      work_size_cross_entropy_loss};
     t[GGML_OP_CROSS_ENTROPY_LOSS_BACK] = {compute_cross_entropy_loss_back, supports_cross_entropy_loss_back, nullptr};
-    t[GGML_OP_OPT_STEP_ADAMW]          = {compute_opt_step_adamw, supports_opt_step, nullptr};
-    t[GGML_OP_OPT_STEP_SGD]            = {compute_opt_step_sgd, supports_opt_step, nullptr};
+    t[GGML_OP_OPT_STEP_ADAMW]          = {compute_opt_step_adamw, supports_opt_step<true>, nullptr};
+    t[GGML_OP_OPT_STEP_SGD]            = {compute_opt_step_sgd, supports_opt_step<false>, nullptr};
 }
 
 } // namespace loom::cpu

@@ -87,47 +87,29 @@ Fn from_unary_op(int32_t u) {
     return Fn::invalid;
 }
 
-UnaryFn decode(const ggml_tensor * dst) {
+// What an operator's op_params make of the element function: one decoder
+// per operator of the family.
+using Decoder = UnaryFn (*)(const ggml_tensor * dst);
+
+template <Fn fn>
+UnaryFn decode_plain(const ggml_tensor *) {
     UnaryFn f;
-    switch (dst->op) {
-        case GGML_OP_SQR: f.fn = Fn::sqr; break;
-        case GGML_OP_SQRT: f.fn = Fn::sqrt; break;
-        case GGML_OP_LOG: f.fn = Fn::log; break;
-        case GGML_OP_SIN: f.fn = Fn::sin; break;
-        case GGML_OP_COS: f.fn = Fn::cos; break;
-        case GGML_OP_SCALE:
-            f.fn = Fn::scale;
-            f.s  = op_param_f32(dst, 0);
-            f.b  = op_param_f32(dst, 1);
-            break;
-        case GGML_OP_UNARY:
-            f.fn = from_unary_op(op_param_i32(dst, 0));
-            for (int i = 0; i < 4; ++i) f.xp[i] = op_param_f32(dst, 1 + i);
-            break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SUM: case GGML_OP_SUM_ROWS:
-        case GGML_OP_CUMSUM: case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT:
-        case GGML_OP_REPEAT_BACK: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT:
-        case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2:
-        case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: break;
-    }
+    f.fn = fn;
+    return f;
+}
+
+UnaryFn decode_scale(const ggml_tensor * dst) {
+    UnaryFn f;
+    f.fn = Fn::scale;
+    f.s  = op_param_f32(dst, 0);
+    f.b  = op_param_f32(dst, 1);
+    return f;
+}
+
+UnaryFn decode_unary(const ggml_tensor * dst) {
+    UnaryFn f;
+    f.fn = from_unary_op(op_param_i32(dst, 0));
+    for (int i = 0; i < 4; ++i) f.xp[i] = op_param_f32(dst, 1 + i);
     return f;
 }
 
@@ -206,8 +188,7 @@ void apply(const KernelTable & kt, const UnaryFn & f, const float * x, float * y
 // Values converted per step when the data is not unit-stride f32.
 constexpr int64_t kChunk = 256;
 
-} // namespace
-
+template <Decoder decode>
 void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
     if (ggml_is_empty(dst)) {
         return;
@@ -245,8 +226,6 @@ void compute_unary(const ComputeParams & p, ggml_tensor * dst) {
 
 // ---- gated linear units ----
 
-namespace {
-
 Fn glu_activation(int32_t op) {
     if (glu_info(op) == nullptr) {
         return Fn::invalid;
@@ -263,8 +242,6 @@ Fn glu_activation(int32_t op) {
     }
     return Fn::invalid;
 }
-
-} // namespace
 
 void compute_glu(const ComputeParams & p, ggml_tensor * dst) {
     if (ggml_is_empty(dst)) {
@@ -327,7 +304,7 @@ void compute_glu(const ComputeParams & p, ggml_tensor * dst) {
 bool supports_glu(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    if (op->op != GGML_OP_GLU || a == nullptr || op->op_params[0] < 0 || op->op_params[0] >= GGML_GLU_OP_COUNT) {
+    if (a == nullptr || op->op_params[0] < 0 || op->op_params[0] >= GGML_GLU_OP_COUNT) {
         return false;
     }
     if ((a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16) || op->type != a->type ||
@@ -341,44 +318,29 @@ bool supports_glu(const ggml_tensor * op) {
     return a->ne[0] / 2 == op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] && a->ne[3] == op->ne[3];
 }
 
+template <Decoder decode>
 bool supports_unary(const ggml_tensor * op) {
-    switch (op->op) {
-        case GGML_OP_SQR:
-        case GGML_OP_SQRT:
-        case GGML_OP_LOG:
-        case GGML_OP_SIN:
-        case GGML_OP_COS:
-        case GGML_OP_SCALE:
-        case GGML_OP_UNARY: break;
-        case GGML_OP_NONE: case GGML_OP_DUP: case GGML_OP_ADD: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC:
-        case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: case GGML_OP_SUM: case GGML_OP_SUM_ROWS:
-        case GGML_OP_CUMSUM: case GGML_OP_MEAN: case GGML_OP_ARGMAX: case GGML_OP_COUNT_EQUAL: case GGML_OP_REPEAT:
-        case GGML_OP_REPEAT_BACK: case GGML_OP_CONCAT: case GGML_OP_SILU_BACK: case GGML_OP_NORM: case GGML_OP_RMS_NORM:
-        case GGML_OP_RMS_NORM_BACK: case GGML_OP_GROUP_NORM: case GGML_OP_L2_NORM: case GGML_OP_MUL_MAT:
-        case GGML_OP_MUL_MAT_ID: case GGML_OP_OUT_PROD: case GGML_OP_SET: case GGML_OP_CPY: case GGML_OP_CONT:
-        case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE: case GGML_OP_GET_ROWS:
-        case GGML_OP_GET_ROWS_BACK: case GGML_OP_SET_ROWS: case GGML_OP_DIAG: case GGML_OP_DIAG_MASK_INF:
-        case GGML_OP_DIAG_MASK_ZERO: case GGML_OP_SOFT_MAX: case GGML_OP_SOFT_MAX_BACK: case GGML_OP_ROPE:
-        case GGML_OP_ROPE_BACK: case GGML_OP_CLAMP: case GGML_OP_CONV_TRANSPOSE_1D: case GGML_OP_IM2COL:
-        case GGML_OP_IM2COL_BACK: case GGML_OP_IM2COL_3D: case GGML_OP_COL2IM_1D: case GGML_OP_CONV_2D:
-        case GGML_OP_CONV_3D: case GGML_OP_CONV_2D_DW: case GGML_OP_CONV_TRANSPOSE_2D: case GGML_OP_POOL_1D:
-        case GGML_OP_POOL_2D: case GGML_OP_POOL_2D_BACK: case GGML_OP_UPSCALE: case GGML_OP_PAD:
-        case GGML_OP_PAD_REFLECT_1D: case GGML_OP_ROLL: case GGML_OP_ARANGE: case GGML_OP_TIMESTEP_EMBEDDING:
-        case GGML_OP_ARGSORT: case GGML_OP_TOP_K: case GGML_OP_LEAKY_RELU: case GGML_OP_TRI: case GGML_OP_FILL:
-        case GGML_OP_FLASH_ATTN_EXT: case GGML_OP_FLASH_ATTN_BACK: case GGML_OP_SSM_CONV: case GGML_OP_SSM_SCAN:
-        case GGML_OP_WIN_PART: case GGML_OP_WIN_UNPART: case GGML_OP_GET_REL_POS: case GGML_OP_ADD_REL_POS:
-        case GGML_OP_RWKV_WKV6: case GGML_OP_GATED_LINEAR_ATTN: case GGML_OP_RWKV_WKV7: case GGML_OP_SOLVE_TRI:
-        case GGML_OP_GATED_DELTA_NET: case GGML_OP_LIGHTNING_INDEXER: case GGML_OP_DSV4_HC_COMB:
-        case GGML_OP_DSV4_HC_PRE: case GGML_OP_DSV4_HC_POST: case GGML_OP_MAP_CUSTOM1: case GGML_OP_MAP_CUSTOM2:
-        case GGML_OP_MAP_CUSTOM3: case GGML_OP_CUSTOM: case GGML_OP_CROSS_ENTROPY_LOSS:
-        case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
-        case GGML_OP_COUNT: return false;
-    }
     const ggml_tensor * src = op->src[0];
     if (src == nullptr || decode(op).fn == Fn::invalid) {
         return false;
     }
     return is_float_type(src->type) && src->type == op->type && ggml_are_same_shape(src, op);
+}
+
+template <Decoder decode>
+constexpr OpKernel unary_kernel{compute_unary<decode>, supports_unary<decode>, nullptr};
+
+} // namespace
+
+void add_unary_kernels(OpKernels & t) {
+    t[GGML_OP_SQR]   = unary_kernel<decode_plain<Fn::sqr>>;
+    t[GGML_OP_SQRT]  = unary_kernel<decode_plain<Fn::sqrt>>;
+    t[GGML_OP_LOG]   = unary_kernel<decode_plain<Fn::log>>;
+    t[GGML_OP_SIN]   = unary_kernel<decode_plain<Fn::sin>>;
+    t[GGML_OP_COS]   = unary_kernel<decode_plain<Fn::cos>>;
+    t[GGML_OP_SCALE] = unary_kernel<decode_scale>;
+    t[GGML_OP_UNARY] = unary_kernel<decode_unary>;
+    t[GGML_OP_GLU]   = {compute_glu, supports_glu, nullptr};
 }
 
 } // namespace loom::cpu
