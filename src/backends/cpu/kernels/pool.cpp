@@ -206,8 +206,9 @@ void compute_pool(const ComputeParams & p, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const PoolParams    q(dst, two_d);
     const Range         rr = split_range(ggml_nrows(dst), p.ith, p.nth);
-    // An empty line takes the general walk, which skips its rows.
-    const bool fast = q.two_d && !p.use_ref && src->ne[0] > 0 && src->type == GGML_TYPE_F32 &&
+    // An empty source takes the general walk, whose windows find no sample
+    // in O(1) each (the fast ones walk the lines and columns of a window).
+    const bool fast = q.two_d && !p.use_ref && ggml_nelements(src) > 0 && src->type == GGML_TYPE_F32 &&
                       src->nb[0] == sizeof(float) && src->nb[1] % sizeof(float) == 0 && dst->nb[0] == sizeof(float);
     if (fast && q.avg) {
         pool_avg_2d_f32(q, src, dst, rr);
