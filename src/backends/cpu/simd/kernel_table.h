@@ -247,6 +247,14 @@ struct KernelTable {
     // gives the same bits); y may be x.
     void (*scale_f32)(int64_t n, const float * x, float s, float * y) = nullptr;
 
+    // Sums of the normalisations (NORM, RMS_NORM, GROUP_NORM) in double
+    // precision, in eight lanes: acc[i % 8] += x[i] (sum_lanes_f64) or
+    // x[i] * x[i] (sum_sq_lanes_f64; a float's square is exact in double)
+    // for i < n in increasing order. One rounding per value in a fixed
+    // order: every table gives the same bits.
+    void (*sum_lanes_f64)(int64_t n, const float * x, double * acc)    = nullptr;
+    void (*sum_sq_lanes_f64)(int64_t n, const float * x, double * acc) = nullptr;
+
     // One row of the AdamW step (OPT_STEP_ADAMW), see AdamwStep; every
     // table gives the same bits.
     AdamwRowFn adamw_f32 = nullptr;
