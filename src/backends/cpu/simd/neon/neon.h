@@ -88,6 +88,11 @@ using neon::half_to_f32;
 // gemv_q4_0 on the same rows in ggml's layout.
 void gemv_q4_0_x4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                   float * dst, size_t ldd);
+// Q4_K rows repacked as Note [Interleaved Q4_K rows] (repack.h) says, in
+// sets of four (nrows a multiple of 4), against Q8_K columns: the bits of
+// gemv_q4_K on the same rows in ggml's layout.
+void gemv_q4_K_x4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
 
 } // namespace loom::cpu::neon_dot
 

@@ -58,8 +58,11 @@ KernelTable build_neon_dotprod() {
     KernelTable t   = *neon_kernels();
     t.name          = "neon_dotprod";
     neon_dot::add_quant_kernels(t);
-    // Note [Interleaved Q4_0 rows]: the CPU_REPACK layout of this table.
+    // Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K rows]: the
+    // CPU_REPACK layouts of this table.
     t.gemv_repacked[GGML_TYPE_Q4_0] = neon_dot::gemv_q4_0_x4;
+    t.gemv_repacked[GGML_TYPE_Q4_K] = neon_dot::gemv_q4_K_x4;
+    t.q4_K_rows_interleaved         = true;
     return t;
 }
 
