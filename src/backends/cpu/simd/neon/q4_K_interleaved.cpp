@@ -69,7 +69,8 @@ inline int32x4_t group_dot(const int8x16_t (&w)[8], int8x16_t y0, int8x16_t y1) 
 // K-quant products of kquants_impl.h), lane by lane: the same bits as the
 // plain gemv_q4_K.
 template <int C>
-inline void set_block(const uint8_t * p, const block_q8_K * const * col, int64_t i, float32x4_t * acc) {
+[[gnu::always_inline]] inline void set_block(const uint8_t * p, const block_q8_K * const * col, int64_t i,
+                                             float32x4_t * acc) {
     const SetScales  s  = set_scales(p);
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     int32x4_t        isum[C];
@@ -116,8 +117,10 @@ inline void set_block(const uint8_t * p, const block_q8_K * const * col, int64_t
 }
 
 // One set of four rows (nb blocks from p) against C columns; the rows'
-// results at dst[c * ldd + k], k < 4.
-template <int C> void set_cols(int64_t nb, const uint8_t * p, const block_q8_K * const * col, float * dst, size_t ldd) {
+// results at dst[c * ldd + k], k < 4. (A function of its own for each C,
+// its block loop whole.)
+template <int C>
+[[gnu::noinline]] void set_cols(int64_t nb, const uint8_t * p, const block_q8_K * const * col, float * dst, size_t ldd) {
     float32x4_t acc[C];
     for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
     for (int64_t i = 0; i < nb; ++i, p += SET_BLOCK) set_block<C>(p, col, i, acc);
