@@ -95,7 +95,10 @@
 // with the scales, 8 with the mins against the column's sums of 32, and the
 // block scales in float for the four rows at once. Each row's integer
 // totals are those of ggml's layout and meet the block scales in the same
-// order: the same bits as gemv_q4_K on ggml's layout.
+// order: the same bits as gemv_q4_K on ggml's layout. The neon_i8mm table
+// reads the same layout: 8-byte runs of pairs of rows for SMMLA were weighed
+// and cost the one-column product more than they saved with several columns
+// (bench/RESULTS.md, "SMMLA for repacked Q4_K").
 
 #include <cstddef>
 #include <cstdint>
