@@ -203,11 +203,12 @@ greedy_text() { # cpu expected-table
 }
 
 # Whether a table repacks the matrices of a file type: Q4_K on avx2 (Note
-# [Repacked Q4_K]), Q4_0 on the Arm tables with SDOT (Note [Interleaved
-# Q4_0 rows]); the tables of these levels repack nothing else of them.
+# [Repacked Q4_K]), Q4_0 and Q4_K on the Arm tables with SDOT (Notes
+# [Interleaved Q4_0 rows] and [Interleaved Q4_K rows]); the tables of these
+# levels repack nothing else of them.
 repacks() { # table file-type
     case "$1:$2" in
-        avx2:Q4_K_M | neon_dotprod:Q4_0 | neon_i8mm:Q4_0) return 0 ;;
+        avx2:Q4_K_M | neon_dotprod:Q4_0 | neon_i8mm:Q4_0 | neon_dotprod:Q4_K_M | neon_i8mm:Q4_K_M) return 0 ;;
         *) return 1 ;;
     esac
 }

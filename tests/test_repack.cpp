@@ -1,6 +1,6 @@
 // The CPU device's extra buffer type CPU_REPACK: Q4_0, Q8_0 and F16 weights (AVX-512
-// table), Q4_K (AVX2 table), Q4_0 (Arm tables with the dot product) stored in the kernels'
-// own layout; every test runs again with the AVX2 table selected (Repack.Avx2Table in
+// table), Q4_K (AVX2 table), Q4_0 and Q4_K (Arm tables with the dot product) stored in the
+// kernels' own layout; every test runs again with the AVX2 table selected (Repack.Avx2Table in
 // CMakeLists.txt), and under qemu-aarch64 on each Arm level (scripts/check-cpu-levels.sh). Data goes in and out in ggml's layout at any offset;
 // matrix products on repacked weights give the bits of the same product on
 // ggml's layout and agree with a double-precision reference; nothing else

@@ -691,6 +691,68 @@ TEST(Simd, ScaleSameBits) {
     }
 }
 
+// The normalisations' sums in eight double lanes: the portable table's bits
+// for sizes with and without a tail, unaligned rows, lanes that start from
+// earlier sums, and infinities and NaNs in the row.
+TEST(Simd, NormLaneSumsSameBits) {
+    FOR_EACH_SIMD_TABLE(kt) {
+        std::mt19937 rng(17);
+        for (int64_t n : kSizes) {
+            for (bool odd : {false, true}) {
+                SCOPED_TRACE(std::string(kt->name) + " n " + std::to_string(n) + (odd ? " with inf/nan" : ""));
+                auto x = random_floats(rng, size_t(n) + 1, -3.0e4f, 3.0e4f);
+                if (odd && n > 10) {
+                    x[3] = 1e-40f; // subnormal
+                    x[5] = INFINITY;
+                    x[9] = NAN;
+                }
+                for (int sq = 0; sq < 2; ++sq) {
+                    double want[8], got[8];
+                    for (int j = 0; j < 8; ++j) want[j] = got[j] = j * 0.37 - 1.0;
+                    auto pf = sq ? portable_kernels().sum_sq_lanes_f64 : portable_kernels().sum_lanes_f64;
+                    auto kf = sq ? kt->sum_sq_lanes_f64 : kt->sum_lanes_f64;
+                    pf(n, x.data() + 1, want);
+                    kf(n, x.data() + 1, got); // unaligned
+                    ASSERT_EQ(0, std::memcmp(got, want, sizeof(got))) << "squares " << sq;
+                    // Lane i % 8 holds value i's part: against a double
+                    // evaluation of each lane.
+                    if (!odd) {
+                        for (int j = 0; j < 8; ++j) {
+                            double lane = j * 0.37 - 1.0;
+                            for (int64_t i = j; i < n; i += 8) {
+                                const double v = x[size_t(i) + 1];
+                                lane += sq ? v * v : v;
+                            }
+                            EXPECT_NEAR(want[j], lane, 1e-9 * (std::fabs(lane) + 1.0) * double(n + 1)) << j;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// NORM, RMS_NORM and GROUP_NORM through the graph: the table's sums and
+// scaling give the portable kernels' bits.
+TEST(Simd, NormsSameBitsAsPortable) {
+    std::mt19937 rng(19);
+    for (int64_t n : {1, 7, 8, 33, 256, 1001}) {
+        SCOPED_TRACE("n " + std::to_string(n));
+        Context       ctx;
+        ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n, 5, 6);
+        fill_random(x, rng, -8.0, 8.0);
+        ggml_tensor * outs[] = {ggml_norm(ctx, x, 1e-5f), ggml_rms_norm(ctx, x, 1e-6f), ggml_group_norm(ctx, x, 4, 1e-6f)};
+        for (ggml_tensor * out : outs) {
+            ASSERT_EQ(compute(ctx, out, RunMode{2, true}), GGML_STATUS_SUCCESS);
+            const Array ref = read_tensor(out);
+            ASSERT_EQ(compute(ctx, out, RunMode{2, false}), GGML_STATUS_SUCCESS);
+            const Array got = read_tensor(out);
+            ASSERT_EQ(got.v.size(), ref.v.size());
+            EXPECT_EQ(0, std::memcmp(got.v.data(), ref.v.data(), ref.v.size() * sizeof(double))) << ggml_op_desc(out);
+        }
+    }
+}
+
 // The AdamW step gives the portable table's bits for sizes with and without
 // a tail, unaligned rows, zero and huge gradients; values past n stay.
 TEST(Simd, AdamwSameBits) {

@@ -1,5 +1,6 @@
 // The repacked layout of Q4_0, Q8_0, F16 and Q4_K weights (Note [Repacked weights] in
-// repack.h; Q4_0 on Arm: Note [Interleaved Q4_0 rows]) and the CPU_REPACK buffers that hold it.
+// repack.h; Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K rows])
+// and the CPU_REPACK buffers that hold it.
 
 #include "repack.h"
 
@@ -56,6 +57,33 @@ Place place_q4_0_interleaved(size_t row_size, size_t o) {
     return {at + 8 + 16 * (k / 4) + 4 * (r % 4) + k % 4, 4 - k % 4, 0x88};
 }
 
+// Whether the kernel table in use reads Q4_K as Note [Interleaved Q4_K
+// rows] lays it out (the Arm tables) rather than by words (Note [Repacked
+// Q4_K]).
+bool q4_K_interleaved() {
+    return best_kernels().q4_K_rows_interleaved;
+}
+
+// Note [Interleaved Q4_K rows]: set h = r / 4 of the group, block i at 576 i.
+Place place_q4_K_interleaved(size_t row_size, size_t o) {
+    constexpr size_t block  = sizeof(block_q4_K);
+    constexpr size_t scales = offsetof(block_q4_K, scales);
+    constexpr size_t qs     = offsetof(block_q4_K, qs);
+    const size_t     r      = o / row_size;
+    const size_t     k      = r % 4;
+    const size_t     b      = o % row_size % block;
+    const size_t     at     = 4 * row_size * (r / 4) + 4 * block * (o % row_size / block);
+    if (b < scales) { // d (bytes 0, 1) or dmin (2, 3)
+        return {at + 8 * (b / 2) + 2 * k + b % 2, 2 - b % 2};
+    }
+    if (b < qs) {
+        const size_t c = b - scales; // byte of scales, 0..11
+        return {at + 16 + 16 * (c / 4) + 4 * (c % 4) + k, 1};
+    }
+    const size_t q = b - qs; // byte of qs, 0..127
+    return {at + 64 + 128 * (q / 32) + 16 * (q % 32 / 4) + 4 * k + q % 4, 4 - q % 4};
+}
+
 Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
     if (type == GGML_TYPE_F16) {
         const size_t chunk = REPACK_F16_CHUNK * sizeof(ggml_fp16_t);
@@ -65,6 +93,9 @@ Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
     const size_t block = ggml_type_size(type); // 18, 34 or 144
     const size_t r     = o / row_size;
     if (type == GGML_TYPE_Q4_K) {
+        if (interleaved) {
+            return place_q4_K_interleaved(row_size, o);
+        }
         // Note [Repacked Q4_K]: each block in place, qs's four runs of 32
         // bytes transposed by 8-byte words.
         const size_t at = o - o % row_size % block; // the block's start
@@ -102,7 +133,8 @@ Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
 template <class F> void for_each_piece(const ggml_tensor * t, size_t offset, size_t n, F && fn) {
     const size_t row_size    = t->nb[1];
     const size_t group       = size_t(REPACK_ROWS) * row_size;
-    const bool   interleaved = t->type == GGML_TYPE_Q4_0 && q4_0_interleaved();
+    const bool   interleaved = (t->type == GGML_TYPE_Q4_0 && q4_0_interleaved()) ||
+                             (t->type == GGML_TYPE_Q4_K && q4_K_interleaved());
     size_t       pos         = offset;
     const size_t end         = offset + n;
     while (pos < end) {
@@ -233,7 +265,11 @@ bool has_kernels(ggml_type type) {
         case GGML_TYPE_F16: return kt.gemv_f16_x8 != nullptr;
         case GGML_TYPE_Q4_0: return kt.qgemm_q4_0_x8.gemm != nullptr || kt.gemv_repacked[type] != nullptr;
         case GGML_TYPE_Q8_0: return kt.qgemm_q8_0_x8.gemm != nullptr;
-        case GGML_TYPE_Q4_K: return kt.gemv_repacked[type] != nullptr && kt.decode_rows_repacked[type] != nullptr;
+        case GGML_TYPE_Q4_K:
+            // Rows decoded once (the AVX2 table) must be decoded from the
+            // repacked layout too.
+            return kt.gemv_repacked[type] != nullptr &&
+                   (kt.gemv_decoded[type] == nullptr || kt.decode_rows_repacked[type] != nullptr);
         case GGML_TYPE_F32: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_1:
         case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K:
         case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S:
@@ -317,6 +353,30 @@ void q4k_convert_block(const char * in, char * out) {
     }
 }
 
+// fn(ggml-layout offset, repacked offset, bytes) over the pieces of a group
+// of 8 Q4_K rows in Note [Interleaved Q4_K rows], offsets from the group's
+// start: the pieces place_q4_K_interleaved finds, without looking each up.
+template <class F> void q4k_interleaved_group_pieces(size_t row_size, F && fn) {
+    constexpr size_t block = sizeof(block_q4_K);
+    constexpr size_t sc    = offsetof(block_q4_K, scales);
+    constexpr size_t qs    = offsetof(block_q4_K, qs);
+    for (size_t r = 0; r < size_t(REPACK_ROWS); ++r) {
+        const size_t k = r % 4;
+        for (size_t i = 0; i < row_size / block; ++i) {
+            const size_t from = r * row_size + i * block;
+            const size_t set  = 4 * row_size * (r / 4) + 4 * block * i;
+            fn(from, set + 2 * k, 2);
+            fn(from + 2, set + 8 + 2 * k, 2);
+            for (size_t c = 0; c < 12; ++c) {
+                fn(from + sc + c, set + 16 + 16 * (c / 4) + 4 * (c % 4) + k, 1);
+            }
+            for (size_t q = 0; q < 128; q += 4) {
+                fn(from + qs + q, set + 64 + 128 * (q / 32) + 16 * (q % 32 / 4) + 4 * k, 4);
+            }
+        }
+    }
+}
+
 // pieces(pos, len) over the parts of [offset, offset + n) outside whole
 // blocks of `block` bytes (from the tensor's start), whole(pos) for each
 // whole block: a Q4_K block stays where it is, so whole ones are converted
@@ -352,6 +412,14 @@ void repack_write(const ggml_tensor * t, const void * src, size_t offset, size_t
         pieces(offset, n);
         return;
     }
+    if (q4_K_interleaved()) {
+        by_whole_blocks(offset, n, size_t(REPACK_ROWS) * t->nb[1], pieces, [&](size_t pos) {
+            q4k_interleaved_group_pieces(t->nb[1], [&](size_t plain, size_t packed, size_t len) {
+                std::memcpy(base + pos + packed, in + (pos - offset) + plain, len);
+            });
+        });
+        return;
+    }
     by_whole_blocks(offset, n, sizeof(block_q4_K), pieces,
                     [&](size_t pos) { q4k_convert_block(in + (pos - offset), base + pos); });
 }
@@ -366,6 +434,14 @@ void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n) {
     };
     if (t->type != GGML_TYPE_Q4_K) {
         pieces(offset, n);
+        return;
+    }
+    if (q4_K_interleaved()) {
+        by_whole_blocks(offset, n, size_t(REPACK_ROWS) * t->nb[1], pieces, [&](size_t pos) {
+            q4k_interleaved_group_pieces(t->nb[1], [&](size_t plain, size_t packed, size_t len) {
+                std::memcpy(out + (pos - offset) + plain, base + pos + packed, len);
+            });
+        });
         return;
     }
     by_whole_blocks(offset, n, sizeof(block_q4_K), pieces,

@@ -28,8 +28,9 @@
 // only the 128 bytes of qs change places: the four runs of 32 transposed by
 // 8-byte words (Note [Repacked Q4_K] in simd/avx2/q4k_repacked.h).
 //
-// On the Arm tables Q4_0 has a layout of its own instead (Note [Interleaved
-// Q4_0 rows] below), read by their gemv_repacked[GGML_TYPE_Q4_0].
+// On the Arm tables Q4_0 and Q4_K have layouts of their own instead (Notes
+// [Interleaved Q4_0 rows] and [Interleaved Q4_K rows] below), read by their
+// gemv_repacked entries.
 //
 // So a thread reads its rows as one run of whole, aligned cache lines, and
 // each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
@@ -66,6 +67,38 @@
 // with 4 fraction bits), which rounds as the conversion of the sum itself.
 // The buffer XORs on the way in and out, so its reads, writes and fills
 // see ggml's bytes.
+
+// Note [Interleaved Q4_K rows]
+// The same tables multiply Q4_K four rows at once in the same way. A group
+// of 8 rows is two sets of four (rows 4h .. 4h + 3 at h * 4 * row_size from
+// the group's start), a set block by block, block i at 576 i (the bytes of
+// the four rows' block i), every byte of the four blocks moved, none
+// changed:
+//
+//     [0, 8)                     the four rows' d, row k's at 2 k
+//     [8, 16)                    their dmin, likewise
+//     [16 + 16 c, +16)           byte 4 c + g of each row's 12 bytes of
+//                                scales (c = 0..2, g = 0..3), row k's at 4 g + k
+//     [64 + 128 j + 16 t, +16)   bytes 32 j + 4 t .. + 3 of each row's qs,
+//                                row k's at 4 k (j = 0..3, t = 0..7)
+//
+// Run j of qs (32 bytes) holds groups 2j (low nibbles) and 2j + 1 (high
+// nibbles) of 32 values each: a register of 16 bytes is four values of
+// group 2j and four of group 2j + 1 of each of four rows, met by SDOT's
+// indexed form with four values of the column, so that a group's products
+// land in its rows' lanes and meet the four rows' scales in one
+// multiply-add. The scale bytes lie in the same lanes, so the 64 six-bit
+// scales and mins of four rows decode at once (seven vector instructions:
+// bytes 0-3 hold scales 0-3 and the top bits of scales 4-7, bytes 4-7 mins
+// 0-3 and the top bits of mins 4-7, bytes 8-11 the low bits of scales 4-7
+// and mins 4-7). Per block of a set and column: 64 SDOT, 8 multiply-adds
+// with the scales, 8 with the mins against the column's sums of 32, and the
+// block scales in float for the four rows at once. Each row's integer
+// totals are those of ggml's layout and meet the block scales in the same
+// order: the same bits as gemv_q4_K on ggml's layout. The neon_i8mm table
+// reads the same layout: 8-byte runs of pairs of rows for SMMLA were weighed
+// and cost the one-column product more than they saved with several columns
+// (bench/RESULTS.md, "SMMLA for repacked Q4_K").
 
 #include <cstddef>
 #include <cstdint>

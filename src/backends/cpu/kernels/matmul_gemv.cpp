@@ -32,7 +32,7 @@ QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml
     static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
     QGemmKernels ops;
     if (is_repacked(a) && kt.gemv_repacked[a->type] != nullptr) {
-        return ops; // Note [Repacked Q4_K]: the table's gemv_repacked
+        return ops; // a layout of the table's own gemv_repacked (Q4_K; Q4_0 on Arm)
     }
     if (is_repacked(a) && a->type != GGML_TYPE_F16) {
         // Note [Repacked weights]: the only kernels that read this layout.

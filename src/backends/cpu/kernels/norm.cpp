@@ -1,5 +1,7 @@
 // Normalisations over rows (NORM, RMS_NORM) and over groups of channels
-// (GROUP_NORM). F32 only; sums accumulate in double.
+// (GROUP_NORM). F32 only; sums accumulate in double, in the kernel table's
+// lanes, and rows are scaled by its scale_f32 (both the same bits in every
+// table).
 //
 // Each row or group is handled by one thread from start to end, so results
 // do not depend on the thread count. dst may be src itself (in-place): every
@@ -12,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 
 namespace loom::cpu {
@@ -19,23 +22,15 @@ namespace {
 
 constexpr int LANES = 8;
 
-// Eight interleaved double accumulators, combined pairwise: vectorisable,
-// and a fixed grouping of the additions for a given row length.
+// Eight interleaved double accumulators, combined pairwise: a fixed
+// grouping of the additions for a given row length. The kernel table adds
+// the values or their squares (sum_lanes_f64, sum_sq_lanes_f64: the same
+// bits in every table).
 struct Lanes {
     double acc[LANES] = {};
 
-    template <typename Load>
-    void add(int64_t n, Load load) {
-        const int64_t nv = n - n % LANES;
-        for (int64_t i = 0; i < nv; i += LANES) {
-            for (int j = 0; j < LANES; ++j) {
-                acc[j] += load(i + j);
-            }
-        }
-        for (int64_t i = nv; i < n; ++i) {
-            acc[i - nv] += load(i);
-        }
-    }
+    void add(const KernelTable & kt, int64_t n, const float * x) { kt.sum_lanes_f64(n, x, acc); }
+    void add_squares(const KernelTable & kt, int64_t n, const float * x) { kt.sum_sq_lanes_f64(n, x, acc); }
 
     double total() {
         for (int w = LANES / 2; w > 0; w /= 2) {
@@ -53,38 +48,29 @@ T * at(T * base, size_t off) {
     return reinterpret_cast<T *>(reinterpret_cast<Byte *>(base) + off);
 }
 
-void scale_row(float * y, int64_t n, float s) {
-    for (int64_t i = 0; i < n; ++i) {
-        y[i] *= s;
-    }
-}
-
-void norm_row(const float * x, float * y, int64_t n, float eps) {
+void norm_row(const KernelTable & kt, const float * x, float * y, int64_t n, float eps) {
     Lanes s1;
-    s1.add(n, [x](int64_t i) { return double(x[i]); });
+    s1.add(kt, n, x);
     const float mean = float(s1.total() / double(n));
 
     Lanes s2;
     for (int64_t i = 0; i < n; ++i) {
         y[i] = x[i] - mean;
     }
-    s2.add(n, [y](int64_t i) { return double(y[i]) * double(y[i]); });
+    s2.add_squares(kt, n, y);
     const float var = float(s2.total() / double(n));
-    scale_row(y, n, 1.0f / std::sqrt(var + eps));
+    kt.scale_f32(n, y, 1.0f / std::sqrt(var + eps), y);
 }
 
-void rms_norm_row(const float * x, float * y, int64_t n, float eps) {
+void rms_norm_row(const KernelTable & kt, const float * x, float * y, int64_t n, float eps) {
     Lanes s;
-    s.add(n, [x](int64_t i) { return double(x[i]) * double(x[i]); });
+    s.add_squares(kt, n, x);
     const float mean_sq = float(s.total() / double(n));
-    const float scale   = 1.0f / std::sqrt(mean_sq + eps);
-    for (int64_t i = 0; i < n; ++i) {
-        y[i] = x[i] * scale;
-    }
+    kt.scale_f32(n, x, 1.0f / std::sqrt(mean_sq + eps), y);
 }
 
 // NORM and RMS_NORM: each row by normalise (norm_row or rms_norm_row).
-template <void (*normalise)(const float * x, float * y, int64_t n, float eps)>
+template <void (*normalise)(const KernelTable & kt, const float * x, float * y, int64_t n, float eps)>
 void compute_rows(const ComputeParams & p, ggml_tensor * dst) {
     if (ggml_is_empty(dst)) {
         return;
@@ -93,7 +79,8 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst) {
     const float         eps = op_param_f32(dst, 0);
     const int64_t       ne0 = src->ne[0], ne1 = src->ne[1], ne2 = src->ne[2];
 
-    const Range rr = split_range(ggml_nrows(src), p.ith, p.nth);
+    const KernelTable & kt = kernels(p.use_ref);
+    const Range         rr = split_range(ggml_nrows(src), p.ith, p.nth);
     for (int64_t ir = rr.begin; ir < rr.end; ++ir) {
         const int64_t i1 = ir % ne1;
         const int64_t i2 = (ir / ne1) % ne2;
@@ -106,7 +93,7 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst) {
             }
             x = y;
         }
-        normalise(x, y, ne0, eps);
+        normalise(kt, x, y, ne0, eps);
     }
 }
 
@@ -122,6 +109,7 @@ void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
     const float         eps      = op_param_f32(dst, 1);
     const int64_t       ne0 = src->ne[0], ne1 = src->ne[1], ne2 = src->ne[2], ne3 = src->ne[3];
     const int64_t       per_group = (ne2 + n_groups - 1) / n_groups;
+    const KernelTable & kt        = kernels(p.use_ref);
 
     auto src_row = [&](int64_t i1, int64_t i2, int64_t i3) {
         return at(static_cast<const float *>(src->data), i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3]);
@@ -147,8 +135,7 @@ void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
         Lanes s1;
         for (int64_t i2 = first; i2 < last; ++i2) {
             for (int64_t i1 = 0; i1 < ne1; ++i1) {
-                const float * x = src_row(i1, i2, i3);
-                s1.add(ne0, [x](int64_t i) { return double(x[i]); });
+                s1.add(kt, ne0, src_row(i1, i2, i3));
             }
         }
         const float mean = float(s1.total() / count);
@@ -161,14 +148,15 @@ void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
                 for (int64_t i = 0; i < ne0; ++i) {
                     y[i] = x[i] - mean;
                 }
-                s2.add(ne0, [y](int64_t i) { return double(y[i]) * double(y[i]); });
+                s2.add_squares(kt, ne0, y);
             }
         }
         const float scale = 1.0f / std::sqrt(float(s2.total() / count) + eps);
 
         for (int64_t i2 = first; i2 < last; ++i2) {
             for (int64_t i1 = 0; i1 < ne1; ++i1) {
-                scale_row(dst_row(i1, i2, i3), ne0, scale);
+                float * y = dst_row(i1, i2, i3);
+                kt.scale_f32(ne0, y, scale, y);
             }
         }
     }

@@ -247,6 +247,14 @@ struct KernelTable {
     // gives the same bits); y may be x.
     void (*scale_f32)(int64_t n, const float * x, float s, float * y) = nullptr;
 
+    // Sums of the normalisations (NORM, RMS_NORM, GROUP_NORM) in double
+    // precision, in eight lanes: acc[i % 8] += x[i] (sum_lanes_f64) or
+    // x[i] * x[i] (sum_sq_lanes_f64; a float's square is exact in double)
+    // for i < n in increasing order. One rounding per value in a fixed
+    // order: every table gives the same bits.
+    void (*sum_lanes_f64)(int64_t n, const float * x, double * acc)    = nullptr;
+    void (*sum_sq_lanes_f64)(int64_t n, const float * x, double * acc) = nullptr;
+
     // One row of the AdamW step (OPT_STEP_ADAMW), see AdamwStep; every
     // table gives the same bits.
     AdamwRowFn adamw_f32 = nullptr;
@@ -312,15 +320,21 @@ struct KernelTable {
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
     GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};
     // Weights of these types in the CPU_REPACK layout (repack.h; Q4_K on
-    // the AVX2 table, Note [Repacked Q4_K]; Q4_0 on the Arm tables with the
-    // dot product, Note [Interleaved Q4_0 rows], whose gemv_repacked entry
-    // chooses that layout and needs no decode_rows_repacked): gemv_repacked[type] with
-    // gemv_quant's contract and bits, reading repacked rows, and
-    // decode_rows_repacked[type] writing from them the rows decode_rows
-    // writes from ggml's layout. A type is repacked only where the table has
-    // both.
+    // the AVX2 table, Note [Repacked Q4_K]; Q4_0 and Q4_K on the Arm tables
+    // with the dot product, Notes [Interleaved Q4_0 rows] and [Interleaved
+    // Q4_K rows]): gemv_repacked[type] with gemv_quant's contract and bits,
+    // reading repacked rows, and decode_rows_repacked[type] writing from
+    // them the rows decode_rows writes from ggml's layout. A type is
+    // repacked only where the table has gemv_repacked, and
+    // decode_rows_repacked too if it decodes the type's rows (gemv_decoded).
+    // Q4_0's gemv_repacked chooses the interleaved layout (on x86 Q4_0 takes
+    // qgemm_q4_0_x8 instead); Q4_K's layout is q4_K_rows_interleaved's.
     GemvFn       gemv_repacked[GGML_TYPE_COUNT]        = {};
     DecodeRowsFn decode_rows_repacked[GGML_TYPE_COUNT] = {};
+    // Whether gemv_repacked[GGML_TYPE_Q4_K] reads Q4_K rows interleaved by
+    // four (Note [Interleaved Q4_K rows]) rather than blocks in place with
+    // their qs by 8-byte words (Note [Repacked Q4_K]).
+    bool q4_K_rows_interleaved = false;
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;

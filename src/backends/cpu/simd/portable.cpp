@@ -74,6 +74,25 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
     }
 }
 
+// The lanes in locals while the row passes (acc may alias nothing the
+// compiler could prove), written back at the end.
+template <bool Squares> void sum_lanes(int64_t n, const float * x, double * acc) {
+    double a[8];
+    std::memcpy(a, acc, sizeof(a));
+    const int64_t nv = n - n % 8;
+    for (int64_t i = 0; i < nv; i += 8) {
+        for (int j = 0; j < 8; ++j) {
+            const double v = x[i + j];
+            a[j] += Squares ? v * v : v;
+        }
+    }
+    for (int64_t i = nv; i < n; ++i) {
+        const double v = x[i];
+        a[i - nv] += Squares ? v * v : v;
+    }
+    std::memcpy(acc, a, sizeof(a));
+}
+
 void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s) {
     for (int64_t i = 0; i < n; ++i) {
         adamw_one(i, w, g, m, v, s);
@@ -241,6 +260,8 @@ const KernelTable k_portable = [] {
     t.mad_rows_f32 = mad_rows<float>;
     t.mad_rows_f16 = mad_rows<ggml_fp16_t>;
     t.scale_f32    = scale_f32;
+    t.sum_lanes_f64    = sum_lanes<false>;
+    t.sum_sq_lanes_f64 = sum_lanes<true>;
     t.adamw_f32    = adamw_f32;
     t.rope_f32     = rope_f32;
     t.decay_dot_f32 = decay_dot_f32;

@@ -121,6 +121,38 @@ void scale_f32(int64_t n, const float * x, float s, float * y) {
     }
 }
 
+namespace {
+
+// The normalisations' eight double lanes in two registers: value i of a run
+// of eight to lane i, the tail's values to lanes 0.. in order, as the
+// portable loop. A float's square is exact in double, so the fused
+// multiply-add of the squares rounds only the sum, as the addition would.
+template <bool Squares> void sum_lanes(int64_t n, const float * x, double * acc) {
+    __m256d lo = _mm256_loadu_pd(acc), hi = _mm256_loadu_pd(acc + 4);
+    int64_t i  = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+        lo              = Squares ? _mm256_fmadd_pd(a, a, lo) : _mm256_add_pd(lo, a);
+        hi              = Squares ? _mm256_fmadd_pd(b, b, hi) : _mm256_add_pd(hi, b);
+    }
+    _mm256_storeu_pd(acc, lo);
+    _mm256_storeu_pd(acc + 4, hi);
+    for (int64_t j = 0; i < n; ++i, ++j) {
+        const double v = x[i];
+        acc[j] += Squares ? v * v : v;
+    }
+}
+
+} // namespace
+
+void sum_lanes_f64(int64_t n, const float * x, double * acc) {
+    sum_lanes<false>(n, x, acc);
+}
+
+void sum_sq_lanes_f64(int64_t n, const float * x, double * acc) {
+    sum_lanes<true>(n, x, acc);
+}
+
 // The same operations as the portable loop, 8 values at a time (no FMA
 // contraction in the SIMD sources, so the scalar tail rounds alike).
 void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s) {

@@ -95,6 +95,9 @@ float  max_f32(int64_t n, const float * x);
 double exp_sub_sum_f32(int64_t n, float * y, float max);
 void   silu_f32(int64_t n, const float * x, float * y);
 void   scale_f32(int64_t n, const float * x, float s, float * y);
+// The normalisations' sums in eight double lanes (kernel_table.h).
+void   sum_lanes_f64(int64_t n, const float * x, double * acc);
+void   sum_sq_lanes_f64(int64_t n, const float * x, double * acc);
 void   adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
 void   rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox);
 void   mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);

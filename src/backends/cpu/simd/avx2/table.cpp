@@ -57,6 +57,8 @@ KernelTable build_avx2() {
     t.mad_rows_f32 = avx2::mad_rows_f32;
     t.mad_rows_f16 = avx2::mad_rows_f16;
     t.scale_f32    = avx2::scale_f32;
+    t.sum_lanes_f64    = avx2::sum_lanes_f64;
+    t.sum_sq_lanes_f64 = avx2::sum_sq_lanes_f64;
     // Where each core has 2 MiB of L2 and 48 KiB of L1 (Intel's server and
     // client cores since Golden Cove), deeper blocks pay: an a panel of
     // 512 x 16 floats (32 KiB) in L1, a chunk of 128 rows (256 KiB) and the

@@ -37,7 +37,29 @@ void  fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
 void  fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
 void  bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 float max_f32(int64_t n, const float * x);
+// Weighted sums of f32 and f16 rows (attention's values), on fused
+// multiply-adds (float.cpp).
 void  mad_rows_f32(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
+void  mad_rows_f16(int64_t n, float * y, const void * x, size_t ldx, int64_t nrows, const float * w);
+
+// Element-wise rows with the portable table's bits (elementwise.cpp):
+// d = a op b (op = +, -, *, / for Op 0..3), y = x s, the normalisations'
+// sums in eight double lanes, rotary embedding and the AdamW step.
+template <int Op> void binary_f32(int64_t n, const float * a, const float * b, float * d);
+void scale_f32(int64_t n, const float * x, float s, float * y);
+void sum_lanes_f64(int64_t n, const float * x, double * acc);
+void sum_sq_lanes_f64(int64_t n, const float * x, double * acc);
+void rope_f32(int64_t half, const float * x, float * y, const float * cos, const float * sin, bool neox);
+void adamw_f32(int64_t n, float * w, const float * g, float * m, float * v, const AdamwStep & s);
+
+// The recurrences' row steps (recurrence.cpp): the portable table's states,
+// dot products on fused multiply-adds.
+float decay_dot_f32(int64_t n, const float * s0, float * s, const float * a, float a0, const float * b, float bx,
+                    const float * c, float cx, const float * r);
+void  wkv7_rows_f32(int64_t n, int64_t rows, const float * s0, float * s, const float * r, const float * w,
+                    const float * k, const float * v, const float * a, const float * b, float * out);
+float delta_row_f32(int64_t n, float * s, const float * g, float g0, const float * k, float v, float beta,
+                    const float * q);
 
 // The f32 GEMM micro-kernel: a 16 x 4 tile.
 constexpr int GEMM_MR = 16;
@@ -65,6 +87,11 @@ using neon::half_to_f32;
 // sets of four (nrows a multiple of 4), against Q8_0 columns: the bits of
 // gemv_q4_0 on the same rows in ggml's layout.
 void gemv_q4_0_x4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
+                  float * dst, size_t ldd);
+// Q4_K rows repacked as Note [Interleaved Q4_K rows] (repack.h) says, in
+// sets of four (nrows a multiple of 4), against Q8_K columns: the bits of
+// gemv_q4_K on the same rows in ggml's layout.
+void gemv_q4_K_x4(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                   float * dst, size_t ldd);
 
 } // namespace loom::cpu::neon_dot

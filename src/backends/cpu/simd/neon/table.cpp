@@ -34,6 +34,19 @@ KernelTable build_neon() {
     t.exp_sub_sum_f32   = neon::exp_sub_sum_f32;
     t.silu_f32          = neon::silu_f32;
     t.mad_rows_f32      = neon::mad_rows_f32;
+    t.mad_rows_f16      = neon::mad_rows_f16;
+    t.binary_f32[0]     = neon::binary_f32<0>;
+    t.binary_f32[1]     = neon::binary_f32<1>;
+    t.binary_f32[2]     = neon::binary_f32<2>;
+    t.binary_f32[3]     = neon::binary_f32<3>;
+    t.scale_f32         = neon::scale_f32;
+    t.sum_lanes_f64     = neon::sum_lanes_f64;
+    t.sum_sq_lanes_f64  = neon::sum_sq_lanes_f64;
+    t.rope_f32          = neon::rope_f32;
+    t.adamw_f32         = neon::adamw_f32;
+    t.decay_dot_f32     = neon::decay_dot_f32;
+    t.wkv7_rows_f32     = neon::wkv7_rows_f32;
+    t.delta_row_f32     = neon::delta_row_f32;
     t.gemm_micro        = neon::gemm_micro;
     t.mr                = neon::GEMM_MR;
     t.nr                = neon::GEMM_NR;
@@ -45,8 +58,11 @@ KernelTable build_neon_dotprod() {
     KernelTable t   = *neon_kernels();
     t.name          = "neon_dotprod";
     neon_dot::add_quant_kernels(t);
-    // Note [Interleaved Q4_0 rows]: the CPU_REPACK layout of this table.
+    // Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K rows]: the
+    // CPU_REPACK layouts of this table.
     t.gemv_repacked[GGML_TYPE_Q4_0] = neon_dot::gemv_q4_0_x4;
+    t.gemv_repacked[GGML_TYPE_Q4_K] = neon_dot::gemv_q4_K_x4;
+    t.q4_K_rows_interleaved         = true;
     return t;
 }
 
