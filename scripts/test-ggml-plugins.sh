@@ -106,7 +106,8 @@ echo "$n_run cases in $(( $(date +%s) - start )) s (logs in $work)"
 start=$(date +%s)
 n_cpu=$n_run
 export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
-GGML_BACKEND_PATH=$vulkan_bins LOOM_GGML_PLUGINS=vulkan "$build/tools/loom-run" --list-devices >"$work/vulkan-devices.log" 2>&1
+GGML_BACKEND_PATH=$vulkan_bins LOOM_GGML_PLUGINS=vulkan "$build/tools/loom-run" --list-devices \
+    >"$work/vulkan-devices.log" 2>&1
 if ! grep -q '^ *ggml:Vulkan0 ' "$work/vulkan-devices.log"; then
     echo "skip Vulkan: ggml's Vulkan plugin finds no Vulkan device ($work/vulkan-devices.log)"
 else
