@@ -179,6 +179,107 @@ TEST(Core, GraphOrderLeafsAndNodes) {
     EXPECT_DEATH(ggml_graph_node(g, 3), "out of the graph");
 }
 
+// A tensor's use count as ggml's backends read it (ggml-impl.h,
+// ggml_node_get_use_count): the graph's fields as ggml lays them out, ggml's
+// hash of the pointer and linear probing; 0 for a tensor not in the set.
+int32_t ggml_use_count(const ggml_cgraph * g, const ggml_tensor * t) {
+    const size_t size = g->visited_hash_set.size;
+    if (size == 0) {
+        return 0;
+    }
+    auto   used = [&](size_t i) { return ((g->visited_hash_set.used[i / 32] >> (i % 32)) & 1u) != 0; };
+    size_t i    = (reinterpret_cast<uintptr_t>(t) >> 4) % size;
+    for (size_t n = 0; n < size && used(i) && g->visited_hash_set.keys[i] != t; ++n) {
+        i = (i + 1) % size;
+    }
+    return used(i) && g->visited_hash_set.keys[i] == t ? g->use_counts[i] : 0;
+}
+
+// Use counts as ggml's ggml_build_forward_expand fills them: each node adds
+// one use to each source it names (twice for a source named twice), counted
+// once per node however often the node is reached or expanded.
+TEST(Core, GraphUseCountsCountEachNodesSources) {
+    auto          ctx = make_ctx(1 << 20, true);
+    ggml_tensor * x   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
+    ggml_tensor * w   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
+    ggml_tensor * a   = ggml_add(ctx.get(), x, x);
+    ggml_tensor * b   = ggml_mul(ctx.get(), a, w);
+    ggml_tensor * c   = ggml_neg(ctx.get(), a);
+    ggml_tensor * d   = ggml_add(ctx.get(), b, c);
+    ggml_cgraph * g   = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, d);
+    ggml_build_forward_expand(g, d);
+    EXPECT_EQ(ggml_use_count(g, x), 2);
+    EXPECT_EQ(ggml_use_count(g, w), 1);
+    EXPECT_EQ(ggml_use_count(g, a), 2);
+    EXPECT_EQ(ggml_use_count(g, b), 1);
+    EXPECT_EQ(ggml_use_count(g, c), 1);
+    EXPECT_EQ(ggml_use_count(g, d), 0);
+    // A later root adds its uses to the nodes already there.
+    ggml_tensor * e = ggml_scale(ctx.get(), b, 2.0f);
+    ggml_build_forward_expand(g, e);
+    EXPECT_EQ(ggml_use_count(g, b), 2);
+    EXPECT_EQ(ggml_use_count(g, e), 0);
+    EXPECT_EQ(ggml_use_count(g, d), 0);
+    ASSERT_EQ(ggml_graph_n_nodes(g), 5);
+    EXPECT_EQ(g->uid, 0u);
+
+    // Copies keep every count; a cleared graph counts anew.
+    ggml_cgraph * dup = ggml_graph_dup(ctx.get(), g, false);
+    for (ggml_tensor * t : {x, w, a, b, c, d, e}) {
+        EXPECT_EQ(ggml_use_count(dup, t), ggml_use_count(g, t)) << t->name;
+    }
+    ggml_graph_clear(dup);
+    EXPECT_EQ(ggml_use_count(dup, a), 0);
+    ggml_build_forward_expand(dup, c);
+    EXPECT_EQ(ggml_use_count(dup, a), 1);
+    EXPECT_EQ(ggml_use_count(dup, x), 2);
+}
+
+// ggml_graph_view shares the parent's hash set and use counts, so a node of
+// the view used after its end keeps that use; a view has uid 0 and no leafs.
+TEST(Core, GraphViewCarriesTheParentsUseCounts) {
+    auto          ctx = make_ctx(1 << 20, true);
+    ggml_tensor * x   = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 4);
+    ggml_tensor * n   = ggml_rms_norm(ctx.get(), x, 1e-6f);
+    ggml_tensor * m   = ggml_mul(ctx.get(), n, x);
+    ggml_tensor * s   = ggml_add(ctx.get(), m, n); // n used after the view below
+    ggml_cgraph * g   = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, s);
+    g->uid = ggml_graph_next_uid();
+
+    ggml_cgraph v = ggml_graph_view(g, 0, 2);
+    ASSERT_EQ(ggml_graph_n_nodes(&v), 2);
+    EXPECT_EQ(ggml_graph_node(&v, 0), n);
+    EXPECT_EQ(v.use_counts, g->use_counts);
+    EXPECT_EQ(v.visited_hash_set.keys, g->visited_hash_set.keys);
+    EXPECT_EQ(v.visited_hash_set.used, g->visited_hash_set.used);
+    EXPECT_EQ(v.visited_hash_set.size, g->visited_hash_set.size);
+    EXPECT_EQ(ggml_use_count(&v, n), 2);
+    EXPECT_EQ(ggml_use_count(&v, m), 1);
+    EXPECT_EQ(ggml_use_count(&v, x), 2);
+    EXPECT_EQ(v.uid, 0u);
+    EXPECT_EQ(v.size, 0);
+    EXPECT_EQ(v.n_leafs, 0);
+    EXPECT_EQ(v.grads, nullptr);
+    EXPECT_DEATH(ggml_build_forward_expand(&v, s), "graph views cannot be expanded");
+
+    // A copy of a view holds the view's nodes with the parent's counts.
+    ggml_cgraph * c = ggml_new_graph_custom(ctx.get(), 4, false);
+    ggml_graph_cpy(&v, c);
+    EXPECT_EQ(ggml_use_count(c, n), 2);
+    EXPECT_EQ(ggml_use_count(c, m), 1);
+    EXPECT_EQ(ggml_use_count(c, s), 0);
+}
+
+TEST(Core, GraphUidsAreNewAndNeverZero) {
+    const uint64_t a = ggml_graph_next_uid();
+    const uint64_t b = ggml_graph_next_uid();
+    EXPECT_NE(a, 0u);
+    EXPECT_NE(b, 0u);
+    EXPECT_NE(a, b);
+}
+
 TEST(Core, GraphFullIsAClearError) {
     auto          ctx = make_ctx(1 << 20, true);
     ggml_cgraph * g   = ggml_new_graph_custom(ctx.get(), 4, false);

@@ -18,6 +18,7 @@
 #include "ggml-cpu.h"
 
 #include "backend_test_helpers.h"
+#include "core/graph.h"
 #include "log_capture.h"
 
 namespace {
@@ -567,6 +568,80 @@ TEST_F(SchedDevices, WeightInABufferNoBackendCanUseIsAClearError) {
 // computation through the scheduler as on the backend: the status comes
 // back, the output keeps its bytes, and the scheduler computes the next
 // graph (Note [Index sources] in core/op_table.h).
+// ggml's graph contract as a backend sees it through the scheduler (Note
+// [Graph contract] in src/sched/split.cpp): the split's view counts the uses
+// of its nodes in the whole user graph, later splits included; every
+// placement gives the split a new uid, kept while the placement is computed
+// again; and the user's tensors get the extra their device's buffer set.
+TEST_F(SchedDevices, SplitsKeepGgmlsGraphContract) {
+    ASSERT_TRUE(loomtest::testdev_configure(dev0, "ops", "RMS_NORM,MUL"));
+    ASSERT_TRUE(loomtest::testdev_configure(dev0, "extra", "1"));
+    auto last_graph = reinterpret_cast<loom_testdev_last_graph_t>(
+        ggml_backend_reg_get_proc_address(reg, "loom_testdev_last_graph"));
+    ASSERT_NE(last_graph, nullptr);
+    ggml_backend_t       backends[2] = {be0.get(), cpu.get()};
+    ggml_backend_sched_t s = ggml_backend_sched_new(backends, nullptr, 2, GGML_DEFAULT_GRAPH_SIZE, false, true);
+
+    auto             ctx = loomtest::no_alloc_context();
+    ggml_tensor *    x   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 32, 2);
+    ggml_set_input(x);
+    ggml_tensor * n   = ggml_rms_norm(ctx.get(), x, 1e-6f); // used by m, p and q
+    ggml_tensor * m   = ggml_mul(ctx.get(), n, x);
+    ggml_tensor * p   = ggml_mul(ctx.get(), m, n);
+    ggml_tensor * q   = ggml_scale(ctx.get(), n, 3.0f);      // on the CPU
+    ggml_tensor * out = ggml_add(ctx.get(), ggml_scale(ctx.get(), p, 2.0f), q);
+    ggml_set_output(out);
+    ggml_cgraph * g = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(g, out);
+    ggml_set_name(n, "n");
+    ggml_set_name(m, "m");
+    ggml_set_name(p, "p");
+    for (ggml_tensor * t : {n, m, p}) {
+        ggml_backend_sched_set_tensor_backend(s, t, be0.get());
+    }
+
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, g));
+    EXPECT_NE(g->uid, 0u);
+    EXPECT_EQ(n->extra, static_cast<void *>(dev0));
+    EXPECT_EQ(p->extra, static_cast<void *>(dev0));
+    EXPECT_EQ(q->extra, nullptr);
+    std::vector<float> xv(64, 0.5f);
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ASSERT_EQ(ggml_backend_sched_graph_compute(s, g), GGML_STATUS_SUCCESS);
+
+    uint64_t      uid = 0;
+    ggml_tensor * nodes[8];
+    int32_t       counts[8];
+    ASSERT_EQ(last_graph(dev0, &uid, nodes, counts, 8), 3u);
+    EXPECT_STREQ(nodes[0]->name, "n");
+    EXPECT_STREQ(nodes[1]->name, "m");
+    EXPECT_STREQ(nodes[2]->name, "p");
+    EXPECT_EQ(counts[0], 3); // m, p and, in the CPU's split, q
+    EXPECT_EQ(counts[1], 1);
+    EXPECT_EQ(counts[2], 1);
+    EXPECT_NE(uid, 0u);
+    EXPECT_NE(uid, g->uid);
+
+    // Computed again as placed: the same uid.
+    ASSERT_EQ(ggml_backend_sched_graph_compute(s, g), GGML_STATUS_SUCCESS);
+    uint64_t again = 0;
+    last_graph(dev0, &again, nodes, counts, 8);
+    EXPECT_EQ(again, uid);
+    // Placed again (the cached placement reused): a new one.
+    ggml_backend_sched_reset(s);
+    for (ggml_tensor * t : {n, m, p}) {
+        ggml_backend_sched_set_tensor_backend(s, t, be0.get());
+    }
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, g));
+    ASSERT_EQ(ggml_backend_sched_graph_compute(s, g), GGML_STATUS_SUCCESS);
+    uint64_t replaced = 0;
+    ASSERT_EQ(last_graph(dev0, &replaced, nodes, counts, 8), 3u);
+    EXPECT_NE(replaced, uid);
+    EXPECT_NE(replaced, 0u);
+    EXPECT_EQ(counts[0], 3);
+    ggml_backend_sched_free(s);
+}
+
 TEST_F(Sched, RowIndexOutsideTheRowsFailsTheGraph) {
     ggml_backend_t       backends[1] = {cpu.get()};
     ggml_backend_sched_t s = ggml_backend_sched_new(backends, nullptr, 1, GGML_DEFAULT_GRAPH_SIZE, false, true);

@@ -1,6 +1,7 @@
 #include "graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <vector>
 
@@ -43,14 +44,20 @@ size_t TensorHashSet::find(const ggml_tensor * t) const {
 }
 
 bool TensorHashSet::insert(const ggml_tensor * t) {
+    bool inserted = false;
+    insert_slot(t, &inserted);
+    return inserted;
+}
+
+size_t TensorHashSet::insert_slot(const ggml_tensor * t, bool * inserted) {
     const size_t i = find(t);
     LOOM_ASSERT(i != npos);
-    if (is_used(i)) {
-        return false;
+    *inserted = !is_used(i);
+    if (*inserted) {
+        used[i >> 5] |= 1u << (i & 31);
+        keys[i] = t;
     }
-    used[i >> 5] |= 1u << (i & 31);
-    keys[i] = t;
-    return true;
+    return i;
 }
 
 void TensorHashSet::clear() {
@@ -106,18 +113,23 @@ void mark_compute(ggml_tensor * t) {
 // that long chains do not exhaust the stack. With compute, every node
 // reached gets GGML_TENSOR_FLAG_COMPUTE, including nodes already in the
 // graph (ggml_build_forward_order adds nodes without it; the backends skip
-// nodes that lack it).
+// nodes that lack it). Each node added counts one use of each of its
+// sources (a source named twice counts twice); a tensor's count starts at 0
+// when it joins the graph, as ggml's ggml_visit_parents_graph counts.
 void visit(ggml_cgraph * g, ggml_tensor * root, bool compute) {
     struct Frame {
         ggml_tensor * t;
         int           next_src;
     };
-    if (!g->visited_hash_set.insert(root)) {
+    bool         inserted  = false;
+    const size_t root_slot = g->visited_hash_set.insert_slot(root, &inserted);
+    if (!inserted) {
         if (compute) {
             mark_compute(root);
         }
         return;
     }
+    g->use_counts[root_slot] = 0;
     std::vector<Frame> stack;
     stack.push_back({root, 0});
     while (!stack.empty()) {
@@ -125,11 +137,14 @@ void visit(ggml_cgraph * g, ggml_tensor * root, bool compute) {
         if (f.next_src < GGML_MAX_SRC) {
             ggml_tensor * s = f.t->src[f.next_src++];
             if (s != nullptr) {
-                if (g->visited_hash_set.insert(s)) {
+                const size_t slot = g->visited_hash_set.insert_slot(s, &inserted);
+                if (inserted) {
+                    g->use_counts[slot] = 0;
                     stack.push_back({s, 0});
                 } else if (compute) {
                     mark_compute(s);
                 }
+                ++g->use_counts[slot];
             }
             continue;
         }
@@ -206,12 +221,20 @@ ggml_cgraph ggml_graph_view(ggml_cgraph * g, int i0, int i1) {
     LOOM_REQUIRE(i0 >= 0 && i0 <= i1 && i1 <= g->n_nodes, "range [%d, %d) out of the graph's %d nodes", i0, i1,
                  g->n_nodes);
     ggml_cgraph v;
-    v.size    = 0;
-    v.n_nodes = i1 - i0;
-    v.n_leafs = 0;
-    v.nodes   = g->nodes + i0;
-    v.order   = g->order;
+    v.size             = 0;
+    v.n_nodes          = i1 - i0;
+    v.n_leafs          = 0;
+    v.nodes            = g->nodes + i0;
+    v.use_counts       = g->use_counts;
+    v.visited_hash_set = g->visited_hash_set;
+    v.order            = g->order;
+    v.uid              = 0;
     return v;
+}
+
+uint64_t ggml_graph_next_uid(void) {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 void ggml_graph_cpy(ggml_cgraph * src, ggml_cgraph * dst) {
@@ -223,9 +246,22 @@ void ggml_graph_cpy(ggml_cgraph * src, ggml_cgraph * dst) {
     dst->order   = src->order;
     for (int i = 0; i < src->n_leafs; ++i) dst->leafs[i] = src->leafs[i];
     for (int i = 0; i < src->n_nodes; ++i) dst->nodes[i] = src->nodes[i];
+    // The leafs and nodes join the destination's hash set with the use
+    // counts the source has for them (ggml copies the source's set, which
+    // holds exactly its leafs and nodes; a view's set is its parent's, of
+    // which only the view's own nodes are copied; a node added with
+    // ggml_graph_add_node is in no set and has no uses).
     dst->visited_hash_set.clear();
-    for (int i = 0; i < src->n_leafs; ++i) dst->visited_hash_set.insert(src->leafs[i]);
-    for (int i = 0; i < src->n_nodes; ++i) dst->visited_hash_set.insert(src->nodes[i]);
+    auto add = [&](const ggml_tensor * t) {
+        bool         inserted = false;
+        const size_t d        = dst->visited_hash_set.insert_slot(t, &inserted);
+        if (inserted) {
+            const size_t s     = src->visited_hash_set.find(t);
+            dst->use_counts[d] = s != TensorHashSet::npos && src->visited_hash_set.is_used(s) ? src->use_counts[s] : 0;
+        }
+    };
+    for (int i = 0; i < src->n_leafs; ++i) add(src->leafs[i]);
+    for (int i = 0; i < src->n_nodes; ++i) add(src->nodes[i]);
 
     // The gradients follow their nodes into the destination's hash slots.
     if (dst->grads != nullptr) {
@@ -258,20 +294,20 @@ void ggml_graph_clear(ggml_cgraph * g) {
 
 void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) {
     LOOM_REQUIRE(g != nullptr && tensor != nullptr, "NULL graph or tensor");
-    LOOM_REQUIRE(g->visited_hash_set.size > 0, "graph views cannot be expanded");
+    LOOM_REQUIRE(g->size > 0, "graph views cannot be expanded");
     visit(g, tensor, true);
 }
 
 void ggml_build_forward_order(ggml_cgraph * g, ggml_tensor * tensor) {
     LOOM_REQUIRE(g != nullptr && tensor != nullptr, "NULL graph or tensor");
-    LOOM_REQUIRE(g->visited_hash_set.size > 0, "graph views cannot be expanded");
+    LOOM_REQUIRE(g->size > 0, "graph views cannot be expanded");
     visit(g, tensor, false);
 }
 
 ggml_tensor * ggml_build_forward_select(ggml_cgraph * g, ggml_tensor ** tensors, int n_tensors, int idx) {
     LOOM_REQUIRE(g != nullptr && tensors != nullptr, "NULL graph or tensor list");
     LOOM_REQUIRE(idx >= 0 && idx < n_tensors, "index %d out of the %d tensors", idx, n_tensors);
-    LOOM_REQUIRE(g->visited_hash_set.size > 0, "graph views cannot be expanded");
+    LOOM_REQUIRE(g->size > 0, "graph views cannot be expanded");
     for (int i = 0; i < n_tensors; ++i) {
         LOOM_REQUIRE(tensors[i] != nullptr, "tensor %d of %d is NULL", i, n_tensors);
         visit(g, tensors[i], i == idx);

@@ -30,12 +30,14 @@ bool ggml_backend_sched::alloc_splits() {
     prev_node_ids = node_ids;
     prev_leaf_ids = leaf_ids;
 
-    // Note [Clones]: the user's tensors take the memory planned for their clones.
+    // Note [Clones]: the user's tensors take the memory planned for their
+    // clones, and what the buffer's init_tensor left in extra.
     std::vector<ggml_tensor *> given;
     for (auto & [user, c] : clones) {
         if (user->data == nullptr || location(user) == nullptr) {
             user->buffer = c->buffer;
             user->data   = c->data;
+            user->extra  = c->extra;
             given.push_back(user);
         }
     }
@@ -116,7 +118,8 @@ ggml_status ggml_backend_sched::compute_splits() {
 
         const int64_t t0 = tracing ? ggml_time_us() : 0;
         if (eval_cb == nullptr) {
-            ggml_cgraph       gv = ggml_graph_view(graph, sp.sg_start, sp.sg_end);
+            ggml_cgraph gv = ggml_graph_view(graph, sp.sg_start, sp.sg_end);
+            gv.uid         = sp.uid; // Note [Graph contract] in split.cpp
             const ggml_status st = ggml_backend_graph_compute_async(b, &gv);
             if (st != GGML_STATUS_SUCCESS) {
                 return st;

@@ -49,6 +49,7 @@ struct Split {
     std::vector<ggml_tensor *> inputs;      // user tensors copied in before the split runs
     int                        sg_start = 0; // the split's node clones in the scheduler graph
     int                        sg_end   = 0;
+    uint64_t                   uid      = 0; // the graph identity its backend sees, new with every placement
 };
 
 struct Trace;
@@ -183,6 +184,7 @@ struct ggml_backend_sched {
     void build_graph(ggml_cgraph * g);
     void record_refresh(const loom::PtrMap<int64_t> & ref);
     void refresh_graph(ggml_cgraph * g, const loom::PtrMap<int64_t> & prev_ref);
+    void take_use_counts(const ggml_cgraph * g);
     // assign.cpp
     void assign_backends(ggml_cgraph * g);
     bool buffer_supported(const ggml_tensor * t, int b) const;

@@ -6,9 +6,21 @@
 // node of the user graph (and every leaf without memory) gets a clone in the
 // scheduler's context, a copy of the tensor struct whose sources point at
 // other clones or at the per-backend copies. The graph allocator plans the
-// clones; afterwards each user tensor receives its clone's buffer and data
-// (what allocating the user's graph would have set), so inputs are written
-// and outputs read through the user's own tensors.
+// clones; afterwards each user tensor receives its clone's buffer, data and
+// extra (what allocating the user's graph would have set, the backend's
+// init_tensor included), so inputs are written and outputs read through the
+// user's own tensors.
+//
+// Note [Graph contract]
+// ggml's scheduler hands each backend a view of the user's graph per split:
+// the view shares the user graph's hash set and use counts (a node used in a
+// later split still shows that use, so no backend fuses it away) and carries
+// a uid of its own, new each time the graph is split. loom's split views are
+// of the scheduler graph, whose hash set holds the clones with the use counts
+// of their user tensors (copies of split inputs and their dependency views
+// are in no set: as in ggml, they have no counted uses), and whose splits get
+// new uids each time a graph is placed, reused placement or not. The user's
+// graph gets a uid too, as ggml gives it one.
 
 #include <algorithm>
 #include <cstring>
@@ -173,11 +185,28 @@ void ggml_backend_sched::split_graph(ggml_cgraph * g) {
         record_refresh(ref_of_cached);
     }
 
+    take_use_counts(g);
+    g->uid = ggml_graph_next_uid();
+    for (Split & sp : splits) sp.uid = ggml_graph_next_uid();
+
     if (config.debug > 0) {
         print_plan(g);
     }
     user_graph = g;
     user_nodes = g->n_nodes;
+}
+
+// Note [Graph contract]: the clones take their user tensors' use counts.
+void ggml_backend_sched::take_use_counts(const ggml_cgraph * g) {
+    loom::TensorHashSet & set = graph->visited_hash_set;
+    set.clear();
+    for (const auto & [user, c] : clones) {
+        bool         inserted = false;
+        const size_t slot     = set.insert_slot(c, &inserted);
+        const size_t from     = g->visited_hash_set.find(user);
+        graph->use_counts[slot] =
+            from != loom::TensorHashSet::npos && g->visited_hash_set.is_used(from) ? g->use_counts[from] : 0;
+    }
 }
 
 void ggml_backend_sched::build_graph(ggml_cgraph * g) {

@@ -202,6 +202,9 @@ ggml_status Buffer::init_tensor(ggml_tensor * t) {
         std::memset(p, 0, padded - n);
     }
     ++g_init_tensors;
+    if (device()->settings().set_extra) {
+        t->extra = static_cast<ggml_backend_device *>(device());
+    }
     return GGML_STATUS_SUCCESS;
 }
 
@@ -353,6 +356,10 @@ bool Device::configure(const char * key, const char * value) {
         g_comm_enabled = false;
         return true;
     }
+    if (std::strcmp(key, "extra") == 0) {
+        settings_.set_extra = std::strcmp(value, "0") != 0;
+        return true;
+    }
     if (std::strcmp(key, "comm") == 0) {
         g_comm_enabled = std::strcmp(value, "0") != 0;
         return true;
@@ -380,6 +387,28 @@ bool Device::configure(const char * key, const char * value) {
     }
     log(GGML_LOG_LEVEL_ERROR, "%s: unknown configuration key '%s'\n", name(), key);
     return false;
+}
+
+void Device::record_graph(const ggml_cgraph * graph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_uid_ = graph->uid;
+    last_nodes_.assign(graph->nodes, graph->nodes + graph->n_nodes);
+    last_use_counts_.clear();
+    const loom::TensorHashSet & set = graph->visited_hash_set;
+    for (const ggml_tensor * node : last_nodes_) {
+        const size_t slot = set.find(node);
+        last_use_counts_.push_back(slot != loom::TensorHashSet::npos && set.is_used(slot) ? graph->use_counts[slot] : 0);
+    }
+}
+
+size_t Device::last_graph(uint64_t * uid, ggml_tensor ** nodes, int32_t * use_counts, size_t capacity) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    *uid = last_uid_;
+    for (size_t i = 0; i < last_nodes_.size() && i < capacity; ++i) {
+        nodes[i]      = last_nodes_[i];
+        use_counts[i] = last_use_counts_[i];
+    }
+    return last_nodes_.size();
 }
 
 bool Device::take_memory(size_t size) {
@@ -461,6 +490,9 @@ class Reg final : public ggml_backend_reg {
         if (std::strcmp(fn, "loom_testdev_init_tensors") == 0) {
             return reinterpret_cast<void *>(&init_tensors);
         }
+        if (std::strcmp(fn, "loom_testdev_last_graph") == 0) {
+            return reinterpret_cast<void *>(&last_graph);
+        }
         if (g_comm_enabled) {
             if (std::strcmp(fn, "ggml_backend_comm_init") == 0) return reinterpret_cast<void *>(&comm_init);
             if (std::strcmp(fn, "ggml_backend_comm_free") == 0) return reinterpret_cast<void *>(&comm_free);
@@ -473,6 +505,8 @@ class Reg final : public ggml_backend_reg {
 
   private:
     static bool configure(ggml_backend_dev_t dev, const char * key, const char * value);
+    static size_t last_graph(ggml_backend_dev_t dev, uint64_t * uid, ggml_tensor ** nodes, int32_t * use_counts,
+                             size_t capacity);
 
     Device devices_[2];
 };
@@ -491,6 +525,17 @@ bool Reg::configure(ggml_backend_dev_t dev, const char * key, const char * value
     }
     log(GGML_LOG_LEVEL_ERROR, "loom_testdev_configure: %p is not a test device\n", static_cast<void *>(dev));
     return false;
+}
+
+size_t Reg::last_graph(ggml_backend_dev_t dev, uint64_t * uid, ggml_tensor ** nodes, int32_t * use_counts,
+                       size_t capacity) {
+    for (Device & d : the_reg().devices_) {
+        if (&d == dev) {
+            return d.last_graph(uid, nodes, use_counts, capacity);
+        }
+    }
+    *uid = 0;
+    return 0;
 }
 
 } // namespace

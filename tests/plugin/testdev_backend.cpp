@@ -180,6 +180,7 @@ void Backend::event_wait(ggml_backend_event * event) {
 }
 
 ggml_status Backend::graph_compute(ggml_cgraph * graph) {
+    static_cast<Device *>(device)->record_graph(graph);
     // Everything is checked here, before queueing, so that the status says
     // whether the graph can run; the queued run cannot fail.
     std::vector<ggml_tensor *> nodes;

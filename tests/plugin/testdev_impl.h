@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend_impl.h"
+#include "core/graph.h"
 
 namespace testdev {
 
@@ -41,6 +42,7 @@ struct Settings {
     OpSet  offload_ops;
     size_t max_buffer_size = SIZE_MAX;
     size_t memory          = size_t(1) << 30;
+    bool   set_extra       = false;
 
     static Settings defaults() {
         Settings s;
@@ -136,6 +138,11 @@ class Device final : public ggml_backend_device {
     bool     configure(const char * key, const char * value);
     Settings settings() const;
 
+    // What the last graph given to a backend of this device looked like
+    // (loom_testdev_last_graph).
+    void   record_graph(const ggml_cgraph * graph);
+    size_t last_graph(uint64_t * uid, ggml_tensor ** nodes, int32_t * use_counts, size_t capacity) const;
+
     // Device memory accounting; false when size bytes are not free.
     bool take_memory(size_t size);
     void give_back_memory(size_t size);
@@ -147,6 +154,9 @@ class Device final : public ggml_backend_device {
     mutable std::mutex  mutex_;
     Settings            settings_ = Settings::defaults();
     std::atomic<size_t> used_{0};
+    uint64_t                   last_uid_ = 0;
+    std::vector<ggml_tensor *> last_nodes_;
+    std::vector<int32_t>       last_use_counts_;
 };
 
 // A stream: a worker thread running queued work in order.

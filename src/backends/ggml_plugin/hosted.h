@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "abi.h"
@@ -187,11 +188,17 @@ class HostedBackend final : public ggml_backend {
     ggml_abi::Backend * foreign() const { return backend_; }
 
   private:
-    ggml_abi::Backend *          backend_;
-    std::string                  name_;
-    // The last graph given to the plugin, kept until the next one: a plugin
-    // whose graph_compute returns early may read it until synchronize.
-    std::unique_ptr<ShadowGraph> graph_;
+    ggml_abi::Backend * backend_;
+    std::string         name_;
+    // The shadows of the graphs given to the plugin, by the loom graph's
+    // array of nodes (a scheduler's split keeps its array): built again in
+    // place for each computation, so that the plugin sees the same shadows
+    // for the same graph (Note [Shadow graphs] in shadow.cpp). A plugin whose
+    // graph_compute returns early may read a graph until synchronize, which
+    // keeps the k_kept_graphs used last.
+    static constexpr size_t k_kept_graphs = 64;
+    std::unordered_map<ggml_tensor * const *, std::unique_ptr<ShadowGraph>> graphs_;
+    uint64_t                                                                 n_computed_ = 0;
 };
 
 // The plugin's buffer behind a loom buffer, when that is a buffer of reg.

@@ -1,8 +1,11 @@
 // The plugin's backends (streams) and events as loom objects.
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/common.h"
+#include "core/graph.h"
 #include "hosted.h"
 #include "shadow.h"
 
@@ -56,6 +59,16 @@ void HostedBackend::synchronize() {
     if (backend_->iface.synchronize != nullptr) {
         backend_->iface.synchronize(backend_);
     }
+    if (graphs_.size() > k_kept_graphs) {
+        // Dropped: the shadows used before the k_kept_graphs-th last used.
+        std::vector<uint64_t> uses;
+        for (const auto & entry : graphs_) {
+            uses.push_back(entry.second->last_use);
+        }
+        std::nth_element(uses.begin(), uses.end() - k_kept_graphs, uses.end());
+        const uint64_t oldest_kept = *(uses.end() - k_kept_graphs);
+        std::erase_if(graphs_, [oldest_kept](const auto & entry) { return entry.second->last_use < oldest_kept; });
+    }
 }
 
 void HostedBackend::event_record(ggml_backend_event * event) {
@@ -77,14 +90,17 @@ void HostedBackend::event_wait(ggml_backend_event * event) {
 }
 
 ggml_status HostedBackend::graph_compute(ggml_cgraph * graph) {
-    auto        shadow = std::make_unique<ShadowGraph>();
+    std::unique_ptr<ShadowGraph> & shadow = graphs_[graph->nodes];
+    if (shadow == nullptr) {
+        shadow = std::make_unique<ShadowGraph>();
+    }
+    shadow->last_use = ++n_computed_;
     std::string why;
     if (!shadow->build(graph, hosted_reg(), &why)) {
         LOOM_LOG_ERROR("%s: cannot compute the graph: %s\n", name(), why.c_str());
         return GGML_STATUS_FAILED;
     }
-    graph_ = std::move(shadow);
-    return backend_->iface.graph_compute(backend_, graph_->get());
+    return backend_->iface.graph_compute(backend_, shadow->get());
 }
 
 } // namespace loom::ggml_plugin

@@ -12,6 +12,9 @@ namespace loom::ggml_plugin {
 
 namespace {
 
+// Per shadow: the slots of its sources, then of its view source.
+constexpr size_t k_links = GGML_MAX_SRC + 1;
+
 // Points copy at the plugin's side of what t refers to; false when t lies
 // in a buffer that is not the plugin's.
 bool translate(ggml_tensor & copy, const ggml_tensor * t, const HostedReg & reg) {
@@ -49,39 +52,70 @@ ggml_tensor * TensorShadow::add(const ggml_tensor * t, const HostedReg & reg) {
     return &s;
 }
 
-// Note [Use counts of shadow graphs]
-// ggml's graph carries, per hash slot, how many nodes of the graph use a
-// tensor as a source; backends fuse a node into the next one only when that
-// next node is its only user (ggml_can_fuse). A whole graph's counts are
-// counted here over its nodes, as ggml_build_forward_expand counts them. A
-// graph view (no hash set of its own: ggml_graph_view's slice of a bigger
-// graph) does not show the users after its last node, so every node of one
-// gets one use more than the slice shows: it may be read later, and no
-// backend fuses it away.
+// Note [Shadow graphs]
+// A shadow graph holds what ggml's graph would hold for the plugin:
+// - use counts: the loom graph's, slot by slot (core/graph.h), so a view the
+//   scheduler hands over shows the uses after its last node and the plugin
+//   fuses exactly what it would fuse in ggml; a tensor the loom graph does
+//   not count (no hash set, or outside it) has none, as in ggml.
+// - uid: a plugin may take a graph whose uid it saw before as unchanged and
+//   keep using what it derived from it, pointers to its tensors included
+//   (ggml's CUDA, RPC and Hexagon backends do). A loom graph's uid cannot be
+//   passed on as it is: the shadows of two computations of it are other
+//   objects unless the same ShadowGraph built both from the same tensors. So
+//   the shadow graph has uid 0 where the loom graph has 0, and otherwise a
+//   uid of its own: new when the loom graph's uid differs from the last
+//   build's or the build gave other tensors, links or addresses; kept when
+//   it gave the same shadows at the same addresses (HostedBackend builds a
+//   loom graph's shadows again in the same ShadowGraph).
 
 bool ShadowGraph::build(const ggml_cgraph * graph, const HostedReg & reg, std::string * why) {
-    reg_ = &reg;
-    error_.clear();
+    std::swap(origs_, prev_origs_);
+    std::swap(links_, prev_links_);
+    origs_.clear();
+    links_.clear();
+    index_.clear();
     const int n_nodes = graph->n_nodes;
     const int n_leafs = graph->n_leafs;
-    nodes_.resize(n_nodes);
-    leafs_.resize(n_leafs);
-    // Shadows of the graph's own tensors first, so that those come in with
-    // their sources; tensors outside it come in with none.
+    // The graph's own tensors first, so that those come in with their
+    // sources; tensors outside it come in with none.
     for (int i = 0; i < n_nodes; ++i) {
-        nodes_[i] = shadow(graph->nodes[i]);
+        collect(graph->nodes[i]);
     }
     for (int i = 0; i < n_leafs; ++i) {
-        leafs_[i] = shadow(graph->leafs[i]);
+        collect(graph->leafs[i]);
     }
     for (int i = 0; i < n_nodes; ++i) {
+        const int node = index_.at(graph->nodes[i]);
         for (int j = 0; j < GGML_MAX_SRC; ++j) {
-            nodes_[i]->src[j] = shadow(graph->nodes[i]->src[j]);
+            const int src                              = collect(graph->nodes[i]->src[j]);
+            links_[size_t(node) * k_links + size_t(j)] = src;
         }
     }
-    if (!error_.empty()) {
-        *why = error_;
-        return false;
+
+    const ggml_tensor * const before = tensors_.data();
+    tensors_.resize(origs_.size());
+    for (size_t i = 0; i < origs_.size(); ++i) {
+        ggml_tensor & s = tensors_[i];
+        s               = *origs_[i];
+        if (!translate(s, origs_[i], reg)) {
+            *why = std::string("tensor '") + origs_[i]->name + "' lies in buffer " +
+                   ggml_backend_buffer_name(origs_[i]->buffer) + ", which is not the plugin's";
+            return false;
+        }
+        const int * links = &links_[i * k_links];
+        for (int j = 0; j < GGML_MAX_SRC; ++j) {
+            s.src[j] = links[j] >= 0 ? &tensors_[size_t(links[j])] : nullptr;
+        }
+        s.view_src = links[GGML_MAX_SRC] >= 0 ? &tensors_[size_t(links[GGML_MAX_SRC])] : nullptr;
+    }
+    nodes_.resize(size_t(n_nodes));
+    leafs_.resize(size_t(n_leafs));
+    for (int i = 0; i < n_nodes; ++i) {
+        nodes_[size_t(i)] = &tensors_[size_t(index_.at(graph->nodes[i]))];
+    }
+    for (int i = 0; i < n_leafs; ++i) {
+        leafs_[size_t(i)] = &tensors_[size_t(index_.at(graph->leafs[i]))];
     }
 
     const size_t n_keys = 2 * tensors_.size() + 1;
@@ -89,20 +123,21 @@ bool ShadowGraph::build(const ggml_cgraph * graph, const HostedReg & reg, std::s
     used_.assign((n_keys + 31) / 32, 0);
     use_counts_.assign(n_keys, 0);
     graph_.visited_hash_set = {n_keys, used_.data(), keys_.data()};
-    for (ggml_tensor & t : tensors_) {
-        insert(&t);
-    }
-    const bool is_view = graph->visited_hash_set.size == 0;
-    for (ggml_tensor * node : nodes_) {
-        for (ggml_tensor * src : node->src) {
-            if (src != nullptr) {
-                ++use_counts_[slot(src)];
-            }
-        }
-        if (is_view) {
-            ++use_counts_[slot(node)];
+    const TensorHashSet & counted = graph->visited_hash_set;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        insert(&tensors_[i]);
+        const size_t from = counted.find(origs_[i]);
+        if (from != TensorHashSet::npos && counted.is_used(from)) {
+            use_counts_[slot(&tensors_[i])] = graph->use_counts[from];
         }
     }
+
+    const bool same = graph->uid != 0 && graph->uid == loom_uid_ && tensors_.data() == before &&
+                      origs_ == prev_origs_ && links_ == prev_links_;
+    if (!same) {
+        graph_.uid = graph->uid != 0 ? ggml_graph_next_uid() : 0;
+    }
+    loom_uid_ = graph->uid;
 
     graph_.size       = std::max(n_nodes, n_leafs);
     graph_.n_nodes    = n_nodes;
@@ -113,25 +148,25 @@ bool ShadowGraph::build(const ggml_cgraph * graph, const HostedReg & reg, std::s
     graph_.leafs      = leafs_.data();
     graph_.use_counts = use_counts_.data();
     graph_.order      = graph->order;
-    graph_.uid        = 0; // not kept from loom's: the plugin must not take two shadows for one graph
     return true;
 }
 
-ggml_tensor * ShadowGraph::shadow(const ggml_tensor * t) {
+// The slot of t's shadow, made with its view source's when t is new; -1
+// for NULL. The sources are linked by build, for nodes only.
+int ShadowGraph::collect(const ggml_tensor * t) {
     if (t == nullptr) {
-        return nullptr;
+        return -1;
     }
-    if (auto it = map_.find(t); it != map_.end()) {
+    if (auto it = index_.find(t); it != index_.end()) {
         return it->second;
     }
-    ggml_tensor & s = tensors_.emplace_back(*t);
-    map_.emplace(t, &s);
-    if (!translate(s, t, *reg_) && error_.empty()) {
-        error_ = std::string("tensor '") + t->name + "' lies in buffer " + ggml_backend_buffer_name(t->buffer) +
-                 ", which is not the plugin's";
-    }
-    s.view_src = shadow(t->view_src);
-    return &s;
+    const int i = int(origs_.size());
+    index_.emplace(t, i);
+    origs_.push_back(t);
+    links_.resize(links_.size() + k_links, -1);
+    const int view                              = collect(t->view_src);
+    links_[size_t(i) * k_links + GGML_MAX_SRC] = view;
+    return i;
 }
 
 // ggml's hash of a tensor pointer and its linear probing (ggml-impl.h:

@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,8 +39,10 @@ class TensorShadow {
 };
 
 // A graph for the plugin's graph_compute: shadows of every node, leaf,
-// source and view source, with ggml's hash set of them and use counts
-// (Note [Use counts of shadow graphs] in shadow.cpp).
+// source and view source, with ggml's hash set of them, the use counts of
+// the loom graph and a uid (Note [Shadow graphs] in shadow.cpp). Built again
+// for every computation of a loom graph; the shadows keep their addresses
+// while the loom graph keeps its tensors.
 class ShadowGraph {
   public:
     // false, with *why set, when a tensor of the graph lies in a buffer that
@@ -50,21 +51,30 @@ class ShadowGraph {
 
     ggml_abi::CGraph * get() { return &graph_; }
 
-  private:
-    ggml_tensor * shadow(const ggml_tensor * t);
-    void          insert(ggml_tensor * t);
-    size_t        slot(const ggml_tensor * t) const;
+    // When it was last built, in the backend's count of computations.
+    uint64_t last_use = 0;
 
-    const HostedReg *                                          reg_ = nullptr;
-    std::string                                                error_;
-    std::deque<ggml_tensor>                                    tensors_;
-    std::unordered_map<const ggml_tensor *, ggml_tensor *>     map_;
-    std::vector<ggml_tensor *>                                 nodes_;
-    std::vector<ggml_tensor *>                                 leafs_;
-    std::vector<ggml_tensor *>                                 keys_;
-    std::vector<uint32_t>                                      used_;
-    std::vector<int32_t>                                       use_counts_;
-    ggml_abi::CGraph                                           graph_{};
+  private:
+    int  collect(const ggml_tensor * t);
+    void insert(ggml_tensor * t);
+    size_t slot(const ggml_tensor * t) const;
+
+    // The loom tensors behind the shadows, in the order of their slots, and
+    // for each the slots of its sources and view source (-1: none): what
+    // decides whether a build gave the same shadows as the one before.
+    std::vector<const ggml_tensor *>                     origs_;
+    std::vector<int>                                     links_;
+    std::vector<const ggml_tensor *>                     prev_origs_;
+    std::vector<int>                                     prev_links_;
+    std::unordered_map<const ggml_tensor *, int>         index_;
+    std::vector<ggml_tensor>                             tensors_;
+    std::vector<ggml_tensor *>                           nodes_;
+    std::vector<ggml_tensor *>                           leafs_;
+    std::vector<ggml_tensor *>                           keys_;
+    std::vector<uint32_t>                                used_;
+    std::vector<int32_t>                                 use_counts_;
+    uint64_t                                             loom_uid_ = 0;
+    ggml_abi::CGraph                                     graph_{};
 };
 
 } // namespace loom::ggml_plugin
