@@ -141,6 +141,41 @@ TEST(Simd, QuantizeQ8_0SameBits) {
     }
 }
 
+// The Q8_1 quantizer of the tables that have one: the reference's bits,
+// the sum s included, on halves between levels, a zero block and random data.
+TEST(Simd, QuantizeQ8_1SameBits) {
+    int checked = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        if (kt->quantize_row_q8_1 == nullptr) {
+            continue;
+        }
+        ++checked;
+        std::mt19937 rng(5);
+        for (int64_t nb : {1, 3, 64}) {
+            const int64_t n = nb * QK8_1;
+            auto          x = random_floats(rng, size_t(n), -3.0f, 3.0f);
+            for (int j = 0; j < QK8_1; ++j) {
+                x[size_t(j)] = float(j - 16) + 0.5f;
+            }
+            x[0] = -127.0f;
+            if (nb > 1) {
+                std::fill(x.begin() + QK8_1, x.begin() + 2 * QK8_1, 0.0f);
+            }
+            const Unaligned<float>  ux(x);
+            std::vector<block_q8_1> want(static_cast<size_t>(nb)), got(static_cast<size_t>(nb));
+            quantize_row_q8_1_ref(x.data(), want.data(), n);
+            kt->quantize_row_q8_1(ux.ptr, got.data(), n);
+            for (size_t b = 0; b < want.size(); ++b) {
+                EXPECT_EQ(0, std::memcmp(&want[b], &got[b], sizeof(block_q8_1)))
+                    << kt->name << " blocks " << nb << ", block " << b << ": s " << got[b].s << " want " << want[b].s;
+            }
+        }
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "no kernel table here has a Q8_1 quantizer (the Arm tables have one): " << lacking();
+    }
+}
+
 TEST(Simd, HalfConversionsSameBits) {
     FOR_EACH_SIMD_TABLE(kt) {
         // Every half, NaNs and subnormals included.

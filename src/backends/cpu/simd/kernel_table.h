@@ -338,6 +338,10 @@ struct KernelTable {
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;
+    // Activations to Q8_1 (the Q4_1 and Q5_1 products' type; n a multiple
+    // of 32) with the bits of the core's reference quantizer. Null: the
+    // reference one.
+    void (*quantize_row_q8_1)(const float * x, block_q8_1 * y, int64_t n) = nullptr;
 };
 
 // The activation type of a weight type's products in gemv_quant (ggml's

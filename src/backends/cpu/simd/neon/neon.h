@@ -73,6 +73,7 @@ void   silu_f32(int64_t n, const float * x, float * y);
 // The activation quantizers (quants.cpp).
 void quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n);
 void quantize_row_q8_K(const float * x, block_q8_K * y, int64_t n);
+void quantize_row_q8_1(const float * x, block_q8_1 * y, int64_t n);
 #include "quants_decls.h"
 
 } // namespace loom::cpu::neon

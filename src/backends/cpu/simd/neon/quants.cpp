@@ -50,29 +50,51 @@ inline int sum16(int8x16_t q, int8x16_t y) {
 
 } // namespace
 
+namespace {
+
+// One block of 32 as the reference quantizes Q8_0 and Q8_1: d = amax / 127,
+// q = round(x / d) half away from zero (FRINTA), with the reference's
+// multiplication by 1 / d. Writes the 32 levels and their sum; returns d.
+float quantize_block_32(const float * xb, int8_t * qs, int32_t * sum) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int j = 0; j < 8; ++j) {
+        v[j] = vld1q_f32(xb + 4 * j);
+        m    = vmaxq_f32(m, vabsq_f32(v[j]));
+    }
+    const float amax = vmaxvq_f32(m);
+    const float d    = amax / 127.0f;
+    const float id   = d != 0.0f ? 1.0f / d : 0.0f;
+    int32x4_t   q[8];
+    int32x4_t   s = vdupq_n_s32(0);
+    for (int j = 0; j < 8; ++j) {
+        q[j] = vcvtq_s32_f32(vrndaq_f32(vmulq_n_f32(v[j], id)));
+        s    = vaddq_s32(s, q[j]);
+    }
+    for (int j = 0; j < 8; j += 2) {
+        const int16x8_t h = vcombine_s16(vmovn_s32(q[j]), vmovn_s32(q[j + 1]));
+        vst1_s8(qs + 4 * j, vmovn_s16(h));
+    }
+    *sum = vaddvq_s32(s);
+    return d;
+}
+
+} // namespace
+
 void quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n) {
-    // As the reference: d = amax / 127, q = round(x / d) half away from
-    // zero (FRINTA), with the reference's multiplication by 1 / d.
     for (int64_t b = 0; b < n / QK8_0; ++b) {
-        const float * xb = x + b * QK8_0;
-        float32x4_t   v[8];
-        float32x4_t   m = vdupq_n_f32(0.0f);
-        for (int j = 0; j < 8; ++j) {
-            v[j] = vld1q_f32(xb + 4 * j);
-            m    = vmaxq_f32(m, vabsq_f32(v[j]));
-        }
-        const float amax = vmaxvq_f32(m);
-        const float d    = amax / 127.0f;
-        const float id   = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d           = fp32_to_fp16(d);
-        int32x4_t q[8];
-        for (int j = 0; j < 8; ++j) {
-            q[j] = vcvtq_s32_f32(vrndaq_f32(vmulq_n_f32(v[j], id)));
-        }
-        for (int j = 0; j < 8; j += 2) {
-            const int16x8_t h = vcombine_s16(vmovn_s32(q[j]), vmovn_s32(q[j + 1]));
-            vst1_s8(y[b].qs + 4 * j, vmovn_s16(h));
-        }
+        int32_t sum;
+        y[b].d = fp32_to_fp16(quantize_block_32(x + b * QK8_0, y[b].qs, &sum));
+    }
+}
+
+void quantize_row_q8_1(const float * x, block_q8_1 * y, int64_t n) {
+    // The reference's s: the levels' sum times d, rounded once to half.
+    for (int64_t b = 0; b < n / QK8_1; ++b) {
+        int32_t     sum;
+        const float d = quantize_block_32(x + b * QK8_1, y[b].qs, &sum);
+        y[b].d        = fp32_to_fp16(d);
+        y[b].s        = fp32_to_fp16(float(sum) * d);
     }
 }
 

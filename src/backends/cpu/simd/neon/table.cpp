@@ -24,6 +24,7 @@ KernelTable build_neon() {
     t.dot_bf16          = neon::dot_bf16;
     t.quantize_row_q8_0 = neon::quantize_row_q8_0;
     t.quantize_row_q8_K = neon::quantize_row_q8_K;
+    t.quantize_row_q8_1 = neon::quantize_row_q8_1;
     t.fp16_to_fp32_row  = neon::fp16_to_fp32_row;
     t.fp32_to_fp16_row  = neon::fp32_to_fp16_row;
     t.bf16_to_fp32_row  = neon::bf16_to_fp32_row;
