@@ -90,8 +90,9 @@ void compute_write_view(const ComputeParams & p, ggml_tensor * dst) {
     }
     p.sync();
 
+    // b's rows; none when its rows are empty (however many of them it has).
     const WriteView v     = write_view(dst);
-    const int64_t   nrows = ggml_nrows(b);
+    const int64_t   nrows = b->ne[0] > 0 ? ggml_nrows(b) : 0;
     const Range     r     = rows_disjoint(b, v) ? split_range(nrows, p.ith, p.nth)
                                                 : (p.ith == 0 ? Range{0, nrows} : Range{0, 0});
     for (int64_t ir = r.begin; ir < r.end; ++ir) {
