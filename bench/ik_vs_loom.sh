@@ -12,8 +12,8 @@
 # or "haswell" (AVX2 + FMA + F16C, against loom's avx2 table through
 # LOOM_CPU_KERNELS).
 #
-# Env: LEVEL (native), TYPES (default "q4_0 q8_0 Q4_K_M q6_K iq4_xs"),
-# WORDS (prompt length in words, default 330, about 440 tokens), N_GEN (64),
+# Env: LEVEL (native), TYPES (default "q4_0 q8_0 Q4_K_M Q6_K IQ4_XS"),
+# WORDS (prompt length in words, default 330: 331 tokens), N_GEN (64),
 # THREADS (2), REPS (2), IK_FLAGS (default "-rtr 1 -fa 1": ik's fastest CPU
 # flags), LOOM_FLAGS (default "-fa -ctk f16 -ctv f16 --no-mmap").
 # Prints a Markdown table, one row per repetition: tokens/s per side and the
@@ -24,7 +24,7 @@ ik_src=${1:?usage: $0 IK_SOURCE [LOOM_BUILD_DIR [WORK_DIR]]}
 build=${2:-build}
 work=${3:-build/ik}
 LEVEL=${LEVEL:-native}
-TYPES=${TYPES-q4_0 q8_0 Q4_K_M q6_K iq4_xs}
+TYPES=${TYPES-q4_0 q8_0 Q4_K_M Q6_K IQ4_XS}
 WORDS=${WORDS:-330}
 N_GEN=${N_GEN:-64}
 THREADS=${THREADS:-2}
