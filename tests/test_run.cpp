@@ -723,7 +723,8 @@ TEST(RunArgs, Flags) {
                                 "0.5",      "-s",       "42",        "-t",      "3",          "--device",
                                 "TestDev0,cpu", "--layers-on", "TestDev0=2", "--trace", "t.json", "-fa",
                                 "-ctk",     "f16",      "--no-mmap", "-c",      "256",        "--rpc",
-                                "10.0.0.1:50052,host:7", "-sm", "tensor"};
+                                "10.0.0.1:50052,host:7", "-sm", "tensor", "-ot", "exps=CPU,attn_(q|k)=TestDev0",
+                                "--override-tensor", "output=TestDev1"};
     loom_run::Options o;
     std::string       error;
     ASSERT_TRUE(loom_run::parse_args(int(std::size(argv)), argv, &o, &error)) << error;
@@ -745,6 +746,8 @@ TEST(RunArgs, Flags) {
     EXPECT_EQ(o.n_ctx, 256);
     EXPECT_EQ(o.rpc_servers, (std::vector<std::string>{"10.0.0.1:50052", "host:7"}));
     EXPECT_EQ(o.split_mode, loom_run::Options::SplitMode::tensor);
+    EXPECT_EQ(o.tensor_overrides, (std::vector<std::pair<std::string, std::string>>{
+                                      {"exps", "CPU"}, {"attn_(q|k)", "TestDev0"}, {"output", "TestDev1"}}));
 
     for (std::vector<const char *> bad : {std::vector<const char *>{"loom-run", "--bogus"},
                                           {"loom-run", "-n"},
@@ -757,7 +760,10 @@ TEST(RunArgs, Flags) {
                                           {"loom-run", "-s", "99999999999"},
                                           {"loom-run", "--rpc", "nohost"},
                                           {"loom-run", "--rpc", "host:"},
-                                          {"loom-run", "--split-mode", "rows"}}) {
+                                          {"loom-run", "--split-mode", "rows"},
+                                          {"loom-run", "-ot", "exps"},
+                                          {"loom-run", "-ot", "=CPU"},
+                                          {"loom-run", "-ot", "exps="}}) {
         loom_run::Options o2;
         EXPECT_FALSE(loom_run::parse_args(int(bad.size()), bad.data(), &o2, &error)) << bad.back();
         EXPECT_FALSE(error.empty());
@@ -770,9 +776,9 @@ struct Cli {
     std::string out;
 };
 
-Cli run_cli(const std::string & args) {
+Cli run_cli(const std::string & args, bool with_stderr = false) {
     Cli               r;
-    const std::string cmd  = std::string(LOOM_RUN_PATH) + " " + args + " 2>/dev/null";
+    const std::string cmd  = std::string(LOOM_RUN_PATH) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
     FILE *            pipe = ::popen(cmd.c_str(), "r");
     if (pipe == nullptr) return r;
     char   buf[4096];
@@ -807,6 +813,22 @@ TEST(RunCli, GreedyTextAndExitStatus) {
     const std::string trace_text((std::istreambuf_iterator<char>(tf)), std::istreambuf_iterator<char>());
     EXPECT_NE(trace_text.find("TestDev0"), std::string::npos);
     std::remove(trace.c_str());
+
+    // Weights that --override-tensor names leave their layer's device: the
+    // feed-forward matrices of the five layers on TestDev0 go to the CPU
+    // (ten weights), the text stays. A device not in use or an expression
+    // that does not parse is an error.
+    const std::string on_testdev =
+        std::string("--temp 0 -n 20 -t 1 --load-backend ") + LOOM_TESTDEV_PATH + " --device TestDev0,cpu --layers-on TestDev0=5";
+    const Cli moved = run_cli(on_testdev + " -ot 'ffn_(up|down)=CPU'");
+    EXPECT_EQ(moved.status, 0);
+    EXPECT_EQ(moved.out, ok.out);
+    EXPECT_NE(run_cli(on_testdev + " -ot 'ffn_(up|down)=CPU' --no-display-prompt", true)
+                  .out.find("10 weights placed by --override-tensor"),
+              std::string::npos);
+    EXPECT_NE(run_cli(on_testdev + " -ot 'blk\\.0\\.=TestDev0'", true).out.find("0 weights placed"), std::string::npos);
+    EXPECT_EQ(run_cli(on_testdev + " -ot ffn=TestDev9").status, 1);
+    EXPECT_EQ(run_cli(on_testdev + " -ot 'ffn(=CPU'").status, 1);
 
     // Every layer split over both test devices by heads and rows: the same
     // greedy tokens as one device, with flash attention, which it needs.

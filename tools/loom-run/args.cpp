@@ -154,6 +154,16 @@ bool parse_args(int argc, const char * const * argv, Options * o, std::string * 
                 }
                 o->layers_on.emplace_back(item.substr(0, eq), n);
             }
+        } else if (arg == "-ot" || arg == "--override-tensor") {
+            if (!need()) return false;
+            // REGEX=DEV, several separated by commas or given in several options.
+            for (const std::string & item : split_list(v)) {
+                const size_t eq = item.rfind('=');
+                if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+                    return bad("REGEX=DEVICE");
+                }
+                o->tensor_overrides.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+            }
         } else if (arg == "-sm" || arg == "--split-mode") {
             if (!need()) return false;
             if (v == "none") {
@@ -224,6 +234,11 @@ With no options it runs the bundled model on "Once upon a time".
                            in the order of --device; layers left over run on the
                            CPU (default: the layers shared evenly by the listed
                            devices other than the CPU and accelerators)
+  -ot, --override-tensor REGEX=DEV
+                           put the weights whose names REGEX finds on device DEV
+                           instead of their layer's (for example exps=CPU: the
+                           experts of a mixture on the CPU); comma-separated or
+                           repeated, the first that matches wins
       --load-backend PATH  load a backend plugin library (repeatable)
       --rpc SERVERS        remote devices: HOST:PORT of loom-rpc-server, comma-separated;
                            their devices come first in the default list and take part

@@ -46,6 +46,11 @@ struct Options {
     std::vector<std::string> devices;
     // --layers-on DEV=N, in the order given.
     std::vector<std::pair<std::string, int>> layers_on;
+    // -ot/--override-tensor REGEX=DEV, in the order given: a weight whose
+    // name the regular expression finds (std::regex, ECMAScript, searched
+    // anywhere in the name) goes to device DEV instead of its layer's; the
+    // first that matches wins (llama.cpp's option, e.g. "exps=CPU").
+    std::vector<std::pair<std::string, std::string>> tensor_overrides;
     // --load-backend: plugin libraries loaded before the devices are looked up.
     std::vector<std::string> backend_paths;
     // --rpc HOST:PORT,...: servers whose devices join the registry.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 #include <random>
+#include <regex>
 #include <span>
 #include <string>
 #include <thread>
@@ -188,6 +189,20 @@ int run(const Options & o) {
         }
         return loom_run::assign_layers(*backends, int(n_layer), o.layers_on, layer_device, err);
     };
+    if (!o.tensor_overrides.empty() && o.split_mode == loom_run::Options::SplitMode::tensor) {
+        return fail("--override-tensor places whole tensors; it cannot be combined with --split-mode tensor");
+    }
+    for (const auto & [pattern, name] : o.tensor_overrides) {
+        const int d = backends->find(name);
+        if (d < 0) {
+            return fail("--override-tensor names device '" + name + "', which is not among the devices in use");
+        }
+        try {
+            lo.tensor_overrides.emplace_back(std::regex(pattern), d);
+        } catch (const std::regex_error & e) {
+            return fail("--override-tensor: '" + pattern + "' is not a regular expression (" + e.what() + ")");
+        }
+    }
     const auto t_load = Clock::now();
     auto       model  = loom_run::Model::load(path, *backends, lo, &error);
     if (!model) {
@@ -249,6 +264,9 @@ int run(const Options & o) {
                  model->name().empty() ? "model" : model->name().c_str(), hp.n_layer, hp.n_embd, hp.n_head,
                  hp.n_head_kv, hp.n_vocab, double(model->n_params()) / 1e6, load_ms,
                  model->mapped() ? " (CPU weights mapped)" : "");
+    if (!o.tensor_overrides.empty()) {
+        std::fprintf(stderr, "loom-run: %zu weights placed by --override-tensor\n", model->n_overridden());
+    }
     if (model->n_repacked() > 0) {
         std::fprintf(stderr, "loom-run: %zu matrices repacked for the CPU (CPU_REPACK)\n", model->n_repacked());
     }

@@ -405,6 +405,13 @@ std::unique_ptr<Model> Model::load(const std::string & path, const Backends & ba
         repack_buft != nullptr ? cpu_repacked_types(backends.device(size_t(cpu))) : std::vector<ggml_type>{};
     auto want = [&](const std::string & name, std::vector<int64_t> shape, bool norm, int device, bool required,
                     int64_t * found_id) {
+        for (const auto & [re, d] : options.tensor_overrides) {
+            if (std::regex_search(name, re)) {
+                m->n_overridden_ += d != device ? 1 : 0;
+                device = d;
+                break;
+            }
+        }
         *found_id        = gguf_find_tensor(g, name.c_str());
         if (*found_id < 0) {
             if (required) {

@@ -22,7 +22,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ggml-backend.h"
@@ -78,6 +80,9 @@ struct LoadOptions {
     // The device index of each layer (see assign_layers); called once the
     // layer count is known. Empty function: every layer on the CPU.
     std::function<bool(uint32_t n_layer, std::vector<int> * layer_device, std::string * error)> place_layers;
+    // -ot: the device index of each weight whose name the expression finds,
+    // the first match winning, instead of its layer's device.
+    std::vector<std::pair<std::regex, int>> tensor_overrides;
     // Called with the hyperparameters once they are read, before any weight
     // is placed (the split states of --split-mode tensor need them).
     std::function<void(const HParams & hparams)> on_hparams;
@@ -127,6 +132,8 @@ class Model {
     bool mapped_pages(size_t * resident, size_t * on_huge_pages) const;
     // Matrices in the CPU's CPU_REPACK buffer (none without its kernels or with --no-repack).
     size_t n_repacked() const { return n_repacked_; }
+    // Weights that --override-tensor moved off their layer's device.
+    size_t n_overridden() const { return n_overridden_; }
 
   private:
     Model() = default;
@@ -148,6 +155,7 @@ class Model {
     std::vector<size_t>       weight_bytes_;
     size_t                    n_params_ = 0;
     size_t                    n_repacked_ = 0;
+    size_t                    n_overridden_ = 0;
 };
 
 } // namespace loom_run
