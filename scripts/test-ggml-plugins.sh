@@ -141,6 +141,25 @@ else
     else
         echo "ok   vulkan-loom-run: every layer on ggml:Vulkan0, the reference's 64 greedy tokens"
     fi
+    # The same with -ot naming the hosted device the other way round: every
+    # layer on loom's CPU but the attention matrices, on ggml:Vulkan0.
+    got=$(GGML_BACKEND_PATH=$vulkan_bins LOOM_GGML_PLUGINS=vulkan "$build/tools/loom-run" \
+        -m tests/data/stories260k-f32.gguf -p "$prompt" -n 64 --temp 0 --device ggml:Vulkan0,cpu \
+        --layers-on ggml:Vulkan0=0 -ot 'attn_(q|k|v|output)=ggml:Vulkan0' 2>"$work/vulkan-loom-run-ot.log")
+    if [ $? -ne 0 ]; then
+        echo "FAIL vulkan-loom-run-ot: loom-run failed"
+        tail -n 5 "$work/vulkan-loom-run-ot.log"
+        bad=1
+    elif ! grep -q '^loom-run: 20 weights placed by --override-tensor' "$work/vulkan-loom-run-ot.log"; then
+        echo "FAIL vulkan-loom-run-ot: not 20 weights moved to ggml:Vulkan0"
+        grep 'override' "$work/vulkan-loom-run-ot.log"
+        bad=1
+    elif [ "$got" != "$want" ]; then
+        printf 'FAIL vulkan-loom-run-ot: not the reference text\ngot:  %s\nwant: %s\n' "$got" "$want"
+        bad=1
+    else
+        echo "ok   vulkan-loom-run-ot: the attention matrices on ggml:Vulkan0 by -ot, the rest on the CPU: the reference's text"
+    fi
     echo "Vulkan checks in $(( $(date +%s) - start )) s"
 fi
 [ "$n_run" -gt 0 ] || { echo "FAIL: no case ran"; exit 1; }

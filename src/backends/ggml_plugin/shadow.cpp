@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/graph.h"
+#include "core/op_table.h"
 #include "hosted.h"
 
 namespace loom::ggml_plugin {
@@ -52,6 +53,16 @@ ggml_tensor * TensorShadow::add(const ggml_tensor * t, const HostedReg & reg) {
     return &s;
 }
 
+// Note [Views left behind]
+// A scheduler's split can hold view nodes (VIEW, RESHAPE, PERMUTE,
+// TRANSPOSE) of tensors in another device's memory whose reader in the
+// split takes a copy instead (ggml's scheduler places a view with its view
+// source, and copies what a split reads from memory its backend cannot
+// use). They compute nothing and the plugin never touches their data, so
+// the shadow graph leaves them out, with anything else in a foreign buffer
+// that no computing node reads; a tensor a computing node reads from a
+// foreign buffer is an error.
+
 // Note [Shadow graphs]
 // A shadow graph holds what ggml's graph would hold for the plugin:
 // - use counts: the loom graph's, slot by slot (core/graph.h), so a view the
@@ -93,12 +104,36 @@ bool ShadowGraph::build(const ggml_cgraph * graph, const HostedReg & reg, std::s
         }
     }
 
+    // What the plugin reads or writes (Note [Views left behind]): the
+    // computing nodes, their sources and the view sources of those.
+    std::vector<bool> read(origs_.size(), false);
+    auto              mark = [&](int t) {
+        for (; t >= 0 && !read[size_t(t)]; t = links_[size_t(t) * k_links + GGML_MAX_SRC]) {
+            read[size_t(t)] = true;
+        }
+    };
+    for (int i = 0; i < n_nodes; ++i) {
+        if (is_view_op(graph->nodes[i]->op)) {
+            continue;
+        }
+        const int node = index_.at(graph->nodes[i]);
+        mark(node);
+        for (int j = 0; j < GGML_MAX_SRC; ++j) {
+            mark(links_[size_t(node) * k_links + size_t(j)]);
+        }
+    }
+
     const ggml_tensor * const before = tensors_.data();
     tensors_.resize(origs_.size());
+    std::vector<bool> left(origs_.size(), false);
     for (size_t i = 0; i < origs_.size(); ++i) {
         ggml_tensor & s = tensors_[i];
         s               = *origs_[i];
         if (!translate(s, origs_[i], reg)) {
+            if (!read[i]) {
+                left[i] = true;
+                continue;
+            }
             *why = std::string("tensor '") + origs_[i]->name + "' lies in buffer " +
                    ggml_backend_buffer_name(origs_[i]->buffer) + ", which is not the plugin's";
             return false;
@@ -109,13 +144,19 @@ bool ShadowGraph::build(const ggml_cgraph * graph, const HostedReg & reg, std::s
         }
         s.view_src = links[GGML_MAX_SRC] >= 0 ? &tensors_[size_t(links[GGML_MAX_SRC])] : nullptr;
     }
-    nodes_.resize(size_t(n_nodes));
-    leafs_.resize(size_t(n_leafs));
+    nodes_.clear();
+    leafs_.clear();
     for (int i = 0; i < n_nodes; ++i) {
-        nodes_[size_t(i)] = &tensors_[size_t(index_.at(graph->nodes[i]))];
+        const int k = index_.at(graph->nodes[i]);
+        if (!left[size_t(k)]) {
+            nodes_.push_back(&tensors_[size_t(k)]);
+        }
     }
     for (int i = 0; i < n_leafs; ++i) {
-        leafs_[size_t(i)] = &tensors_[size_t(index_.at(graph->leafs[i]))];
+        const int k = index_.at(graph->leafs[i]);
+        if (!left[size_t(k)]) {
+            leafs_.push_back(&tensors_[size_t(k)]);
+        }
     }
 
     const size_t n_keys = 2 * tensors_.size() + 1;
@@ -139,9 +180,9 @@ bool ShadowGraph::build(const ggml_cgraph * graph, const HostedReg & reg, std::s
     }
     loom_uid_ = graph->uid;
 
-    graph_.size       = std::max(n_nodes, n_leafs);
-    graph_.n_nodes    = n_nodes;
-    graph_.n_leafs    = n_leafs;
+    graph_.size       = int(std::max(nodes_.size(), leafs_.size()));
+    graph_.n_nodes    = int(nodes_.size());
+    graph_.n_leafs    = int(leafs_.size());
     graph_.nodes      = nodes_.data();
     graph_.grads      = nullptr;
     graph_.grad_accs  = nullptr;
