@@ -246,7 +246,7 @@ rm -rf "$ref"
 [ "$mode" = gpu ] && rm -rf "$loomb"
 
 say ""
-say "## builds"
+say "## builds (at $(elapsed) s)"
 say ""
 printf '%s\n' "${loom_configure[*]}" "${loom_build[*]}" "${ref_configure[*]}" "${ref_build[*]}" > "$logs/commands.txt"
 s=$(date +%s)
@@ -348,13 +348,13 @@ tbo_run() { # tbo_run SIDE BINARY DEVICE TIMEOUT ENV...: every group, one row ea
     done
 }
 
-say "## test-backend-ops"
+say "## test-backend-ops (at $(elapsed) s)"
 say ""
 say "| side | cases | result | first unexpected failures |"
 say "|---|---|---|---|"
 if [ "$mode" = gpu ]; then
     if [ $cuda_ok -eq 1 ]; then
-        tbo_run loom "$work/tbo-loom" "$cuda_dev" 40 "${host_env[@]}"
+        tbo_run loom "$work/tbo-loom" "$cuda_dev" 30 "${host_env[@]}"
     else
         say "| loom | all | skipped: no $cuda_dev | |"
     fi
@@ -402,7 +402,7 @@ bench_pair() { # bench_pair NAME FILE "LOOM ARGS" "LLAMA-BENCH ARGS": REPS alter
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 
-say "## loom-run on $cuda_dev against llama-bench (plain ggml, CUDA0)"
+say "## loom-run on $cuda_dev against llama-bench (plain ggml, CUDA0) (at $(elapsed) s)"
 say ""
 say "prompt $((words + 1)) tokens, $n_gen generated; loom-run ${loom_flags[*]}; llama-bench ${bench_flags[*]}; CUDA_MODULE_LOADING=EAGER on both sides"
 say ""
@@ -451,7 +451,7 @@ fi
 say ""
 
 # ---- 4. test-backend-ops of plain ggml on CUDA0 ----------------------------------
-say "## test-backend-ops of plain ggml (CUDA0 against ggml's CPU)"
+say "## test-backend-ops of plain ggml (CUDA0 against ggml's CPU) (at $(elapsed) s)"
 say ""
 say "| side | cases | result | first unexpected failures |"
 say "|---|---|---|---|"
@@ -465,7 +465,7 @@ fi
 say ""
 
 # ---- 5. Vulkan: loom's backend against ggml's plugin, on the NVIDIA driver ---------------
-say "## Vulkan on the NVIDIA driver"
+say "## Vulkan on the NVIDIA driver (at $(elapsed) s)"
 say ""
 vk_ggml=""
 if [ -f "$root/.gpu/ggml-vulkan.tar.gz" ]; then
