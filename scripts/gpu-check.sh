@@ -21,9 +21,9 @@
 #     (ggml:CUDA0) against loom's CPU, for the operators of llama's graphs;
 #  3. loom-run with every layer on ggml:CUDA0 against llama-bench of plain
 #     ggml with every layer on CUDA0, alternated, on both files (prompt of
-#     512 tokens, 128 generated); for the experts, llama-bench with
-#     -ot exps=CPU too (loom-run has no such flag yet: its row is added when
-#     loom-run --help lists --override-tensor);
+#     512 tokens, 128 generated); for the experts also with -ot exps=CPU on
+#     both sides (the experts on the CPU: loom's CPU kernels beside ggml's
+#     CUDA ones);
 #  4. test-backend-ops of plain ggml on CUDA0, for the same operators (what
 #     fails there fails without loom);
 #  5. loom's Vulkan backend on the NVIDIA driver against ggml's Vulkan
@@ -408,25 +408,12 @@ say "prompt $((words + 1)) tokens, $n_gen generated; loom-run ${loom_flags[*]}; 
 say ""
 say "| file | rep | loom pp t/s | ggml pp t/s | loom/ggml | loom tg t/s | ggml tg t/s | loom/ggml |"
 say "|---|---|---|---|---|---|---|---|"
-loom_ot=0
-"$loom_bin/tools/loom-run" --help 2>&1 | grep -q -- '--override-tensor' && loom_ot=1
 if [ "$mode" = gpu ]; then
     if [ $cuda_ok -eq 1 ]; then
         bench_pair dense "$dense" "--device $cuda_dev" "-ngl 99"
         bench_pair moe "$moe" "--device $cuda_dev" "-ngl 99"
-        # The experts on the CPU: llama-bench's -ot; loom-run's when it has one.
-        if [ $loom_ot -eq 1 ]; then
-            bench_pair moe-exps-cpu "$moe" "--device $cuda_dev -ot exps=CPU" "-ngl 99 -ot exps=CPU"
-        else
-            for rep in $(seq "$reps"); do
-                room "bench moe-exps-cpu rep $rep" 30 || break
-                log=$logs/run-moe-exps-cpu-ggml-$rep.log
-                timeout "$(limit 60)" "$ref/bin/llama-bench" -m "$moe" -p $((words + 1)) -n "$n_gen" "${bench_flags[@]}" \
-                    -ngl 99 -ot exps=CPU > "$log.md" 2> "$log"
-                read -r bpp btg <<< "$(bench_speed "$log.md")"
-                say "| moe, -ot exps=CPU (loom-run: no -ot) | $rep | - | $bpp | - | - | $btg | - |"
-            done
-        fi
+        # The experts on the CPU (loom's CPU kernels for loom-run), the rest on CUDA.
+        bench_pair moe-exps-cpu "$moe" "--device $cuda_dev -ot exps=CPU" "-ngl 99 -ot exps=CPU"
     else
         say "| all | | skipped: no $cuda_dev | | | | | |"
     fi
@@ -444,9 +431,14 @@ else
         say "  - on the GPU: env ${host_env[*]} loom-run -m $file -p <$n tokens> -n $n_gen ${loom_flags[*]} --device $cuda_dev"
         say "  - on the GPU: $ref/bin/llama-bench -m $file -p $n -n $n_gen ${bench_flags[*]} -ngl 99$([ $f = moe ] && echo "; and with -ot exps=CPU")"
     done
+    # loom-run's -ot as the GPU run gives it (here every layer is on the CPU already).
+    log=$logs/run-moe-ot-loom-rehearse.log
+    timeout "$(limit 60)" "$loom_bin/tools/loom-run" -m "$moe" -p "$prompt" -n "$n_gen" "${loom_flags[@]}" --device cpu \
+        -ot exps=CPU > "$log.out" 2> "$log"
+    say "  - loom-run -ot exps=CPU (status $?): $(sed -n 's/^loom-run: \([0-9]* weights placed by --override-tensor\)/\1/p' "$log")"
     # The report lines the table reads, on a llama-bench table of the same form.
     printf '| model | size | params | backend | ngl | fa | test | t/s |\n| --- | ---: | ---: | --- | --: | -: | --: | --: |\n| llama 1B Q4_K - Medium | 636.18 MiB | 1.10 B | CUDA | 99 | 1 | pp512 | 12345.67 ± 0.00 |\n| llama 1B Q4_K - Medium | 636.18 MiB | 1.10 B | CUDA | 99 | 1 | tg128 | 345.67 ± 0.00 |\n' > "$logs/bench-parse-sample.md"
-    say "  - llama-bench's table as read: $(bench_speed "$logs/bench-parse-sample.md") (from pp512 12345.67, tg128 345.67); loom-run -ot: $([ $loom_ot -eq 1 ] && echo yes || echo 'no (its row is llama-bench only)')"
+    say "  - llama-bench's table as read: $(bench_speed "$logs/bench-parse-sample.md") (from pp512 12345.67, tg128 345.67)"
 fi
 say ""
 
