@@ -90,22 +90,11 @@ inline void set_op_param_f32(ggml_tensor * t, int i, float v) {
     std::memcpy(&t->op_params[i], &v, sizeof(v));
 }
 
-// Whether a SET_ROWS node holds together as ggml_set_rows builds one: its
-// rows (src[0], F32 or F16), indices (src[1], I32 or I64) and target
-// (src[2], the node's type and shape) fit each other. For backends, whose
-// graphs may also come deserialized; each adds the types it writes.
+// Whether a SET_ROWS node with its target (src[2]) fits its operator's rule
+// (fits_set_rows, Note [Shape rules] in fits.h); each backend adds the
+// types it writes.
 inline bool set_rows_fits(const ggml_tensor * op) {
-    const ggml_tensor * src    = op->src[0];
-    const ggml_tensor * idx    = op->src[1];
-    const ggml_tensor * target = op->src[2];
-    if (src == nullptr || idx == nullptr || target == nullptr || op->type != target->type ||
-        (src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) ||
-        (idx->type != GGML_TYPE_I32 && idx->type != GGML_TYPE_I64)) {
-        return false;
-    }
-    return op->ne[0] == src->ne[0] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3] && idx->ne[0] == src->ne[1] &&
-           idx->ne[1] > 0 && idx->ne[2] > 0 && src->ne[2] % idx->ne[1] == 0 && src->ne[3] % idx->ne[2] == 0 &&
-           idx->ne[3] == 1;
+    return op->src[2] != nullptr && node_fits(op, nullptr);
 }
 
 // Combines v into the hash h (a 64-bit mix with an avalanche step), for

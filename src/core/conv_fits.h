@@ -2,13 +2,8 @@
 
 // Whether a node of the convolution, pooling and resampling family (IM2COL,
 // IM2COL_3D, COL2IM_1D, CONV_2D, CONV_3D, CONV_2D_DW, CONV_TRANSPOSE_1D/2D,
-// POOL_1D/2D, UPSCALE, WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS) holds
-// together as its constructor in ops_conv.cpp builds one: its sources are
-// there, its op_params are in range (strides, dilations and sizes positive,
-// known modes) and its shape is the one its sources and parameters give, so
-// that a kernel iterating over the node stays inside its sources. Types are
-// left to each backend's supports_op. For backends, whose graphs may also
-// come deserialized.
+// POOL_1D/2D, UPSCALE, WIN_PART, WIN_UNPART, GET_REL_POS, ADD_REL_POS) fits
+// its operator's rule (fits_conv.cpp, Note [Shape rules] in fits.h).
 
 #include "ggml.h"
 
