@@ -6,7 +6,6 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstring>
-#include <string>
 
 #include "ggml.h"
 #include "op_table.h"
@@ -16,29 +15,6 @@ namespace loom {
 // Aborts through ggml_abort with "func: message". For broken preconditions
 // of the public API only; data and environment errors return statuses.
 [[noreturn]] void fail(const char * func, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
-
-// Note [Checked constructors]: an operator's constructor checks every shape
-// rule its kernels rely on. A caller that must judge untrusted nodes (the RPC
-// server) calls the constructor again on the node's sources while a
-// RequireThrows lives on its thread: a broken precondition then throws
-// RequireFailure instead of aborting, and the caller compares the tensor the
-// constructor returns with the node. Only constructors may run under it:
-// the code between a check and the caller must hold no lock and leave
-// nothing behind but objects in a context the caller throws away.
-struct RequireFailure {
-    std::string message;
-};
-
-class RequireThrows {
-public:
-    RequireThrows();
-    ~RequireThrows();
-    RequireThrows(const RequireThrows &)             = delete;
-    RequireThrows & operator=(const RequireThrows &) = delete;
-
-private:
-    bool previous_;
-};
 
 // Logs through the callback installed with ggml_log_set.
 void log(ggml_log_level level, const char * fmt, ...) __attribute__((format(printf, 2, 3)));

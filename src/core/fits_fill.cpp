@@ -102,7 +102,7 @@ bool fits_write_view(const ggml_tensor * n, std::string * why) {
             last += u128(b->ne[d] - 1) * nb[d];
         }
         LOOM_FITS(last + es <= ggml_nbytes(n),
-                  "src[1] %s is written into a view that lies inside the node, but the view with strides %u, %u, %u "
+                  "src[1] %s is written into a view that lies inside a node of src[0]'s shape, but the view with strides %u, %u, %u "
                   "and offset %u ends at byte %s, past the %zu bytes of %s",
                   describe(b).text, p[0], p[1], p[2], p[3], wide_text(wide(last + es)).text,
                   ggml_nbytes(n), describe(n).text);
