@@ -66,13 +66,6 @@ inline void set_op_param_f32(ggml_tensor * t, int i, float v) {
     std::memcpy(&t->op_params[i], &v, sizeof(v));
 }
 
-// Whether a SET_ROWS node with its target (src[2]) fits its operator's rule
-// (fits_set_rows, Note [Shape rules] in fits.h); each backend adds the
-// types it writes.
-inline bool set_rows_fits(const ggml_tensor * op) {
-    return op->src[2] != nullptr && node_fits(op, nullptr);
-}
-
 // Combines v into the hash h (a 64-bit mix with an avalanche step), for
 // graph signatures.
 inline uint64_t hash_mix(uint64_t h, uint64_t v) {
