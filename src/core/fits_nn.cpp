@@ -146,10 +146,10 @@ bool fits_rope(const ggml_tensor * n, std::string * why) {
     LOOM_FITS(c == nullptr || (c->type == GGML_TYPE_F32 && ggml_is_contiguous(c) && c->ne[0] >= pairs),
               "frequency factors (src[2]) %s must be contiguous f32 with at least %lld values", describe(c).text,
               (long long) pairs);
-    LOOM_FITS(n_offs >= 0 && n_offs % 2 == 0 && (!vision || n_offs == 0) && wide(n_offs) + 2 * wide(pairs) <= a->ne[0],
-              "offset %d must be even, not negative (0 for vision rope) and leave n_dims %d values in the rows of "
-              "src[0] %s",
-              int(n_offs), int(n_dims), describe(a).text);
+    LOOM_FITS(!vision || n_offs == 0, "offset %d: vision rope takes no offset", int(n_offs));
+    LOOM_FITS(n_offs >= 0 && n_offs % 2 == 0 && wide(n_offs) + 2 * wide(pairs) <= a->ne[0],
+              "offset %d must be even, not negative and leave n_dims %d values in the rows of src[0] %s", int(n_offs),
+              int(n_dims), describe(a).text);
     return node_like_src(n, why, 0);
 }
 

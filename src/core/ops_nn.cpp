@@ -174,13 +174,8 @@ ggml_tensor * ggml_rope_custom_inplace(ggml_context * ctx, ggml_tensor * a, ggml
 ggml_tensor * ggml_rope_set_offset(ggml_tensor * a, int n_offs) {
     LOOM_REQUIRE(a != nullptr && (a->op == GGML_OP_ROPE || a->op == GGML_OP_ROPE_BACK),
                  "%s is not a rope or rope_back node", a == nullptr ? "NULL" : describe(a).text);
-    const int mode   = op_param_i32(a, 2);
-    const int n_dims = op_param_i32(a, 1);
-    LOOM_REQUIRE(mode != GGML_ROPE_TYPE_VISION, "%s: vision rope takes no offset", describe(a).text);
-    LOOM_REQUIRE(n_offs >= 0 && n_offs % 2 == 0 && int64_t(n_offs) + n_dims <= a->src[0]->ne[0],
-                 "offset %d must be even, >= 0 and leave n_dims %d values in the rows of %s", n_offs, n_dims,
-                 describe(a->src[0]).text);
     set_op_param_i32(a, 15, n_offs);
+    require_fits(a, __func__);
     return a;
 }
 
