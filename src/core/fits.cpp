@@ -41,7 +41,7 @@ void append_wide(char * out, size_t size, wide v) {
 
 } // namespace
 
-bool refuse(const ggml_tensor * n, std::string * why, const char * fmt, ...) {
+bool refuse(std::string * why, const char * fmt, ...) {
     if (why == nullptr) {
         return false;
     }
@@ -51,7 +51,6 @@ bool refuse(const ggml_tensor * n, std::string * why, const char * fmt, ...) {
     std::vsnprintf(text, sizeof(text), fmt, args);
     va_end(args);
     *why = text;
-    (void) n;
     return false;
 }
 
@@ -129,6 +128,21 @@ bool fits_map_custom(const ggml_tensor * n, std::string * why) {
 
 // ---- entry points ----
 
+namespace {
+
+// The node's sources as its row says, then its rule; why without the
+// operator's name. Of an operator with a row.
+bool sources_and_rule(const OpInfo & info, const ggml_tensor * n, std::string * why) {
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        LOOM_FITS(i >= info.min_src || n->src[i] != nullptr, "source %d missing (it needs %d)", i, int(info.min_src));
+        LOOM_FITS(i < info.max_src || n->src[i] == nullptr, "unexpected source %d (it takes at most %d)", i,
+                  int(info.max_src));
+    }
+    return info.fits(n, why);
+}
+
+} // namespace
+
 bool node_fits(const ggml_tensor * n, std::string * why) {
     const OpInfo * info = op_info(n->op);
     if (info == nullptr) {
@@ -140,24 +154,19 @@ bool node_fits(const ggml_tensor * n, std::string * why) {
     if (info->fits == nullptr) {
         return true; // NONE and the views
     }
-    bool ok = true;
-    for (int i = 0; i < GGML_MAX_SRC && ok; ++i) {
-        ok = (i >= info->min_src || n->src[i] != nullptr ||
-              refuse(n, why, "source %d missing (it needs %d)", i, int(info->min_src))) &&
-             (i < info->max_src || n->src[i] == nullptr ||
-              refuse(n, why, "unexpected source %d (it takes at most %d)", i, int(info->max_src)));
+    if (!sources_and_rule(*info, n, why)) {
+        if (why != nullptr) {
+            *why = op_label(n) + ": " + *why;
+        }
+        return false;
     }
-    ok = ok && info->fits(n, why);
-    if (!ok && why != nullptr) {
-        *why = op_label(n) + ": " + *why;
-    }
-    return ok;
+    return true;
 }
 
 void require_fits(const ggml_tensor * node, const char * func) {
     const OpInfo * info = op_info(node->op);
     std::string    why;
-    if (info != nullptr && info->fits != nullptr && !info->fits(node, &why)) [[unlikely]] {
+    if (info != nullptr && info->fits != nullptr && !sources_and_rule(*info, node, &why)) [[unlikely]] {
         fail(func, "%s", why.c_str());
     }
 }

@@ -16,19 +16,19 @@ namespace loom::fits {
 using wide = __int128;
 
 // Sets *why (when not NULL) to the formatted text; returns false.
-bool refuse(const ggml_tensor * n, std::string * why, const char * fmt, ...) __attribute__((format(printf, 3, 4)));
+bool refuse(std::string * why, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // The operator as node_fits names it: its row's name, and the unary
 // operator or gated unit of UNARY and GLU nodes.
 std::string op_label(const ggml_tensor * n);
 
-// In a rule whose parameters are n (the node) and why: refuses the node
-// with the message unless cond holds. The message's arguments are
+// In a rule whose parameter why is the message's: refuses the node with the
+// message unless cond holds. The message's arguments are
 // evaluated only then.
 #define LOOM_FITS(cond, ...) \
     do { \
         if (!(cond)) [[unlikely]] { \
-            return ::loom::fits::refuse(n, why, __VA_ARGS__); \
+            return ::loom::fits::refuse(why, __VA_ARGS__); \
         } \
     } while (0)
 
