@@ -49,8 +49,6 @@ bool fits_get_rows_back(const ggml_tensor * n, std::string * why) {
     LOOM_FITS(ggml_is_matrix(a) && ggml_is_vector(b) && b->type == GGML_TYPE_I32 && b->ne[0] <= a->ne[1],
               "gradient (src[0]) %s must be a matrix with a row for each i32 index of the vector (src[1]) %s",
               describe(a).text, describe(b).text);
-    LOOM_FITS(a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16, "gradient (src[0]) %s must be f32 or f16",
-              describe(a).text);
     LOOM_FITS(n->type == GGML_TYPE_F32 && ggml_is_matrix(n) && n->ne[0] == a->ne[0],
               "the node %s must be an f32 matrix with rows of %lld values", describe(n).text, (long long) a->ne[0]);
     return true;
