@@ -1,6 +1,7 @@
-// The RPC server's rules (backends/rpc/validate.cpp). The element-wise,
-// shape, fill, constructor and backward families (the RpcValidate tests at
-// the end), and rope: nodes as
+// The RPC server's rules (backends/rpc/validate.cpp): each node's
+// operator's rule (core/fits*.cpp, the one its constructor checks) and the
+// layout of its result. The element-wise, shape, fill, recurrent and
+// backward families (the RpcValidate tests at the end), and rope: nodes as
 // ggml_rope_ext, ggml_rope_multi and ggml_rope_set_offset build them pass;
 // op params a client could forge (a mode the CPU does not have, sections
 // past the row, an odd or too large offset, positions that do not match the
@@ -331,10 +332,10 @@ TEST(RpcValidate, FillFamilyRules) {
 }
 
 // The server's rules for the recurrent, state-space and mixture-of-experts
-// operators are their constructors (Note [Checked constructors]): nodes as
-// the constructors build them pass; a node whose shape, op params or
-// sources the constructor would not produce is refused with the
-// constructor's message, and the server keeps running.
+// operators are their constructors' (Note [Shape rules] in core/fits.h):
+// nodes as the constructors build them pass; a node whose shape, op params
+// or sources the constructor would not produce is refused with the rule's
+// message, which names the operator, and the server keeps running.
 TEST(RpcValidate, ConstructorRules) {
     ggml_init_params ip{ggml_tensor_overhead() * 128, nullptr, true};
     ggml_context_ptr ctx(ggml_init(ip));
@@ -377,7 +378,7 @@ TEST(RpcValidate, ConstructorRules) {
     EXPECT_NE(why.find("must be i32"), std::string::npos) << why;
     mmid->src[2] = ggml_new_tensor_2d(c, GGML_TYPE_I32, 2, 5); // one list per token of b: 4
     EXPECT_FALSE(ok(mmid));
-    EXPECT_NE(why.find("ggml_mul_mat_id"), std::string::npos) << why;
+    EXPECT_NE(why.find("MUL_MAT_ID"), std::string::npos) << why;
     mmid->src[2] = ids;
     EXPECT_TRUE(ok(mmid)) << why;
     // Op params: ssm_scan's K decides the size of the saved states.
@@ -443,8 +444,11 @@ TEST(RpcValidate, BackwardFamilyRules) {
     im2col->op_params[0] = 1; // stride 1 makes a wider result than the gradient holds
     EXPECT_FALSE(ok(im2col));
     EXPECT_NE(why.find("IM2COL_BACK"), std::string::npos) << why;
-    pool->op_params[1] = 1 << 20;
+    pool->op_params[3] = 1 << 20; // a stride past the rule's bound (2^16)
     EXPECT_FALSE(ok(pool));
+    pool->op_params[3] = 2;
+    pool->op_params[1] = 1 << 20; // a window far larger than the plane: computed (OpsBackward)
+    EXPECT_TRUE(ok(pool)) << why;
     pool->op_params[1] = 2;
     pool->op_params[0] = 7;
     EXPECT_FALSE(ok(pool));

@@ -6,7 +6,6 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstring>
-#include <string>
 
 #include "ggml.h"
 #include "op_table.h"
@@ -16,29 +15,6 @@ namespace loom {
 // Aborts through ggml_abort with "func: message". For broken preconditions
 // of the public API only; data and environment errors return statuses.
 [[noreturn]] void fail(const char * func, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
-
-// Note [Checked constructors]: an operator's constructor checks every shape
-// rule its kernels rely on. A caller that must judge untrusted nodes (the RPC
-// server) calls the constructor again on the node's sources while a
-// RequireThrows lives on its thread: a broken precondition then throws
-// RequireFailure instead of aborting, and the caller compares the tensor the
-// constructor returns with the node. Only constructors may run under it:
-// the code between a check and the caller must hold no lock and leave
-// nothing behind but objects in a context the caller throws away.
-struct RequireFailure {
-    std::string message;
-};
-
-class RequireThrows {
-public:
-    RequireThrows();
-    ~RequireThrows();
-    RequireThrows(const RequireThrows &)             = delete;
-    RequireThrows & operator=(const RequireThrows &) = delete;
-
-private:
-    bool previous_;
-};
 
 // Logs through the callback installed with ggml_log_set.
 void log(ggml_log_level level, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -88,24 +64,6 @@ inline void set_op_param_i32(ggml_tensor * t, int i, int32_t v) {
 }
 inline void set_op_param_f32(ggml_tensor * t, int i, float v) {
     std::memcpy(&t->op_params[i], &v, sizeof(v));
-}
-
-// Whether a SET_ROWS node holds together as ggml_set_rows builds one: its
-// rows (src[0], F32 or F16), indices (src[1], I32 or I64) and target
-// (src[2], the node's type and shape) fit each other. For backends, whose
-// graphs may also come deserialized; each adds the types it writes.
-inline bool set_rows_fits(const ggml_tensor * op) {
-    const ggml_tensor * src    = op->src[0];
-    const ggml_tensor * idx    = op->src[1];
-    const ggml_tensor * target = op->src[2];
-    if (src == nullptr || idx == nullptr || target == nullptr || op->type != target->type ||
-        (src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) ||
-        (idx->type != GGML_TYPE_I32 && idx->type != GGML_TYPE_I64)) {
-        return false;
-    }
-    return op->ne[0] == src->ne[0] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3] && idx->ne[0] == src->ne[1] &&
-           idx->ne[1] > 0 && idx->ne[2] > 0 && src->ne[2] % idx->ne[1] == 0 && src->ne[3] % idx->ne[2] == 0 &&
-           idx->ne[3] == 1;
 }
 
 // Combines v into the hash h (a 64-bit mix with an avalanche step), for

@@ -59,27 +59,12 @@ const auto g_time_start = std::chrono::steady_clock::now();
 
 namespace loom {
 
-namespace {
-thread_local bool t_require_throws = false;
-} // namespace
-
-RequireThrows::RequireThrows() : previous_(t_require_throws) {
-    t_require_throws = true;
-}
-
-RequireThrows::~RequireThrows() {
-    t_require_throws = previous_;
-}
-
 void fail(const char * func, const char * fmt, ...) {
     char    msg[1024];
     va_list args;
     va_start(args, fmt);
     std::vsnprintf(msg, sizeof(msg), fmt, args);
     va_end(args);
-    if (t_require_throws) {
-        throw RequireFailure{std::string(func) + ": " + msg};
-    }
     ggml_abort(func, 0, "%s", msg);
 }
 

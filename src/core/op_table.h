@@ -4,10 +4,12 @@
 // ggml's ggml_op_name / ggml_op_symbol give them), how many sources it
 // needs and may have, its kind, how its result's elements depend on its
 // sources, whether it may be computed in place, whether it has a gradient,
-// and which sources hold indices; and of every unary and gated linear unit
+// which sources hold indices, and its rule (fits: which nodes it allows,
+// Note [Shape rules] in fits.h); and of every unary and gated linear unit
 // operator. Names, the view test, the allocator's in-place reuse, the
-// gradients' checks, the meta device's split rules, the RPC server's source
-// and index checks, the CPU's index checks, docs/operators.md
+// gradients' checks, the meta device's split rules, the constructors', the
+// RPC server's and the devices' shape checks, the RPC server's and the CPU's
+// index checks, docs/operators.md
 // (tools/loom-ops-doc) and the protocol's fingerprint read these tables
 // instead of listing operators again; backends keep only what is theirs
 // (which kernel computes an operator, which types it takes).
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "fits.h"
 #include "ggml.h"
 
 namespace loom {
@@ -67,6 +70,7 @@ struct OpInfo {
     uint8_t      min_src; // sources that must be present (src[0..min_src))
     uint8_t      max_src; // sources it may have at most
     OpKind       kind;
+    OpFits       fits;    // its rule; nullptr for NONE and the views, which compute nothing
     OpShape      shape   = OpShape::other;
     uint8_t      flags   = 0;  // k_op_*
     OpIndices    indices = {}; // Note [Index sources]
@@ -74,107 +78,107 @@ struct OpInfo {
 };
 
 inline constexpr std::array<OpInfo, GGML_OP_COUNT> k_ops = {{
-    {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none},
-    {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
-    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 2, .bound = 1, .dim = 1}},
-    {GGML_OP_ADD1, "ADD1", "x+y", 2, 2, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
-    {GGML_OP_ACC, "ACC", "view(x,nb,offset)+=y->x", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_SUB, "SUB", "x-y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
-    {GGML_OP_MUL, "MUL", "x*y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
-    {GGML_OP_DIV, "DIV", "x/y", 2, 2, OpKind::compute, OpShape::broadcast, k_op_in_place | k_op_grad},
-    {GGML_OP_SQR, "SQR", "x^2", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
-    {GGML_OP_SQRT, "SQRT", "√x", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
-    {GGML_OP_LOG, "LOG", "log(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
-    {GGML_OP_SIN, "SIN", "sin(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_grad},
-    {GGML_OP_COS, "COS", "cos(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_grad},
-    {GGML_OP_SUM, "SUM", "Σx", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_SUM_ROWS, "SUM_ROWS", "Σx_k", 1, 1, OpKind::compute, OpShape::rows, k_op_grad},
-    {GGML_OP_CUMSUM, "CUMSUM", "cumsum(x)", 1, 1, OpKind::compute},
-    {GGML_OP_MEAN, "MEAN", "Σx/n", 1, 1, OpKind::compute, OpShape::rows, k_op_grad},
-    {GGML_OP_ARGMAX, "ARGMAX", "argmax(x)", 1, 1, OpKind::compute, OpShape::rows},
-    {GGML_OP_COUNT_EQUAL, "COUNT_EQUAL", "count_equal(x)", 2, 2, OpKind::compute},
-    {GGML_OP_REPEAT, "REPEAT", "repeat(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_REPEAT_BACK, "REPEAT_BACK", "repeat_back(x)", 1, 1, OpKind::training, OpShape::other, k_op_grad},
-    {GGML_OP_CONCAT, "CONCAT", "concat(x, y)", 2, 2, OpKind::compute},
-    {GGML_OP_SILU_BACK, "SILU_BACK", "silu_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_NORM, "NORM", "norm(x)", 1, 1, OpKind::compute, OpShape::rows},
-    {GGML_OP_RMS_NORM, "RMS_NORM", "rms_norm(x)", 1, 1, OpKind::compute, OpShape::rows, k_op_in_place | k_op_grad},
-    {GGML_OP_RMS_NORM_BACK, "RMS_NORM_BACK", "rms_norm_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_GROUP_NORM, "GROUP_NORM", "group_norm(x)", 1, 1, OpKind::compute},
-    {GGML_OP_L2_NORM, "L2_NORM", "l2_norm(x)", 1, 1, OpKind::compute, OpShape::rows},
-    {GGML_OP_MUL_MAT, "MUL_MAT", "X*Y", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 2, .bound = 0, .dim = 2}},
-    {GGML_OP_OUT_PROD, "OUT_PROD", "X*Y", 2, 2, OpKind::compute},
-    {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
-    {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute, OpShape::other, k_op_writes_source | k_op_grad, {}, 1u << 1},
-    {GGML_OP_CONT, "CONT", "cont(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_RESHAPE, "RESHAPE", "reshape(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
-    {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
-    {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
-    {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view, OpShape::other, k_op_grad},
-    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad, {.srcs = 1u << 1, .bound = 0, .dim = 1}, 1u << 1},
-    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, OpShape::other, 0, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}, 1u << 1},
-    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute, OpShape::other, k_op_writes_source, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
-    {GGML_OP_DIAG, "DIAG", "diag(x)", 1, 1, OpKind::compute},
-    {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
-    {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_SOFT_MAX, "SOFT_MAX", "soft_max(x)", 1, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad},
-    {GGML_OP_SOFT_MAX_BACK, "SOFT_MAX_BACK", "soft_max_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute, OpShape::other, k_op_in_place | k_op_grad, {}, 1u << 1},
-    {GGML_OP_ROPE_BACK, "ROPE_BACK", "rope_back(x)", 2, 3, OpKind::training},
-    {GGML_OP_CLAMP, "CLAMP", "clamp(x)", 1, 1, OpKind::compute, OpShape::elementwise},
-    {GGML_OP_CONV_TRANSPOSE_1D, "CONV_TRANSPOSE_1D", "conv_transpose_1d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute, OpShape::other, k_op_grad, {}, 1u << 0},
-    {GGML_OP_IM2COL_BACK, "IM2COL_BACK", "im2col_back(x)", 2, 2, OpKind::training, OpShape::other, 0, {}, 1u << 0},
-    {GGML_OP_IM2COL_3D, "IM2COL_3D", "im2col_3d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_COL2IM_1D, "COL2IM_1D", "col2im_1d(x)", 1, 1, OpKind::compute},
-    {GGML_OP_CONV_2D, "CONV_2D", "conv_2d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_CONV_3D, "CONV_3D", "conv_3d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_CONV_2D_DW, "CONV_2D_DW", "conv_2d_dw(x)", 2, 2, OpKind::compute},
-    {GGML_OP_CONV_TRANSPOSE_2D, "CONV_TRANSPOSE_2D", "conv_transpose_2d(x)", 2, 2, OpKind::compute},
-    {GGML_OP_POOL_1D, "POOL_1D", "pool_1d(x)", 1, 1, OpKind::compute},
-    {GGML_OP_POOL_2D, "POOL_2D", "pool_2d(x)", 1, 1, OpKind::compute, OpShape::other, k_op_grad},
-    {GGML_OP_POOL_2D_BACK, "POOL_2D_BACK", "pool_2d_back(x)", 2, 2, OpKind::training},
-    {GGML_OP_UPSCALE, "UPSCALE", "upscale(x)", 1, 1, OpKind::compute},
-    {GGML_OP_PAD, "PAD", "pad(x)", 1, 1, OpKind::compute},
-    {GGML_OP_PAD_REFLECT_1D, "PAD_REFLECT_1D", "pad_reflect_1d(x)", 1, 1, OpKind::compute},
-    {GGML_OP_ROLL, "ROLL", "roll(x)", 1, 1, OpKind::compute},
-    {GGML_OP_ARANGE, "ARANGE", "arange(start, stop, step)", 0, 0, OpKind::compute},
-    {GGML_OP_TIMESTEP_EMBEDDING, "TIMESTEP_EMBEDDING", "timestep_embedding(timesteps, dim, max_period)", 1, 1, OpKind::compute},
-    {GGML_OP_ARGSORT, "ARGSORT", "argsort(x)", 1, 1, OpKind::compute},
-    {GGML_OP_TOP_K, "TOP_K", "top_k(x)", 1, 1, OpKind::compute},
-    {GGML_OP_LEAKY_RELU, "LEAKY_RELU", "leaky_relu(x)", 1, 1, OpKind::compute, OpShape::elementwise},
-    {GGML_OP_TRI, "TRI", "tri(x)", 1, 1, OpKind::compute},
-    {GGML_OP_FILL, "FILL", "fill(x, c)", 1, 1, OpKind::compute},
-    {GGML_OP_FLASH_ATTN_EXT, "FLASH_ATTN_EXT", "flash_attn_ext(x)", 3, 5, OpKind::compute},
-    {GGML_OP_FLASH_ATTN_BACK, "FLASH_ATTN_BACK", "flash_attn_back(x)", 3, 4, OpKind::training},
-    {GGML_OP_SSM_CONV, "SSM_CONV", "ssm_conv(x)", 2, 2, OpKind::compute},
-    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute, OpShape::other, 0, {.srcs = 1u << 6, .bound = 0, .dim = 3}},
-    {GGML_OP_WIN_PART, "WIN_PART", "win_part(x)", 1, 1, OpKind::compute},
-    {GGML_OP_WIN_UNPART, "WIN_UNPART", "win_unpart(x)", 1, 1, OpKind::compute},
-    {GGML_OP_GET_REL_POS, "GET_REL_POS", "get_rel_pos(x)", 1, 1, OpKind::compute},
-    {GGML_OP_ADD_REL_POS, "ADD_REL_POS", "add_rel_pos(x)", 3, 3, OpKind::compute},
-    {GGML_OP_RWKV_WKV6, "RWKV_WKV6", "rwkv_wkv6(k, v, r, tf, td, s)", 6, 6, OpKind::compute},
-    {GGML_OP_GATED_LINEAR_ATTN, "GATED_LINEAR_ATTN", "gated_linear_attn(k, v, q, gate, s)", 5, 5, OpKind::compute},
-    {GGML_OP_RWKV_WKV7, "RWKV_WKV7", "rwkv_wkv7(r, w, k, v, a, b, s)", 7, 7, OpKind::compute},
-    {GGML_OP_SOLVE_TRI, "SOLVE_TRI", "A X = B, A triangular, solve X", 2, 2, OpKind::compute},
-    {GGML_OP_GATED_DELTA_NET, "GATED_DELTA_NET", "gated_delta_net(q, k, v, g, beta, s)", 6, 6, OpKind::compute},
-    {GGML_OP_LIGHTNING_INDEXER, "LIGHTNING_INDEXER", "lightning_indexer(q, k, weights, mask)", 3, 4, OpKind::compute},
-    {GGML_OP_DSV4_HC_COMB, "DSV4_HC_COMB", "dsv4_hc_comb(mixes, scale, base)", 3, 3, OpKind::compute},
-    {GGML_OP_DSV4_HC_PRE, "DSV4_HC_PRE", "dsv4_hc_pre(x, weights)", 2, 2, OpKind::compute},
-    {GGML_OP_DSV4_HC_POST, "DSV4_HC_POST", "dsv4_hc_post(x, residual, post, comb)", 3, 4, OpKind::compute},
-    {GGML_OP_UNARY, "UNARY", "unary(x)", 1, 1, OpKind::compute, OpShape::elementwise, k_op_in_place | k_op_grad},
-    {GGML_OP_MAP_CUSTOM1, "MAP_CUSTOM1", "map_custom(x)", 1, 1, OpKind::custom},
-    {GGML_OP_MAP_CUSTOM2, "MAP_CUSTOM2", "map_custom(x,y)", 2, 2, OpKind::custom},
-    {GGML_OP_MAP_CUSTOM3, "MAP_CUSTOM3", "map_custom(x,y,z)", 3, 3, OpKind::custom},
-    {GGML_OP_CUSTOM, "CUSTOM", "custom(x)", 0, GGML_MAX_SRC, OpKind::custom},
-    {GGML_OP_CROSS_ENTROPY_LOSS, "CROSS_ENTROPY_LOSS", "cross_entropy_loss(x,y)", 2, 2, OpKind::training, OpShape::other, k_op_grad},
-    {GGML_OP_CROSS_ENTROPY_LOSS_BACK, "CROSS_ENTROPY_LOSS_BACK", "cross_entropy_loss_back(x,y)", 3, 3, OpKind::training},
-    {GGML_OP_OPT_STEP_ADAMW, "OPT_STEP_ADAMW", "adamw(x)", 5, 5, OpKind::training},
-    {GGML_OP_OPT_STEP_SGD, "OPT_STEP_SGD", "sgd(x)", 3, 3, OpKind::training},
-    {GGML_OP_GLU, "GLU", "glu(x)", 1, 2, OpKind::compute, OpShape::other, k_op_grad},
+    {GGML_OP_NONE, "NONE", "none", 0, 0, OpKind::none, nullptr},
+    {GGML_OP_DUP, "DUP", "x", 1, 1, OpKind::compute, fits_dup, OpShape::other, k_op_grad},
+    {GGML_OP_ADD, "ADD", "x+y", 2, 2, OpKind::compute, fits_binary, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_ADD_ID, "ADD_ID", "x[i]+y", 3, 3, OpKind::compute, fits_add_id, OpShape::other, 0, {.srcs = 1u << 2, .bound = 1, .dim = 1}},
+    {GGML_OP_ADD1, "ADD1", "x+y", 2, 2, OpKind::compute, fits_add1, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_ACC, "ACC", "view(x,nb,offset)+=y->x", 2, 2, OpKind::compute, fits_write_view, OpShape::other, k_op_grad},
+    {GGML_OP_SUB, "SUB", "x-y", 2, 2, OpKind::compute, fits_binary, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_MUL, "MUL", "x*y", 2, 2, OpKind::compute, fits_binary, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_DIV, "DIV", "x/y", 2, 2, OpKind::compute, fits_binary, OpShape::broadcast, k_op_in_place | k_op_grad},
+    {GGML_OP_SQR, "SQR", "x^2", 1, 1, OpKind::compute, fits_same, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_SQRT, "SQRT", "√x", 1, 1, OpKind::compute, fits_same, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_LOG, "LOG", "log(x)", 1, 1, OpKind::compute, fits_same, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_SIN, "SIN", "sin(x)", 1, 1, OpKind::compute, fits_same, OpShape::elementwise, k_op_grad},
+    {GGML_OP_COS, "COS", "cos(x)", 1, 1, OpKind::compute, fits_same, OpShape::elementwise, k_op_grad},
+    {GGML_OP_SUM, "SUM", "Σx", 1, 1, OpKind::compute, fits_sum, OpShape::other, k_op_grad},
+    {GGML_OP_SUM_ROWS, "SUM_ROWS", "Σx_k", 1, 1, OpKind::compute, fits_sum_rows, OpShape::rows, k_op_grad},
+    {GGML_OP_CUMSUM, "CUMSUM", "cumsum(x)", 1, 1, OpKind::compute, fits_cumsum},
+    {GGML_OP_MEAN, "MEAN", "Σx/n", 1, 1, OpKind::compute, fits_sum_rows, OpShape::rows, k_op_grad},
+    {GGML_OP_ARGMAX, "ARGMAX", "argmax(x)", 1, 1, OpKind::compute, fits_argmax, OpShape::rows},
+    {GGML_OP_COUNT_EQUAL, "COUNT_EQUAL", "count_equal(x)", 2, 2, OpKind::compute, fits_count_equal},
+    {GGML_OP_REPEAT, "REPEAT", "repeat(x)", 1, 1, OpKind::compute, fits_repeat, OpShape::other, k_op_grad},
+    {GGML_OP_REPEAT_BACK, "REPEAT_BACK", "repeat_back(x)", 1, 1, OpKind::training, fits_repeat_back, OpShape::other, k_op_grad},
+    {GGML_OP_CONCAT, "CONCAT", "concat(x, y)", 2, 2, OpKind::compute, fits_concat},
+    {GGML_OP_SILU_BACK, "SILU_BACK", "silu_back(x)", 2, 2, OpKind::training, fits_backward_same},
+    {GGML_OP_NORM, "NORM", "norm(x)", 1, 1, OpKind::compute, fits_same, OpShape::rows},
+    {GGML_OP_RMS_NORM, "RMS_NORM", "rms_norm(x)", 1, 1, OpKind::compute, fits_same, OpShape::rows, k_op_in_place | k_op_grad},
+    {GGML_OP_RMS_NORM_BACK, "RMS_NORM_BACK", "rms_norm_back(x)", 2, 2, OpKind::training, fits_backward_same},
+    {GGML_OP_GROUP_NORM, "GROUP_NORM", "group_norm(x)", 1, 1, OpKind::compute, fits_group_norm},
+    {GGML_OP_L2_NORM, "L2_NORM", "l2_norm(x)", 1, 1, OpKind::compute, fits_l2_norm, OpShape::rows},
+    {GGML_OP_MUL_MAT, "MUL_MAT", "X*Y", 2, 2, OpKind::compute, fits_mul_mat, OpShape::other, k_op_grad},
+    {GGML_OP_MUL_MAT_ID, "MUL_MAT_ID", "X[i]*Y", 3, 3, OpKind::compute, fits_mul_mat_id, OpShape::other, 0, {.srcs = 1u << 2, .bound = 0, .dim = 2}},
+    {GGML_OP_OUT_PROD, "OUT_PROD", "X*Y", 2, 2, OpKind::compute, fits_out_prod},
+    {GGML_OP_SCALE, "SCALE", "x*v", 1, 1, OpKind::compute, fits_same, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_SET, "SET", "y-\\>view(x)", 2, 2, OpKind::compute, fits_write_view, OpShape::other, k_op_grad},
+    {GGML_OP_CPY, "CPY", "x-\\>y", 2, 2, OpKind::compute, fits_cpy, OpShape::other, k_op_writes_source | k_op_grad, {}, 1u << 1},
+    {GGML_OP_CONT, "CONT", "cont(x)", 1, 1, OpKind::compute, fits_dup, OpShape::other, k_op_grad},
+    {GGML_OP_RESHAPE, "RESHAPE", "reshape(x)", 1, 1, OpKind::view, nullptr, OpShape::other, k_op_grad},
+    {GGML_OP_VIEW, "VIEW", "view(x)", 1, 1, OpKind::view, nullptr, OpShape::other, k_op_grad},
+    {GGML_OP_PERMUTE, "PERMUTE", "permute(x)", 1, 1, OpKind::view, nullptr, OpShape::other, k_op_grad},
+    {GGML_OP_TRANSPOSE, "TRANSPOSE", "transpose(x)", 1, 1, OpKind::view, nullptr, OpShape::other, k_op_grad},
+    {GGML_OP_GET_ROWS, "GET_ROWS", "get_rows(x)", 2, 2, OpKind::compute, fits_get_rows, OpShape::other, k_op_grad, {.srcs = 1u << 1, .bound = 0, .dim = 1}, 1u << 1},
+    {GGML_OP_GET_ROWS_BACK, "GET_ROWS_BACK", "get_rows_back(x)", 2, 2, OpKind::training, fits_get_rows_back, OpShape::other, 0, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}, 1u << 1},
+    {GGML_OP_SET_ROWS, "SET_ROWS", "set_rows(x)", 2, 3, OpKind::compute, fits_set_rows, OpShape::other, k_op_writes_source, {.srcs = 1u << 1, .bound = k_bound_node, .dim = 1}},
+    {GGML_OP_DIAG, "DIAG", "diag(x)", 1, 1, OpKind::compute, fits_diag},
+    {GGML_OP_DIAG_MASK_INF, "DIAG_MASK_INF", "diag_mask_inf(x)", 1, 1, OpKind::compute, fits_same, OpShape::other, k_op_in_place | k_op_grad},
+    {GGML_OP_DIAG_MASK_ZERO, "DIAG_MASK_ZERO", "diag_mask_zero(x)", 1, 1, OpKind::compute, fits_diag_mask_zero, OpShape::other, k_op_grad},
+    {GGML_OP_SOFT_MAX, "SOFT_MAX", "soft_max(x)", 1, 3, OpKind::compute, fits_soft_max, OpShape::other, k_op_in_place | k_op_grad},
+    {GGML_OP_SOFT_MAX_BACK, "SOFT_MAX_BACK", "soft_max_back(x)", 2, 2, OpKind::training, fits_backward_same},
+    {GGML_OP_ROPE, "ROPE", "rope(x)", 2, 3, OpKind::compute, fits_rope, OpShape::other, k_op_in_place | k_op_grad, {}, 1u << 1},
+    {GGML_OP_ROPE_BACK, "ROPE_BACK", "rope_back(x)", 2, 3, OpKind::training, fits_rope},
+    {GGML_OP_CLAMP, "CLAMP", "clamp(x)", 1, 1, OpKind::compute, fits_same, OpShape::elementwise},
+    {GGML_OP_CONV_TRANSPOSE_1D, "CONV_TRANSPOSE_1D", "conv_transpose_1d(x)", 2, 2, OpKind::compute, fits_conv_transpose_1d},
+    {GGML_OP_IM2COL, "IM2COL", "im2col(x)", 2, 2, OpKind::compute, fits_im2col, OpShape::other, k_op_grad, {}, 1u << 0},
+    {GGML_OP_IM2COL_BACK, "IM2COL_BACK", "im2col_back(x)", 2, 2, OpKind::training, fits_im2col_back, OpShape::other, 0, {}, 1u << 0},
+    {GGML_OP_IM2COL_3D, "IM2COL_3D", "im2col_3d(x)", 2, 2, OpKind::compute, fits_im2col_3d},
+    {GGML_OP_COL2IM_1D, "COL2IM_1D", "col2im_1d(x)", 1, 1, OpKind::compute, fits_col2im_1d},
+    {GGML_OP_CONV_2D, "CONV_2D", "conv_2d(x)", 2, 2, OpKind::compute, fits_conv_2d},
+    {GGML_OP_CONV_3D, "CONV_3D", "conv_3d(x)", 2, 2, OpKind::compute, fits_conv_3d},
+    {GGML_OP_CONV_2D_DW, "CONV_2D_DW", "conv_2d_dw(x)", 2, 2, OpKind::compute, fits_conv_2d_dw},
+    {GGML_OP_CONV_TRANSPOSE_2D, "CONV_TRANSPOSE_2D", "conv_transpose_2d(x)", 2, 2, OpKind::compute, fits_conv_transpose_2d},
+    {GGML_OP_POOL_1D, "POOL_1D", "pool_1d(x)", 1, 1, OpKind::compute, fits_pool_1d},
+    {GGML_OP_POOL_2D, "POOL_2D", "pool_2d(x)", 1, 1, OpKind::compute, fits_pool_2d, OpShape::other, k_op_grad},
+    {GGML_OP_POOL_2D_BACK, "POOL_2D_BACK", "pool_2d_back(x)", 2, 2, OpKind::training, fits_pool_2d_back},
+    {GGML_OP_UPSCALE, "UPSCALE", "upscale(x)", 1, 1, OpKind::compute, fits_upscale},
+    {GGML_OP_PAD, "PAD", "pad(x)", 1, 1, OpKind::compute, fits_pad},
+    {GGML_OP_PAD_REFLECT_1D, "PAD_REFLECT_1D", "pad_reflect_1d(x)", 1, 1, OpKind::compute, fits_pad_reflect_1d},
+    {GGML_OP_ROLL, "ROLL", "roll(x)", 1, 1, OpKind::compute, fits_roll},
+    {GGML_OP_ARANGE, "ARANGE", "arange(start, stop, step)", 0, 0, OpKind::compute, fits_arange},
+    {GGML_OP_TIMESTEP_EMBEDDING, "TIMESTEP_EMBEDDING", "timestep_embedding(timesteps, dim, max_period)", 1, 1, OpKind::compute, fits_timestep_embedding},
+    {GGML_OP_ARGSORT, "ARGSORT", "argsort(x)", 1, 1, OpKind::compute, fits_argsort},
+    {GGML_OP_TOP_K, "TOP_K", "top_k(x)", 1, 1, OpKind::compute, fits_top_k},
+    {GGML_OP_LEAKY_RELU, "LEAKY_RELU", "leaky_relu(x)", 1, 1, OpKind::compute, fits_same, OpShape::elementwise},
+    {GGML_OP_TRI, "TRI", "tri(x)", 1, 1, OpKind::compute, fits_tri},
+    {GGML_OP_FILL, "FILL", "fill(x, c)", 1, 1, OpKind::compute, fits_fill},
+    {GGML_OP_FLASH_ATTN_EXT, "FLASH_ATTN_EXT", "flash_attn_ext(x)", 3, 5, OpKind::compute, fits_flash_attn_ext},
+    {GGML_OP_FLASH_ATTN_BACK, "FLASH_ATTN_BACK", "flash_attn_back(x)", 3, 4, OpKind::training, fits_flash_attn_back},
+    {GGML_OP_SSM_CONV, "SSM_CONV", "ssm_conv(x)", 2, 2, OpKind::compute, fits_ssm_conv},
+    {GGML_OP_SSM_SCAN, "SSM_SCAN", "ssm_scan(x)", 7, 7, OpKind::compute, fits_ssm_scan, OpShape::other, 0, {.srcs = 1u << 6, .bound = 0, .dim = 3}},
+    {GGML_OP_WIN_PART, "WIN_PART", "win_part(x)", 1, 1, OpKind::compute, fits_win_part},
+    {GGML_OP_WIN_UNPART, "WIN_UNPART", "win_unpart(x)", 1, 1, OpKind::compute, fits_win_unpart},
+    {GGML_OP_GET_REL_POS, "GET_REL_POS", "get_rel_pos(x)", 1, 1, OpKind::compute, fits_get_rel_pos},
+    {GGML_OP_ADD_REL_POS, "ADD_REL_POS", "add_rel_pos(x)", 3, 3, OpKind::compute, fits_add_rel_pos},
+    {GGML_OP_RWKV_WKV6, "RWKV_WKV6", "rwkv_wkv6(k, v, r, tf, td, s)", 6, 6, OpKind::compute, fits_rwkv_wkv6},
+    {GGML_OP_GATED_LINEAR_ATTN, "GATED_LINEAR_ATTN", "gated_linear_attn(k, v, q, gate, s)", 5, 5, OpKind::compute, fits_gated_linear_attn},
+    {GGML_OP_RWKV_WKV7, "RWKV_WKV7", "rwkv_wkv7(r, w, k, v, a, b, s)", 7, 7, OpKind::compute, fits_rwkv_wkv7},
+    {GGML_OP_SOLVE_TRI, "SOLVE_TRI", "A X = B, A triangular, solve X", 2, 2, OpKind::compute, fits_solve_tri},
+    {GGML_OP_GATED_DELTA_NET, "GATED_DELTA_NET", "gated_delta_net(q, k, v, g, beta, s)", 6, 6, OpKind::compute, fits_gated_delta_net},
+    {GGML_OP_LIGHTNING_INDEXER, "LIGHTNING_INDEXER", "lightning_indexer(q, k, weights, mask)", 3, 4, OpKind::compute, fits_lightning_indexer},
+    {GGML_OP_DSV4_HC_COMB, "DSV4_HC_COMB", "dsv4_hc_comb(mixes, scale, base)", 3, 3, OpKind::compute, fits_dsv4_hc_comb},
+    {GGML_OP_DSV4_HC_PRE, "DSV4_HC_PRE", "dsv4_hc_pre(x, weights)", 2, 2, OpKind::compute, fits_dsv4_hc_pre},
+    {GGML_OP_DSV4_HC_POST, "DSV4_HC_POST", "dsv4_hc_post(x, residual, post, comb)", 3, 4, OpKind::compute, fits_dsv4_hc_post},
+    {GGML_OP_UNARY, "UNARY", "unary(x)", 1, 1, OpKind::compute, fits_unary, OpShape::elementwise, k_op_in_place | k_op_grad},
+    {GGML_OP_MAP_CUSTOM1, "MAP_CUSTOM1", "map_custom(x)", 1, 1, OpKind::custom, fits_map_custom},
+    {GGML_OP_MAP_CUSTOM2, "MAP_CUSTOM2", "map_custom(x,y)", 2, 2, OpKind::custom, fits_map_custom},
+    {GGML_OP_MAP_CUSTOM3, "MAP_CUSTOM3", "map_custom(x,y,z)", 3, 3, OpKind::custom, fits_map_custom},
+    {GGML_OP_CUSTOM, "CUSTOM", "custom(x)", 0, GGML_MAX_SRC, OpKind::custom, fits_custom},
+    {GGML_OP_CROSS_ENTROPY_LOSS, "CROSS_ENTROPY_LOSS", "cross_entropy_loss(x,y)", 2, 2, OpKind::training, fits_cross_entropy_loss, OpShape::other, k_op_grad},
+    {GGML_OP_CROSS_ENTROPY_LOSS_BACK, "CROSS_ENTROPY_LOSS_BACK", "cross_entropy_loss_back(x,y)", 3, 3, OpKind::training, fits_cross_entropy_loss_back},
+    {GGML_OP_OPT_STEP_ADAMW, "OPT_STEP_ADAMW", "adamw(x)", 5, 5, OpKind::training, fits_opt_step_adamw},
+    {GGML_OP_OPT_STEP_SGD, "OPT_STEP_SGD", "sgd(x)", 3, 3, OpKind::training, fits_opt_step_sgd},
+    {GGML_OP_GLU, "GLU", "glu(x)", 1, 2, OpKind::compute, fits_glu, OpShape::other, k_op_grad},
 }};
 
 // Every row sits at its operator's number.
@@ -192,10 +196,15 @@ consteval bool op_table_in_order() {
         if ((o.no_grad >> o.max_src) != 0) {
             return false;
         }
+        // Every operator that computes has a rule (Note [Shape rules]).
+        if ((o.fits == nullptr) != (o.kind == OpKind::none || o.kind == OpKind::view)) {
+            return false;
+        }
     }
     return true;
 }
-static_assert(op_table_in_order(), "k_ops: a row is out of place or its source counts, index sources or sources without gradient are wrong");
+static_assert(op_table_in_order(), "k_ops: a row is out of place, its source counts, index sources or sources without gradient are wrong, "
+              "or it lacks a rule (fits)");
 
 // The description of op; nullptr for a value that is not an operator.
 constexpr const OpInfo * op_info(int op) {

@@ -1,40 +1,41 @@
 // Op constructors for convolutions (im2col and the products built on it,
 // direct and transposed convolutions, col2im), pooling, resampling and the
 // window and relative-position operators of SAM's image encoder. Shapes and
-// op_params are those of ggml 0.25.1.
+// op_params are those of ggml 0.25.1. Each builds its node, then checks it
+// with its operator's rule (fits_conv.cpp, Note [Shape rules] in fits.h);
+// a size that comes out negative (sources too small, a step that is not
+// positive) is built as 0 for the rule to name.
 
 #include <algorithm>
 
 #include "common.h"
 #include "context.h"
+#include "fits.h"
 #include "types.h"
 
 using namespace loom;
 
 namespace {
 
-// Output length of a convolution along one axis.
+// Output length of a convolution along one axis (0 for a stride that is
+// not positive).
 int64_t conv_out_size(int64_t in, int64_t k, int s, int p, int d) {
-    return (in + 2 * int64_t(p) - int64_t(d) * (k - 1) - 1) / s + 1;
+    return s > 0 ? size_or_zero((in + 2 * int64_t(p) - int64_t(d) * (k - 1) - 1) / s + 1) : 0;
 }
 
 // Output length of a pooling along one axis; ggml computes it in float.
 int64_t pool_out_size(int64_t in, int k, int s, float p) {
-    return int64_t((float(in) + 2 * p - float(k)) / float(s) + 1);
+    return s > 0 ? size_or_zero(int64_t((float(in) + 2 * p - float(k)) / float(s) + 1)) : 0;
 }
 
-void require_steps(int s, int d, const char * axis, const char * caller) {
-    LOOM_REQUIRE(s > 0 && d > 0, "called from %s: stride %d and dilation %d along %s must be positive", caller, s, d,
-                 axis);
-}
-
-bool is_float_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
-}
-
+// The node, whose op params its caller sets before require_fits.
 ggml_tensor * new_op(ggml_context * ctx, ggml_type type, int n_dims, const int64_t * ne, ggml_op op, ggml_tensor * a,
                      ggml_tensor * b, const char * caller) {
-    ggml_tensor * r = new_tensor_impl(ctx, type, n_dims, ne, nullptr, 0, caller);
+    int64_t sizes[4];
+    for (int i = 0; i < n_dims; ++i) {
+        sizes[i] = size_or_zero(ne[i]);
+    }
+    ggml_tensor * r = new_tensor_impl(ctx, type, n_dims, sizes, nullptr, 0, caller);
     r->op           = op;
     r->src[0]       = a;
     r->src[1]       = b;
@@ -48,39 +49,22 @@ ggml_type patch_type(const ggml_tensor * kernel) {
 
 ggml_tensor * interpolate_impl(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                                uint32_t mode, const char * caller) {
-    const uint32_t base = mode & 0xFF;
-    LOOM_REQUIRE(base < GGML_SCALE_MODE_COUNT, "called from %s: scale mode %u is not a ggml_scale_mode", caller, base);
-    LOOM_REQUIRE(!(mode & GGML_SCALE_FLAG_ANTIALIAS) || base == GGML_SCALE_MODE_BILINEAR,
-                 "called from %s: antialiasing is for the bilinear mode only (mode %u)", caller, base);
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32, "called from %s: %s must be f32", caller, describe(a).text);
-    LOOM_REQUIRE(ne0 > 0 && ne1 > 0 && ne2 > 0 && ne3 > 0,
-                 "called from %s: the size [%lld, %lld, %lld, %lld] must be positive", caller, (long long) ne0,
-                 (long long) ne1, (long long) ne2, (long long) ne3);
     const int64_t ne[4] = {ne0, ne1, ne2, ne3};
     ggml_tensor * r     = new_op(ctx, a->type, 4, ne, GGML_OP_UPSCALE, a, nullptr, caller);
     set_op_param_i32(r, 0, int32_t(mode));
+    require_fits(r, caller);
     return r;
 }
 
 ggml_tensor * add_rel_pos_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * pw, ggml_tensor * ph, bool inplace,
                                const char * caller) {
-    LOOM_REQUIRE(ggml_are_same_shape(pw, ph), "called from %s: %s and %s must have one shape", caller,
-                 describe(pw).text, describe(ph).text);
-    LOOM_REQUIRE(ggml_is_contiguous(a) && ggml_is_contiguous(pw) && ggml_is_contiguous(ph),
-                 "called from %s: %s, %s and %s must be contiguous", caller, describe(a).text, describe(pw).text,
-                 describe(ph).text);
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32 && pw->type == GGML_TYPE_F32 && ph->type == GGML_TYPE_F32,
-                 "called from %s: %s, %s and %s must be f32", caller, describe(a).text, describe(pw).text,
-                 describe(ph).text);
-    LOOM_REQUIRE(pw->ne[3] == a->ne[2] && pw->ne[0] * pw->ne[0] == a->ne[0] && pw->ne[1] * pw->ne[2] == a->ne[1],
-                 "called from %s: positions %s do not fit %s (ne0^2 = a's ne0, ne1*ne2 = a's ne1, ne3 = a's ne2)",
-                 caller, describe(pw).text, describe(a).text);
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     set_op_param_i32(r, 0, inplace ? 1 : 0);
     r->op     = GGML_OP_ADD_REL_POS;
     r->src[0] = a;
     r->src[1] = pw;
     r->src[2] = ph;
+    require_fits(r, caller);
     return r;
 }
 
@@ -90,45 +74,27 @@ extern "C" {
 
 ggml_tensor * ggml_im2col(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int s0, int s1, int p0, int p1, int d0,
                           int d1, bool is_2D, ggml_type dst_type) {
+    // The node's type: a block type might not hold its rows.
     LOOM_REQUIRE(dst_type == GGML_TYPE_F32 || dst_type == GGML_TYPE_F16, "patches of type %s (f32 or f16)",
                  ggml_type_name(dst_type));
-    require_steps(s0, d0, "dim 0", __func__);
-    if (is_2D) {
-        require_steps(s1, d1, "dim 1", __func__);
-        LOOM_REQUIRE(a->ne[2] == b->ne[2], "kernel %s and image %s differ in channels (ne2)", describe(a).text,
-                     describe(b).text);
-    } else {
-        LOOM_REQUIRE(a->ne[1] == b->ne[1] && b->ne[3] == 1,
-                     "kernel %s and signal %s differ in channels (ne1), or the signal has a dim 3", describe(a).text,
-                     describe(b).text);
-    }
     const int64_t OW = conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
     const int64_t OH = is_2D ? conv_out_size(b->ne[1], a->ne[1], s1, p1, d1) : 1;
-    LOOM_REQUIRE(OW > 0 && OH > 0, "image %s is too small for kernel %s (output %lld x %lld)", describe(b).text,
-                 describe(a).text, (long long) OW, (long long) OH);
     const int64_t ne[4] = {is_2D ? a->ne[0] * a->ne[1] * a->ne[2] : a->ne[0] * a->ne[1], OW, is_2D ? OH : b->ne[2],
                            is_2D ? b->ne[3] : 1};
     ggml_tensor * r     = new_op(ctx, dst_type, 4, ne, GGML_OP_IM2COL, a, b, __func__);
     const int32_t params[7] = {s0, s1, p0, p1, d0, d1, is_2D ? 1 : 0};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_col2im_1d(ggml_context * ctx, ggml_tensor * a, int s0, int oc, int p0) {
-    LOOM_REQUIRE(ggml_is_matrix(a) && ggml_is_contiguous(a), "columns %s must be a contiguous matrix",
-                 describe(a).text);
-    LOOM_REQUIRE(is_float_type(a->type), "columns %s must be f32, f16 or bf16", describe(a).text);
-    LOOM_REQUIRE(s0 > 0 && oc > 0 && p0 >= 0, "stride %d and channels %d must be positive, padding %d not negative",
-                 s0, oc, p0);
-    const int64_t K     = a->ne[0] / oc;
-    const int64_t T_out = (a->ne[1] - 1) * s0 + K - 2 * int64_t(p0);
-    LOOM_REQUIRE(K * oc == a->ne[0] && K > 0 && T_out > 0,
-                 "columns %s are not %d channels of whole kernels, or leave no output (%lld)", describe(a).text, oc,
-                 (long long) T_out);
-    const int64_t ne[4]     = {T_out, oc, 1, 1};
+    const int64_t K         = oc > 0 ? a->ne[0] / oc : 0;
+    const int64_t ne[4]     = {(a->ne[1] - 1) * s0 + K - 2 * int64_t(p0), oc, 1, 1};
     ggml_tensor * r         = new_op(ctx, a->type, 2, ne, GGML_OP_COL2IM_1D, a, nullptr, __func__);
     const int32_t params[3] = {s0, oc, p0};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
@@ -155,15 +121,11 @@ ggml_tensor * ggml_conv_1d_dw_ph(ggml_context * ctx, ggml_tensor * a, ggml_tenso
 }
 
 ggml_tensor * ggml_conv_transpose_1d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int s0, int p0, int d0) {
-    LOOM_REQUIRE(ggml_is_matrix(b), "signal %s must be a matrix [L, IC]", describe(b).text);
-    LOOM_REQUIRE(a->ne[2] == b->ne[1] && a->ne[3] == 1, "kernel %s [K, OC, IC] does not fit signal %s",
-                 describe(a).text, describe(b).text);
-    LOOM_REQUIRE(p0 == 0 && d0 == 1, "padding %d must be 0 and dilation %d 1", p0, d0);
-    LOOM_REQUIRE(s0 > 0, "stride %d must be positive", s0);
     const int64_t ne[4]     = {(b->ne[0] - 1) * s0 + a->ne[0], a->ne[1], b->ne[2], 1};
     ggml_tensor * r         = new_op(ctx, GGML_TYPE_F32, 4, ne, GGML_OP_CONV_TRANSPOSE_1D, a, b, __func__);
     const int32_t params[3] = {s0, p0, d0};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
@@ -179,26 +141,24 @@ ggml_tensor * ggml_conv_2d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b,
 
 ggml_tensor * ggml_im2col_3d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int64_t IC, int s0, int s1, int s2,
                              int p0, int p1, int p2, int d0, int d1, int d2, ggml_type dst_type) {
+    // The node's type (a block type might not hold its rows), and IC as
+    // its op param can hold it.
     LOOM_REQUIRE(dst_type == GGML_TYPE_F32 || dst_type == GGML_TYPE_F16, "patches of type %s (f32 or f16)",
                  ggml_type_name(dst_type));
+    LOOM_REQUIRE(IC <= INT32_MAX, "%lld channels for image %s must be in [1, 2^31)", (long long) IC,
+                 describe(b).text);
     // As in ggml (whose tests rely on it): the kernel's dim 3 matters to
     // conv_3d's product alone, and the image holds floor(ne3 / IC) batches,
     // none when IC is larger (an empty result).
-    LOOM_REQUIRE(IC > 0 && IC <= INT32_MAX, "%lld channels for image %s must be in [1, 2^31)", (long long) IC,
-                 describe(b).text);
-    require_steps(s0, d0, "dim 0", __func__);
-    require_steps(s1, d1, "dim 1", __func__);
-    require_steps(s2, d2, "dim 2", __func__);
-    const int64_t N  = b->ne[3] / IC;
+    const int64_t N  = IC > 0 ? b->ne[3] / IC : 0;
     const int64_t OW = conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
     const int64_t OH = conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
     const int64_t OD = conv_out_size(b->ne[2], a->ne[2], s2, p2, d2);
-    LOOM_REQUIRE(OW > 0 && OH > 0 && OD > 0, "image %s is too small for kernel %s (output %lld x %lld x %lld)",
-                 describe(b).text, describe(a).text, (long long) OW, (long long) OH, (long long) OD);
-    const int64_t ne[4]      = {a->ne[0] * a->ne[1] * a->ne[2] * IC, OW, OH, OD * N};
+    const int64_t ne[4]      = {a->ne[0] * a->ne[1] * a->ne[2] * size_or_zero(IC), OW, OH, OD * N};
     ggml_tensor * r          = new_op(ctx, dst_type, 4, ne, GGML_OP_IM2COL_3D, a, b, __func__);
     const int32_t params[10] = {s0, s1, s2, p0, p1, p2, d0, d1, d2, int32_t(IC)};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
@@ -241,14 +201,8 @@ ggml_tensor * ggml_conv_2d_dw(ggml_context * ctx, ggml_tensor * a, ggml_tensor *
 
 ggml_tensor * ggml_conv_2d_dw_direct(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int stride0, int stride1,
                                      int pad0, int pad1, int dilation0, int dilation1) {
-    LOOM_REQUIRE(a->ne[2] == 1 && a->ne[3] == b->ne[2], "kernel %s must be [KW, KH, 1, C] for image %s",
-                 describe(a).text, describe(b).text);
-    require_steps(stride0, dilation0, "dim 0", __func__);
-    require_steps(stride1, dilation1, "dim 1", __func__);
-    LOOM_REQUIRE(is_float_type(b->type), "image %s must be f32, f16 or bf16", describe(b).text);
     const int64_t ne[4] = {conv_out_size(b->ne[0], a->ne[0], stride0, pad0, dilation0),
                            conv_out_size(b->ne[1], a->ne[1], stride1, pad1, dilation1), b->ne[2], b->ne[3]};
-    LOOM_REQUIRE(ne[0] > 0 && ne[1] > 0, "image %s is too small for kernel %s", describe(b).text, describe(a).text);
     ggml_tensor * r = new_op(ctx, b->type, 4, ne, GGML_OP_CONV_2D_DW, a, b, __func__);
     if (ggml_is_contiguous_channels(b)) {
         // The result takes the image's layout: channels innermost.
@@ -259,78 +213,58 @@ ggml_tensor * ggml_conv_2d_dw_direct(ggml_context * ctx, ggml_tensor * a, ggml_t
     }
     const int32_t params[6] = {stride0, stride1, pad0, pad1, dilation0, dilation1};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_conv_transpose_2d_p0(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int stride) {
-    LOOM_REQUIRE(a->ne[3] == b->ne[2], "kernel %s [KW, KH, OC, IC] and image %s differ in input channels",
-                 describe(a).text, describe(b).text);
-    LOOM_REQUIRE(stride > 0, "stride %d must be positive", stride);
     const int64_t ne[4] = {(b->ne[0] - 1) * stride + a->ne[0], (b->ne[1] - 1) * stride + a->ne[1], a->ne[2],
                            b->ne[3]};
     ggml_tensor * r     = new_op(ctx, GGML_TYPE_F32, 4, ne, GGML_OP_CONV_TRANSPOSE_2D, a, b, __func__);
     set_op_param_i32(r, 0, stride);
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_conv_2d_direct(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int s0, int s1, int p0, int p1,
                                   int d0, int d1) {
-    LOOM_REQUIRE(a->ne[2] == b->ne[2], "kernel %s [KW, KH, IC, OC] and image %s differ in channels",
-                 describe(a).text, describe(b).text);
-    require_steps(s0, d0, "dim 0", __func__);
-    require_steps(s1, d1, "dim 1", __func__);
-    LOOM_REQUIRE(is_float_type(b->type), "image %s must be f32, f16 or bf16", describe(b).text);
     const int64_t ne[4] = {conv_out_size(b->ne[0], a->ne[0], s0, p0, d0), conv_out_size(b->ne[1], a->ne[1], s1, p1, d1),
                            a->ne[3], b->ne[3]};
-    LOOM_REQUIRE(ne[0] > 0 && ne[1] > 0, "image %s is too small for kernel %s", describe(b).text, describe(a).text);
     ggml_tensor * r         = new_op(ctx, b->type, 4, ne, GGML_OP_CONV_2D, a, b, __func__);
     const int32_t params[6] = {s0, s1, p0, p1, d0, d1};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_conv_3d_direct(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int s0, int s1, int s2, int p0,
                                   int p1, int p2, int d0, int d1, int d2, int c, int n, int oc) {
-    LOOM_REQUIRE(c > 0 && n > 0 && oc > 0, "channels %d, batch %d and output channels %d must be positive", c, n, oc);
-    LOOM_REQUIRE(a->ne[3] == int64_t(c) * oc && b->ne[3] == int64_t(c) * n,
-                 "kernel %s must have %d x %d and image %s %d x %d in dim 3", describe(a).text, c, oc,
-                 describe(b).text, c, n);
-    require_steps(s0, d0, "dim 0", __func__);
-    require_steps(s1, d1, "dim 1", __func__);
-    require_steps(s2, d2, "dim 2", __func__);
     const int64_t ne[4] = {conv_out_size(b->ne[0], a->ne[0], s0, p0, d0), conv_out_size(b->ne[1], a->ne[1], s1, p1, d1),
                            conv_out_size(b->ne[2], a->ne[2], s2, p2, d2), int64_t(oc) * n};
-    LOOM_REQUIRE(ne[0] > 0 && ne[1] > 0 && ne[2] > 0, "image %s is too small for kernel %s", describe(b).text,
-                 describe(a).text);
     ggml_tensor * r          = new_op(ctx, GGML_TYPE_F32, 4, ne, GGML_OP_CONV_3D, a, b, __func__);
     const int32_t params[12] = {s0, s1, s2, p0, p1, p2, d0, d1, d2, c, n, oc};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_pool_1d(ggml_context * ctx, ggml_tensor * a, ggml_op_pool op, int k0, int s0, int p0) {
-    LOOM_REQUIRE(op == GGML_OP_POOL_MAX || op == GGML_OP_POOL_AVG, "pool op %d is not MAX or AVG", int(op));
-    LOOM_REQUIRE(k0 > 0 && s0 > 0, "kernel %d and stride %d must be positive", k0, s0);
-    const int64_t ne[4] = {pool_out_size(a->ne[0], k0, s0, float(p0)), a->ne[1], a->ne[2], a->ne[3]};
-    LOOM_REQUIRE(ne[0] > 0, "%s is too short for kernel %d with padding %d", describe(a).text, k0, p0);
+    const int64_t ne[4]     = {pool_out_size(a->ne[0], k0, s0, float(p0)), a->ne[1], a->ne[2], a->ne[3]};
     ggml_tensor * r         = new_op(ctx, GGML_TYPE_F32, 4, ne, GGML_OP_POOL_1D, a, nullptr, __func__);
     const int32_t params[4] = {int32_t(op), k0, s0, p0};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_pool_2d(ggml_context * ctx, ggml_tensor * a, ggml_op_pool op, int k0, int k1, int s0, int s1,
                            float p0, float p1) {
-    LOOM_REQUIRE(op == GGML_OP_POOL_MAX || op == GGML_OP_POOL_AVG, "pool op %d is not MAX or AVG", int(op));
-    LOOM_REQUIRE(k0 > 0 && k1 > 0 && s0 > 0 && s1 > 0, "kernel %d x %d and stride %d x %d must be positive", k0, k1,
-                 s0, s1);
     const int64_t ne[4] = {pool_out_size(a->ne[0], k0, s0, p0), pool_out_size(a->ne[1], k1, s1, p1), a->ne[2],
                            a->ne[3]};
-    LOOM_REQUIRE(ne[0] > 0 && ne[1] > 0, "%s is too small for kernel %d x %d with padding %g, %g", describe(a).text,
-                 k0, k1, double(p0), double(p1));
     ggml_tensor * r         = new_op(ctx, GGML_TYPE_F32, 4, ne, GGML_OP_POOL_2D, a, nullptr, __func__);
     const int32_t params[7] = {int32_t(op), k0, k1, s0, s1, int32_t(p0), int32_t(p1)};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
@@ -351,35 +285,29 @@ ggml_tensor * ggml_interpolate(ggml_context * ctx, ggml_tensor * a, int64_t ne0,
 }
 
 ggml_tensor * ggml_win_part(ggml_context * ctx, ggml_tensor * a, int w) {
-    LOOM_REQUIRE(a->ne[3] == 1 && a->type == GGML_TYPE_F32, "%s must be f32 [C, W, H, 1]", describe(a).text);
-    LOOM_REQUIRE(w > 0, "window size %d must be positive", w);
-    const int64_t npx       = (a->ne[1] + w - 1) / w;
-    const int64_t npy       = (a->ne[2] + w - 1) / w;
+    const int64_t npx       = w > 0 ? (a->ne[1] + w - 1) / w : 0;
+    const int64_t npy       = w > 0 ? (a->ne[2] + w - 1) / w : 0;
     const int64_t ne[4]     = {a->ne[0], w, w, npx * npy};
     ggml_tensor * r         = new_op(ctx, GGML_TYPE_F32, 4, ne, GGML_OP_WIN_PART, a, nullptr, __func__);
     const int32_t params[3] = {int32_t(npx), int32_t(npy), w};
     set_op_params(r, params, sizeof(params));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_win_unpart(ggml_context * ctx, ggml_tensor * a, int w0, int h0, int w) {
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32, "%s must be f32", describe(a).text);
-    LOOM_REQUIRE(w > 0 && w0 > 0 && h0 > 0, "window %d and size %d x %d must be positive", w, w0, h0);
-    const int64_t windows = ((w0 + w - 1) / w) * ((h0 + w - 1) / w);
-    LOOM_REQUIRE(a->ne[1] == w && a->ne[2] == w && a->ne[3] >= windows,
-                 "%s is not %lld windows of %d x %d covering %d x %d", describe(a).text, (long long) windows, w, w, w0,
-                 h0);
     const int64_t ne[4] = {a->ne[0], w0, h0, 1};
     ggml_tensor * r     = new_op(ctx, GGML_TYPE_F32, 3, ne, GGML_OP_WIN_UNPART, a, nullptr, __func__);
     set_op_param_i32(r, 0, w);
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_get_rel_pos(ggml_context * ctx, ggml_tensor * a, int qh, int kh) {
-    LOOM_REQUIRE(qh == kh && qh > 0, "query size %d and key size %d must be one positive size", qh, kh);
-    LOOM_REQUIRE(2 * int64_t(qh) - 1 == a->ne[1], "%s must have 2 * %d - 1 positions (ne1)", describe(a).text, qh);
     const int64_t ne[4] = {a->ne[0], kh, qh, 1};
-    return new_op(ctx, GGML_TYPE_F16, 3, ne, GGML_OP_GET_REL_POS, a, nullptr, __func__);
+    ggml_tensor * r     = new_op(ctx, GGML_TYPE_F16, 3, ne, GGML_OP_GET_REL_POS, a, nullptr, __func__);
+    require_fits(r, __func__);
+    return r;
 }
 
 ggml_tensor * ggml_add_rel_pos(ggml_context * ctx, ggml_tensor * a, ggml_tensor * pw, ggml_tensor * ph) {

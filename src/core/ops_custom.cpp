@@ -1,18 +1,19 @@
 // Op constructors for custom operators: GGML_OP_MAP_CUSTOM1..3 and
-// GGML_OP_CUSTOM (Note [Custom ops] in custom.h).
+// GGML_OP_CUSTOM (Note [Custom ops] in custom.h). Each builds its node, then
+// checks it with its operator's rule (fits.cpp: a function, a thread count,
+// Note [Shape rules] in fits.h); the sources and arguments the node cannot
+// hold are checked here.
 
 #include "common.h"
 #include "context.h"
 #include "custom.h"
+#include "fits.h"
 
 using namespace loom;
 
 namespace {
 
-CustomOpParams custom_params(bool has_fn, int n_tasks, void * userdata, const char * caller) {
-    LOOM_REQUIRE(has_fn, "called from %s: NULL function", caller);
-    LOOM_REQUIRE(n_tasks == GGML_N_TASKS_MAX || n_tasks > 0,
-                 "called from %s: n_tasks = %d; it must be positive or GGML_N_TASKS_MAX", caller, n_tasks);
+CustomOpParams custom_params(int n_tasks, void * userdata) {
     CustomOpParams p{};
     p.n_tasks  = n_tasks;
     p.userdata = userdata;
@@ -30,12 +31,13 @@ ggml_tensor * map_custom_impl(ggml_context * ctx, ggml_op op, ggml_tensor * cons
     for (int i = 0; i < n_srcs; ++i) {
         r->src[i] = srcs[i];
     }
+    require_fits(r, caller);
     return r;
 }
 
 ggml_tensor * map_custom1_impl(ggml_context * ctx, ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks,
                                void * userdata, bool inplace, const char * caller) {
-    CustomOpParams p = custom_params(fun != nullptr, n_tasks, userdata, caller);
+    CustomOpParams p = custom_params(n_tasks, userdata);
     p.fn.f1          = fun;
     ggml_tensor * srcs[] = {a};
     return map_custom_impl(ctx, GGML_OP_MAP_CUSTOM1, srcs, 1, p, inplace, caller);
@@ -43,7 +45,7 @@ ggml_tensor * map_custom1_impl(ggml_context * ctx, ggml_tensor * a, ggml_custom1
 
 ggml_tensor * map_custom2_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_custom2_op_t fun,
                                int n_tasks, void * userdata, bool inplace, const char * caller) {
-    CustomOpParams p = custom_params(fun != nullptr, n_tasks, userdata, caller);
+    CustomOpParams p = custom_params(n_tasks, userdata);
     p.fn.f2          = fun;
     ggml_tensor * srcs[] = {a, b};
     return map_custom_impl(ctx, GGML_OP_MAP_CUSTOM2, srcs, 2, p, inplace, caller);
@@ -52,7 +54,7 @@ ggml_tensor * map_custom2_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
 ggml_tensor * map_custom3_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c,
                                ggml_custom3_op_t fun, int n_tasks, void * userdata, bool inplace,
                                const char * caller) {
-    CustomOpParams p = custom_params(fun != nullptr, n_tasks, userdata, caller);
+    CustomOpParams p = custom_params(n_tasks, userdata);
     p.fn.f3          = fun;
     ggml_tensor * srcs[] = {a, b, c};
     return map_custom_impl(ctx, GGML_OP_MAP_CUSTOM3, srcs, 3, p, inplace, caller);
@@ -119,20 +121,20 @@ ggml_tensor * ggml_map_custom3_inplace(ggml_context * ctx, ggml_tensor * a, ggml
 
 ggml_tensor * ggml_custom_4d(ggml_context * ctx, ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                              ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata) {
-    const CustomOpParams p = custom_params(fun != nullptr, n_tasks, userdata, __func__);
     check_args(args, n_args, GGML_MAX_SRC - 1, __func__);
     ggml_tensor * r = ggml_new_tensor_4d(ctx, type, ne0, ne1, ne2, ne3);
-    set_custom(r, nullptr, args, n_args, fun, p);
+    set_custom(r, nullptr, args, n_args, fun, custom_params(n_tasks, userdata));
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_custom_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor ** args, int n_args,
                                   ggml_custom_op_t fun, int n_tasks, void * userdata) {
-    const CustomOpParams p = custom_params(fun != nullptr, n_tasks, userdata, __func__);
     LOOM_REQUIRE(a != nullptr, "called from %s: NULL tensor", __func__);
     check_args(args, n_args, GGML_MAX_SRC - 2, __func__);
     ggml_tensor * r = ggml_view_tensor(ctx, a);
-    set_custom(r, a, args, n_args, fun, p);
+    set_custom(r, a, args, n_args, fun, custom_params(n_tasks, userdata));
+    require_fits(r, __func__);
     return r;
 }
 

@@ -3,14 +3,16 @@
 // triangles, running sums, and the ops that write into part of a tensor or
 // move its elements (acc, set, repeat_back, add_id, roll, pad).
 //
-// op_params layouts are ggml 0.25.1's (each constructor says its own).
+// op_params layouts are ggml 0.25.1's (each constructor says its own). Each
+// builds its node, then checks it with its operator's rule (fits_fill.cpp,
+// Note [Shape rules] in fits.h).
 
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 
 #include "common.h"
 #include "context.h"
+#include "fits.h"
 #include "types.h"
 
 using namespace loom;
@@ -22,82 +24,68 @@ ggml_tensor * same_shape(ggml_context * ctx, ggml_tensor * a, bool inplace) {
 }
 
 // CLAMP: op params [min, max] (f32).
-ggml_tensor * clamp_impl(ggml_context * ctx, ggml_tensor * a, float min, float max, bool inplace) {
+ggml_tensor * clamp_impl(ggml_context * ctx, ggml_tensor * a, float min, float max, bool inplace,
+                         const char * caller) {
     ggml_tensor * r         = same_shape(ctx, a, inplace);
     const float   params[2] = {min, max};
     set_op_params(r, params, sizeof(params));
     r->op     = GGML_OP_CLAMP;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
 // FILL: op params [c] (f32).
 ggml_tensor * fill_impl(ggml_context * ctx, ggml_tensor * a, float c, bool inplace, const char * caller) {
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16, "called from %s: %s is not F32 or F16", caller,
-                 describe(a).text);
-    LOOM_REQUIRE(ggml_is_contiguous(a), "called from %s: %s is not contiguous", caller, describe(a).text);
     ggml_tensor * r = same_shape(ctx, a, inplace);
     set_op_param_f32(r, 0, c);
     r->op     = GGML_OP_FILL;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
 // L2_NORM: op params [eps] (f32).
 ggml_tensor * l2_norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, bool inplace, const char * caller) {
-    LOOM_REQUIRE(eps >= 0.0f, "called from %s: eps = %g is negative", caller, double(eps));
     ggml_tensor * r = same_shape(ctx, a, inplace);
     set_op_param_f32(r, 0, eps);
     r->op     = GGML_OP_L2_NORM;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
 // DIAG_MASK_ZERO: op params [n_past].
 ggml_tensor * diag_mask_zero_impl(ggml_context * ctx, ggml_tensor * a, int n_past, bool inplace,
                                   const char * caller) {
-    LOOM_REQUIRE(n_past >= 0, "called from %s: n_past = %d is negative", caller, n_past);
     ggml_tensor * r = same_shape(ctx, a, inplace);
     set_op_param_i32(r, 0, n_past);
     r->op     = GGML_OP_DIAG_MASK_ZERO;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
-// ACC and SET: op params [nb1, nb2, nb3, offset, inplace] (i32 each). The
-// view of a with b's shape, element stride a's element size, strides
-// nb1..nb3 and the byte offset must lie inside a.
+// ACC and SET: op params [nb1, nb2, nb3, offset, inplace] (i32 each); the
+// rule keeps the view they describe inside a. The arguments must fit the
+// op params (not a rule of the node, which holds only what fits).
 ggml_tensor * write_view_impl(ggml_context * ctx, ggml_op op, ggml_tensor * a, ggml_tensor * b, size_t nb1,
                               size_t nb2, size_t nb3, size_t offset, bool inplace, const char * caller) {
-    LOOM_REQUIRE(ggml_nelements(b) <= ggml_nelements(a), "called from %s: %s has more elements than %s", caller,
-                 describe(b).text, describe(a).text);
     LOOM_REQUIRE(nb1 <= INT32_MAX && nb2 <= INT32_MAX && nb3 <= INT32_MAX && offset < (size_t(1) << 30),
                  "called from %s: strides %zu, %zu, %zu or offset %zu too large for the op params", caller, nb1, nb2,
                  nb3, offset);
-    if (ggml_nelements(b) > 0) {
-        const size_t es     = ggml_type_size(a->type);
-        const size_t last   = offset + size_t(b->ne[0] - 1) * es + size_t(b->ne[1] - 1) * nb1 +
-                            size_t(b->ne[2] - 1) * nb2 + size_t(b->ne[3] - 1) * nb3;
-        const size_t nbytes = ggml_nbytes(a);
-        LOOM_REQUIRE(last + es <= nbytes,
-                     "called from %s: the view of %s with strides %zu, %zu, %zu and offset %zu ends at byte %zu, "
-                     "past the %zu bytes of %s",
-                     caller, describe(b).text, nb1, nb2, nb3, offset, last + es, nbytes, describe(a).text);
-    }
     ggml_tensor * r         = same_shape(ctx, a, inplace);
     const int32_t params[5] = {int32_t(nb1), int32_t(nb2), int32_t(nb3), int32_t(offset), inplace ? 1 : 0};
     set_op_params(r, params, sizeof(params));
     r->op     = op;
     r->src[0] = a;
     r->src[1] = b;
+    require_fits(r, caller);
     return r;
 }
 
 ggml_tensor * acc_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
                        size_t offset, bool inplace, const char * caller) {
-    LOOM_REQUIRE(ggml_is_contiguous(a), "called from %s: %s is not contiguous", caller, describe(a).text);
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32, "called from %s: %s and %s must be F32",
-                 caller, describe(a).text, describe(b).text);
     return write_view_impl(ctx, GGML_OP_ACC, a, b, nb1, nb2, nb3, offset, inplace, caller);
 }
 
@@ -105,13 +93,7 @@ ggml_tensor * acc_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, siz
 ggml_tensor * pad_impl(ggml_context * ctx, ggml_tensor * a, const int (&lr)[8], bool circular, const char * caller) {
     int64_t ne[4];
     for (int d = 0; d < 4; ++d) {
-        ne[d] = a->ne[d] + lr[2 * d] + lr[2 * d + 1];
-        LOOM_REQUIRE(ne[d] >= 0, "called from %s: padding %d, %d of dimension %d of %s leaves %lld elements", caller,
-                     lr[2 * d], lr[2 * d + 1], d, describe(a).text, (long long) ne[d]);
-        if (circular) {
-            LOOM_REQUIRE(a->ne[d] > 0, "called from %s: circular padding of the empty dimension %d of %s", caller, d,
-                         describe(a).text);
-        }
+        ne[d] = size_or_zero(a->ne[d] + lr[2 * d] + lr[2 * d + 1]);
     }
     ggml_tensor * r = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, caller);
     for (int i = 0; i < 8; ++i) {
@@ -120,6 +102,7 @@ ggml_tensor * pad_impl(ggml_context * ctx, ggml_tensor * a, const int (&lr)[8], 
     set_op_param_i32(r, 8, circular ? 1 : 0);
     r->op     = GGML_OP_PAD;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
@@ -128,10 +111,10 @@ ggml_tensor * pad_impl(ggml_context * ctx, ggml_tensor * a, const int (&lr)[8], 
 extern "C" {
 
 ggml_tensor * ggml_clamp(ggml_context * ctx, ggml_tensor * a, float min, float max) {
-    return clamp_impl(ctx, a, min, max, false);
+    return clamp_impl(ctx, a, min, max, false, __func__);
 }
 ggml_tensor * ggml_clamp_inplace(ggml_context * ctx, ggml_tensor * a, float min, float max) {
-    return clamp_impl(ctx, a, min, max, true);
+    return clamp_impl(ctx, a, min, max, true, __func__);
 }
 
 // LEAKY_RELU: op params [negative_slope] (f32).
@@ -140,6 +123,7 @@ ggml_tensor * ggml_leaky_relu(ggml_context * ctx, ggml_tensor * a, float negativ
     set_op_param_f32(r, 0, negative_slope);
     r->op     = GGML_OP_LEAKY_RELU;
     r->src[0] = a;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -152,49 +136,43 @@ ggml_tensor * ggml_fill_inplace(ggml_context * ctx, ggml_tensor * a, float c) {
 
 // ARANGE: op params [start, stop, step] (f32); no sources.
 ggml_tensor * ggml_arange(ggml_context * ctx, float start, float stop, float step) {
-    LOOM_REQUIRE(stop > start, "stop = %g is not above start = %g", double(stop), double(start));
-    LOOM_REQUIRE(step > 0.0f, "step = %g is not positive", double(step));
-    const float n = std::ceil((stop - start) / step);
-    LOOM_REQUIRE(n <= float(INT32_MAX), "%g steps from %g to %g by %g are too many", double(n), double(start),
-                 double(stop), double(step));
-    const int64_t steps = int64_t(n);
+    // A range the rule refuses gets an empty node, for the rule to name.
+    const float   n     = std::ceil((stop - start) / step);
+    const int64_t steps = stop > start && step > 0.0f && n <= float(INT32_MAX) ? int64_t(n) : 0;
     ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_F32, 1, &steps, nullptr, 0, __func__);
     set_op_param_f32(r, 0, start);
     set_op_param_f32(r, 1, stop);
     set_op_param_f32(r, 2, step);
     r->op = GGML_OP_ARANGE;
+    require_fits(r, __func__);
     return r;
 }
 
 // TRI: op params [type].
 ggml_tensor * ggml_tri(ggml_context * ctx, ggml_tensor * a, ggml_tri_type type) {
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32, "%s is not F32", describe(a).text);
-    LOOM_REQUIRE(ggml_is_contiguous(a), "%s is not contiguous", describe(a).text);
-    LOOM_REQUIRE(a->ne[0] == a->ne[1], "%s is not square in dimensions 0 and 1", describe(a).text);
-    LOOM_REQUIRE(type >= GGML_TRI_TYPE_UPPER_DIAG && type <= GGML_TRI_TYPE_LOWER, "unknown triangle type %d",
-                 int(type));
     ggml_tensor * r = ggml_dup_tensor(ctx, a);
     set_op_param_i32(r, 0, int32_t(type));
     r->op     = GGML_OP_TRI;
     r->src[0] = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_cumsum(ggml_context * ctx, ggml_tensor * a) {
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32, "%s is not F32", describe(a).text);
     ggml_tensor * r = ggml_dup_tensor(ctx, a);
     r->op           = GGML_OP_CUMSUM;
     r->src[0]       = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_count_equal(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(ggml_are_same_shape(a, b), "%s and %s differ in shape", describe(a).text, describe(b).text);
     const int64_t one = 1;
     ggml_tensor * r   = new_tensor_impl(ctx, GGML_TYPE_I64, 1, &one, nullptr, 0, __func__);
     r->op             = GGML_OP_COUNT_EQUAL;
     r->src[0]         = a;
     r->src[1]         = b;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -206,11 +184,11 @@ ggml_tensor * ggml_l2_norm_inplace(ggml_context * ctx, ggml_tensor * a, float ep
 }
 
 ggml_tensor * ggml_diag(ggml_context * ctx, ggml_tensor * a) {
-    LOOM_REQUIRE(a->ne[1] == 1, "%s is not a row (dimension 1 of size 1)", describe(a).text);
     const int64_t ne[4] = {a->ne[0], a->ne[0], a->ne[2], a->ne[3]};
     ggml_tensor * r     = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, __func__);
     r->op               = GGML_OP_DIAG;
     r->src[0]           = a;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -252,40 +230,33 @@ ggml_tensor * ggml_set_2d_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tens
 }
 
 ggml_tensor * ggml_repeat_back(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(ggml_can_repeat(b, a), "%s is not a repetition of %s", describe(a).text, describe(b).text);
     ggml_tensor * r = new_tensor_impl(ctx, a->type, GGML_MAX_DIMS, b->ne, nullptr, 0, __func__);
     r->op           = GGML_OP_REPEAT_BACK;
     r->src[0]       = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_add_id(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * ids) {
-    LOOM_REQUIRE(a->ne[0] == b->ne[0], "rows of %s and %s differ in length", describe(a).text, describe(b).text);
-    LOOM_REQUIRE(ids->type == GGML_TYPE_I32, "ids %s are not I32", describe(ids).text);
-    LOOM_REQUIRE(a->ne[1] == ids->ne[0] && a->ne[2] == ids->ne[1], "ids %s do not match dimensions 1 and 2 of %s",
-                 describe(ids).text, describe(a).text);
     ggml_tensor * r = ggml_dup_tensor(ctx, a);
     r->op           = GGML_OP_ADD_ID;
     r->src[0]       = a;
     r->src[1]       = b;
     r->src[2]       = ids;
+    require_fits(r, __func__);
     return r;
 }
 
 // ROLL: op params [shift0, shift1, shift2, shift3].
 ggml_tensor * ggml_roll(ggml_context * ctx, ggml_tensor * a, int shift0, int shift1, int shift2, int shift3) {
-    LOOM_REQUIRE(a->nb[0] == ggml_type_size(a->type), "elements of %s are not adjacent", describe(a).text);
-    const int shifts[4] = {shift0, shift1, shift2, shift3};
-    for (int d = 0; d < 4; ++d) {
-        LOOM_REQUIRE(std::abs(shifts[d]) < a->ne[d], "shift %d of dimension %d is not below the size of %s",
-                     shifts[d], d, describe(a).text);
-    }
-    ggml_tensor * r = ggml_dup_tensor(ctx, a);
+    const int     shifts[4] = {shift0, shift1, shift2, shift3};
+    ggml_tensor * r         = ggml_dup_tensor(ctx, a);
     for (int d = 0; d < 4; ++d) {
         set_op_param_i32(r, d, shifts[d]);
     }
     r->op     = GGML_OP_ROLL;
     r->src[0] = a;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -310,31 +281,25 @@ ggml_tensor * ggml_pad_ext_circular(ggml_context * ctx, ggml_tensor * a, int lp0
 
 // PAD_REFLECT_1D: op params [p0, p1].
 ggml_tensor * ggml_pad_reflect_1d(ggml_context * ctx, ggml_tensor * a, int p0, int p1) {
-    LOOM_REQUIRE(p0 >= 0 && p1 >= 0, "padding %d, %d is negative", p0, p1);
-    LOOM_REQUIRE(p0 < a->ne[0] && p1 < a->ne[0], "padding %d, %d is not below the row length of %s", p0, p1,
-                 describe(a).text);
-    LOOM_REQUIRE(ggml_is_contiguous(a), "%s is not contiguous", describe(a).text);
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32, "%s is not F32", describe(a).text);
-    const int64_t ne[4] = {a->ne[0] + p0 + p1, a->ne[1], a->ne[2], a->ne[3]};
+    const int64_t ne[4] = {size_or_zero(a->ne[0] + p0 + p1), a->ne[1], a->ne[2], a->ne[3]};
     ggml_tensor * r     = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, __func__);
     set_op_param_i32(r, 0, p0);
     set_op_param_i32(r, 1, p1);
     r->op     = GGML_OP_PAD_REFLECT_1D;
     r->src[0] = a;
+    require_fits(r, __func__);
     return r;
 }
 
 // TIMESTEP_EMBEDDING: op params [dim, max_period].
 ggml_tensor * ggml_timestep_embedding(ggml_context * ctx, ggml_tensor * timesteps, int dim, int max_period) {
-    LOOM_REQUIRE(dim > 0 && max_period > 0, "dim = %d and max_period = %d must be positive", dim, max_period);
-    LOOM_REQUIRE(timesteps->ne[1] == 1 && timesteps->ne[2] == 1 && timesteps->ne[3] == 1,
-                 "timesteps %s are not a vector", describe(timesteps).text);
-    const int64_t ne[2] = {dim, timesteps->ne[0]};
+    const int64_t ne[2] = {size_or_zero(dim), timesteps->ne[0]};
     ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_F32, 2, ne, nullptr, 0, __func__);
     set_op_param_i32(r, 0, dim);
     set_op_param_i32(r, 1, max_period);
     r->op     = GGML_OP_TIMESTEP_EMBEDDING;
     r->src[0] = timesteps;
+    require_fits(r, __func__);
     return r;
 }
 

@@ -1,9 +1,11 @@
 // Op constructors for element-wise arithmetic, unary functions, reductions
-// and normalisations.
+// and normalisations. Each builds its node, then checks it with its
+// operator's rule (fits_math.cpp, Note [Shape rules] in fits.h).
 
 #include <cmath>
 #include "common.h"
 #include "context.h"
+#include "fits.h"
 #include "types.h"
 
 using namespace loom;
@@ -12,83 +14,75 @@ namespace {
 
 ggml_tensor * binary_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_op op, bool inplace,
                           const char * caller) {
-    LOOM_REQUIRE(ggml_can_repeat(b, a), "called from %s: %s cannot be broadcast to %s", caller, describe(b).text,
-                 describe(a).text);
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     r->op           = op;
     r->src[0]       = a;
     r->src[1]       = b;
+    require_fits(r, caller);
     return r;
 }
 
-ggml_tensor * simple_unary(ggml_context * ctx, ggml_tensor * a, ggml_op op, bool inplace) {
+ggml_tensor * simple_unary(ggml_context * ctx, ggml_tensor * a, ggml_op op, bool inplace, const char * caller) {
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     r->op           = op;
     r->src[0]       = a;
+    require_fits(r, caller);
     return r;
 }
 
 ggml_tensor * unary_impl(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op, bool inplace, const char * caller) {
-    LOOM_REQUIRE(op >= 0 && op < GGML_UNARY_OP_COUNT, "called from %s: unknown unary op %d", caller, int(op));
-    LOOM_REQUIRE(ggml_is_contiguous_rows(a), "called from %s: rows of %s are not contiguous", caller,
-                 describe(a).text);
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     set_op_param_i32(r, 0, int32_t(op));
     r->op     = GGML_OP_UNARY;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
-ggml_tensor * scale_impl(ggml_context * ctx, ggml_tensor * a, float s, float b, bool inplace) {
+ggml_tensor * scale_impl(ggml_context * ctx, ggml_tensor * a, float s, float b, bool inplace, const char * caller) {
     ggml_tensor * r         = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     const float   params[2] = {s, b};
     set_op_params(r, params, sizeof(params));
     r->op     = GGML_OP_SCALE;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
-ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, ggml_op op, bool inplace) {
+ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, ggml_op op, bool inplace,
+                        const char * caller) {
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     set_op_param_f32(r, 0, eps);
     r->op     = op;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
-ggml_tensor * group_norm_impl(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps, bool inplace) {
-    LOOM_REQUIRE(n_groups > 0, "n_groups = %d must be positive", n_groups);
+ggml_tensor * group_norm_impl(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps, bool inplace,
+                              const char * caller) {
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     set_op_param_i32(r, 0, n_groups);
     set_op_param_f32(r, 1, eps);
     r->op     = GGML_OP_GROUP_NORM;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
 // GGML_OP_GLU: op params [op, swapped, alpha, limit].
 ggml_tensor * glu_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_glu_op op, bool swapped,
                        const char * caller) {
-    LOOM_REQUIRE(op >= 0 && op < GGML_GLU_OP_COUNT, "called from %s: unknown gated linear unit %d", caller, int(op));
-    LOOM_REQUIRE(ggml_is_contiguous_rows(a), "called from %s: rows of %s are not contiguous", caller,
-                 describe(a).text);
-    int64_t ne[GGML_MAX_DIMS] = {a->ne[0], a->ne[1], a->ne[2], a->ne[3]};
-    if (b != nullptr) {
-        LOOM_REQUIRE(ggml_is_contiguous_rows(b), "called from %s: rows of %s are not contiguous", caller,
-                     describe(b).text);
-        LOOM_REQUIRE(ggml_are_same_shape(a, b) && a->type == b->type,
-                     "called from %s: %s and %s differ in shape or type", caller, describe(a).text, describe(b).text);
-    } else {
-        // As in ggml, x and the gate are the first and second ne0 / 2 values
-        // of a row; the last value of an odd row takes no part.
-        ne[0] = a->ne[0] / 2;
-    }
+    // As in ggml, x and the gate are the first and second ne0 / 2 values of
+    // a row of a alone; the last value of an odd row takes no part.
+    int64_t ne[GGML_MAX_DIMS] = {b != nullptr ? a->ne[0] : a->ne[0] / 2, a->ne[1], a->ne[2], a->ne[3]};
     ggml_tensor * r = new_tensor_impl(ctx, a->type, GGML_MAX_DIMS, ne, nullptr, 0, caller);
     set_op_param_i32(r, 0, int32_t(op));
     set_op_param_i32(r, 1, swapped ? 1 : 0);
     r->op     = GGML_OP_GLU;
     r->src[0] = a;
     r->src[1] = b;
+    require_fits(r, caller);
     return r;
 }
 
@@ -103,13 +97,14 @@ ggml_tensor * ggml_add_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
     return binary_impl(ctx, a, b, GGML_OP_ADD, true, __func__);
 }
 ggml_tensor * ggml_add_cast(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_type type) {
-    LOOM_REQUIRE(ggml_can_repeat(b, a), "%s cannot be broadcast to %s", describe(b).text, describe(a).text);
+    // The rule leaves an ADD node's type free; this constructor's is a float.
     LOOM_REQUIRE(type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16,
                  "result type %s must be a float type", ggml_type_name(type));
     ggml_tensor * r = new_tensor_impl(ctx, type, GGML_MAX_DIMS, a->ne, nullptr, 0, __func__);
     r->op           = GGML_OP_ADD;
     r->src[0]       = a;
     r->src[1]       = b;
+    require_fits(r, __func__);
     return r;
 }
 ggml_tensor * ggml_sub(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
@@ -132,52 +127,53 @@ ggml_tensor * ggml_div_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
 }
 
 ggml_tensor * ggml_add1(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(ggml_is_scalar(b), "%s must be a scalar", describe(b).text);
+    // Of this constructor, not of ADD1 (ggml_add1_inplace takes any rows).
     LOOM_REQUIRE(ggml_is_contiguous_rows(a), "rows of %s must be contiguous", describe(a).text);
     ggml_tensor * r = ggml_dup_tensor(ctx, a);
     r->op           = GGML_OP_ADD1;
     r->src[0]       = a;
     r->src[1]       = b;
+    require_fits(r, __func__);
     return r;
 }
 ggml_tensor * ggml_add1_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(ggml_is_scalar(b), "%s must be a scalar", describe(b).text);
     ggml_tensor * r = ggml_view_tensor(ctx, a);
     r->op           = GGML_OP_ADD1;
     r->src[0]       = a;
     r->src[1]       = b;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_sqr(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_SQR, false);
+    return simple_unary(ctx, a, GGML_OP_SQR, false, __func__);
 }
 ggml_tensor * ggml_sqr_inplace(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_SQR, true);
+    return simple_unary(ctx, a, GGML_OP_SQR, true, __func__);
 }
 ggml_tensor * ggml_sqrt(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_SQRT, false);
+    return simple_unary(ctx, a, GGML_OP_SQRT, false, __func__);
 }
 ggml_tensor * ggml_sqrt_inplace(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_SQRT, true);
+    return simple_unary(ctx, a, GGML_OP_SQRT, true, __func__);
 }
 ggml_tensor * ggml_log(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_LOG, false);
+    return simple_unary(ctx, a, GGML_OP_LOG, false, __func__);
 }
 ggml_tensor * ggml_log_inplace(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_LOG, true);
+    return simple_unary(ctx, a, GGML_OP_LOG, true, __func__);
 }
 ggml_tensor * ggml_sin(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_SIN, false);
+    return simple_unary(ctx, a, GGML_OP_SIN, false, __func__);
 }
 ggml_tensor * ggml_sin_inplace(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_SIN, true);
+    return simple_unary(ctx, a, GGML_OP_SIN, true, __func__);
 }
 ggml_tensor * ggml_cos(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_COS, false);
+    return simple_unary(ctx, a, GGML_OP_COS, false, __func__);
 }
 ggml_tensor * ggml_cos_inplace(ggml_context * ctx, ggml_tensor * a) {
-    return simple_unary(ctx, a, GGML_OP_COS, true);
+    return simple_unary(ctx, a, GGML_OP_COS, true, __func__);
 }
 
 ggml_tensor * ggml_sum(ggml_context * ctx, ggml_tensor * a) {
@@ -185,6 +181,7 @@ ggml_tensor * ggml_sum(ggml_context * ctx, ggml_tensor * a) {
     ggml_tensor * r   = new_tensor_impl(ctx, a->type, 1, &one, nullptr, 0, __func__);
     r->op             = GGML_OP_SUM;
     r->src[0]         = a;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -193,6 +190,7 @@ ggml_tensor * ggml_sum_rows(ggml_context * ctx, ggml_tensor * a) {
     ggml_tensor * r     = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, __func__);
     r->op               = GGML_OP_SUM_ROWS;
     r->src[0]           = a;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -201,15 +199,15 @@ ggml_tensor * ggml_mean(ggml_context * ctx, ggml_tensor * a) {
     ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_F32, 4, ne, nullptr, 0, __func__);
     r->op               = GGML_OP_MEAN;
     r->src[0]           = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_argmax(ggml_context * ctx, ggml_tensor * a) {
-    LOOM_REQUIRE(ggml_is_matrix(a), "%s must be a matrix", describe(a).text);
-    LOOM_REQUIRE(a->ne[0] <= INT32_MAX, "rows of %s are too long for i32 indices", describe(a).text);
     ggml_tensor * r = new_tensor_impl(ctx, GGML_TYPE_I32, 1, &a->ne[1], nullptr, 0, __func__);
     r->op           = GGML_OP_ARGMAX;
     r->src[0]       = a;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -314,35 +312,35 @@ ggml_tensor * ggml_hardsigmoid(ggml_context * ctx, ggml_tensor * a) {
 }
 
 ggml_tensor * ggml_scale(ggml_context * ctx, ggml_tensor * a, float s) {
-    return scale_impl(ctx, a, s, 0.0f, false);
+    return scale_impl(ctx, a, s, 0.0f, false, __func__);
 }
 ggml_tensor * ggml_scale_inplace(ggml_context * ctx, ggml_tensor * a, float s) {
-    return scale_impl(ctx, a, s, 0.0f, true);
+    return scale_impl(ctx, a, s, 0.0f, true, __func__);
 }
 ggml_tensor * ggml_scale_bias(ggml_context * ctx, ggml_tensor * a, float s, float b) {
-    return scale_impl(ctx, a, s, b, false);
+    return scale_impl(ctx, a, s, b, false, __func__);
 }
 ggml_tensor * ggml_scale_bias_inplace(ggml_context * ctx, ggml_tensor * a, float s, float b) {
-    return scale_impl(ctx, a, s, b, true);
+    return scale_impl(ctx, a, s, b, true, __func__);
 }
 
 ggml_tensor * ggml_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
-    return norm_impl(ctx, a, eps, GGML_OP_NORM, false);
+    return norm_impl(ctx, a, eps, GGML_OP_NORM, false, __func__);
 }
 ggml_tensor * ggml_norm_inplace(ggml_context * ctx, ggml_tensor * a, float eps) {
-    return norm_impl(ctx, a, eps, GGML_OP_NORM, true);
+    return norm_impl(ctx, a, eps, GGML_OP_NORM, true, __func__);
 }
 ggml_tensor * ggml_rms_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
-    return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, false);
+    return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, false, __func__);
 }
 ggml_tensor * ggml_rms_norm_inplace(ggml_context * ctx, ggml_tensor * a, float eps) {
-    return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, true);
+    return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, true, __func__);
 }
 ggml_tensor * ggml_group_norm(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps) {
-    return group_norm_impl(ctx, a, n_groups, eps, false);
+    return group_norm_impl(ctx, a, n_groups, eps, false, __func__);
 }
 ggml_tensor * ggml_group_norm_inplace(ggml_context * ctx, ggml_tensor * a, int n_groups, float eps) {
-    return group_norm_impl(ctx, a, n_groups, eps, true);
+    return group_norm_impl(ctx, a, n_groups, eps, true, __func__);
 }
 
 } // extern "C"

@@ -1,11 +1,14 @@
 // Op constructors for the neural-network ops: matrix products, softmax,
-// masking, rotary embeddings, sorting and attention.
+// masking, rotary embeddings, sorting and attention. Each builds its node,
+// then checks it with its operator's rule (fits_nn.cpp, Note [Shape rules]
+// in fits.h).
 
 #include <algorithm>
 #include <cmath>
 
 #include "common.h"
 #include "context.h"
+#include "fits.h"
 #include "ops_rope.h"
 #include "types.h"
 
@@ -13,41 +16,25 @@ using namespace loom;
 
 namespace {
 
-ggml_tensor * diag_mask_inf_impl(ggml_context * ctx, ggml_tensor * a, int n_past, bool inplace) {
+ggml_tensor * diag_mask_inf_impl(ggml_context * ctx, ggml_tensor * a, int n_past, bool inplace, const char * caller) {
     ggml_tensor * r = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     set_op_param_i32(r, 0, n_past);
     r->op     = GGML_OP_DIAG_MASK_INF;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
 ggml_tensor * soft_max_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias,
                             bool inplace, const char * caller) {
-    LOOM_REQUIRE(ggml_is_contiguous(a), "called from %s: %s must be contiguous", caller, describe(a).text);
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32, "called from %s: %s must be f32", caller, describe(a).text);
-    if (mask != nullptr) {
-        LOOM_REQUIRE(mask->type == GGML_TYPE_F16 || mask->type == GGML_TYPE_F32,
-                     "called from %s: mask %s must be f16 or f32", caller, describe(mask).text);
-        LOOM_REQUIRE(ggml_is_contiguous(mask), "called from %s: mask %s must be contiguous", caller,
-                     describe(mask).text);
-        LOOM_REQUIRE(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && a->ne[2] % mask->ne[2] == 0 &&
-                         a->ne[3] % mask->ne[3] == 0,
-                     "called from %s: mask %s does not fit %s", caller, describe(mask).text, describe(a).text);
-    }
-    LOOM_REQUIRE(max_bias <= 0.0f || mask != nullptr, "called from %s: max_bias %g needs a mask", caller,
-                 double(max_bias));
     ggml_tensor * r         = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     const float   params[2] = {scale, max_bias};
     set_op_params(r, params, sizeof(params));
     r->op     = GGML_OP_SOFT_MAX;
     r->src[0] = a;
     r->src[1] = mask;
+    require_fits(r, caller);
     return r;
-}
-
-bool is_rope_mode(int mode) {
-    return mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX || mode == GGML_ROPE_TYPE_MROPE ||
-           mode == GGML_ROPE_TYPE_VISION || mode == GGML_ROPE_TYPE_IMROPE;
 }
 
 } // namespace
@@ -62,37 +49,7 @@ ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, gg
                         const int * sections, int mode, int n_ctx_orig, float freq_base, float freq_scale,
                         float ext_factor, float attn_factor, float beta_fast, float beta_slow, bool inplace,
                         ggml_op op, const char * caller) {
-    LOOM_REQUIRE(is_rope_mode(mode),
-                 "called from %s: rope mode %d is not supported (normal 0, neox 2, mrope 8, vision 24, imrope 40)",
-                 caller, mode);
-    LOOM_REQUIRE(ggml_is_vector(b) && b->type == GGML_TYPE_I32, "called from %s: positions %s must be an i32 vector",
-                 caller, describe(b).text);
-    const bool    multi       = (mode & GGML_ROPE_TYPE_MROPE) != 0;
-    const int64_t n_positions = multi ? 4 * a->ne[2] : a->ne[2];
-    LOOM_REQUIRE(b->ne[0] == n_positions, "called from %s: %lld positions for %s (%s per row of dim 2)", caller,
-                 (long long) b->ne[0], describe(a).text, multi ? "4" : "one");
-    LOOM_REQUIRE(n_dims >= 0 && n_dims % 2 == 0 && n_dims <= a->ne[0],
-                 "called from %s: n_dims %d must be even, not negative and at most ne0 of %s", caller, n_dims, describe(a).text);
-    if (mode == GGML_ROPE_TYPE_VISION) {
-        LOOM_REQUIRE(2 * int64_t(n_dims) == a->ne[0], "called from %s: vision rope needs n_dims %d = ne0/2 of %s",
-                     caller, n_dims, describe(a).text);
-    }
-    if (multi) {
-        LOOM_REQUIRE(sections != nullptr && sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 &&
-                         sections[3] >= 0 && sections[0] + sections[1] + sections[2] > 0,
-                     "called from %s: rope mode %d needs sections (ggml_rope_multi), %s", caller, mode,
-                     sections == nullptr ? "none given" : "all of the first three are 0 or one is negative");
-        LOOM_REQUIRE(int64_t(sections[0]) + sections[1] + sections[2] + sections[3] <= a->ne[0],
-                     "called from %s: sections %d+%d+%d+%d exceed ne0 of %s", caller, sections[0], sections[1],
-                     sections[2], sections[3], describe(a).text);
-    }
-    LOOM_REQUIRE(a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16, "called from %s: %s must be f32 or f16",
-                 caller, describe(a).text);
-    if (c != nullptr) {
-        LOOM_REQUIRE(c->type == GGML_TYPE_F32 && c->ne[0] >= n_dims / 2,
-                     "called from %s: frequency factors %s must be f32 with at least %d values", caller,
-                     describe(c).text, n_dims / 2);
-    }
+    const bool    multi      = (mode & GGML_ROPE_TYPE_MROPE) != 0;
     ggml_tensor * r          = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
     int32_t       params[16] = {0, n_dims, mode, 0, n_ctx_orig};
     std::memcpy(params + 5, &freq_base, sizeof(float));
@@ -101,7 +58,7 @@ ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, gg
     std::memcpy(params + 8, &attn_factor, sizeof(float));
     std::memcpy(params + 9, &beta_fast, sizeof(float));
     std::memcpy(params + 10, &beta_slow, sizeof(float));
-    if (multi) {
+    if (multi && sections != nullptr) {
         std::memcpy(params + 11, sections, sizeof(int32_t) * GGML_MROPE_SECTIONS);
     }
     set_op_params(r, params, sizeof(params));
@@ -109,6 +66,7 @@ ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, gg
     r->src[0] = a;
     r->src[1] = b;
     r->src[2] = c;
+    require_fits(r, caller);
     return r;
 }
 
@@ -121,14 +79,12 @@ bool ggml_can_mul_mat(const ggml_tensor * t0, const ggml_tensor * t1) {
 }
 
 ggml_tensor * ggml_mul_mat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(ggml_can_mul_mat(a, b), "%s and %s cannot be multiplied (ne0 must match, a broadcast over dims 2, 3)",
-                 describe(a).text, describe(b).text);
-    LOOM_REQUIRE(!ggml_is_transposed(a), "%s must not be transposed", describe(a).text);
     const int64_t ne[4] = {a->ne[1], b->ne[1], b->ne[2], b->ne[3]};
     ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_F32, 4, ne, nullptr, 0, __func__);
     r->op               = GGML_OP_MUL_MAT;
     r->src[0]           = a;
     r->src[1]           = b;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -138,23 +94,20 @@ void ggml_mul_mat_set_prec(ggml_tensor * a, ggml_prec prec) {
 }
 
 ggml_tensor * ggml_out_prod(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(a->ne[1] == b->ne[1] && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0,
-                 "%s and %s do not fit an outer product (ne1 must match, a broadcast over dims 2, 3)",
-                 describe(a).text, describe(b).text);
-    LOOM_REQUIRE(!ggml_is_transposed(a), "%s must not be transposed", describe(a).text);
     const int64_t ne[4] = {a->ne[0], b->ne[0], b->ne[2], b->ne[3]};
     ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_F32, 4, ne, nullptr, 0, __func__);
     r->op               = GGML_OP_OUT_PROD;
     r->src[0]           = a;
     r->src[1]           = b;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_diag_mask_inf(ggml_context * ctx, ggml_tensor * a, int n_past) {
-    return diag_mask_inf_impl(ctx, a, n_past, false);
+    return diag_mask_inf_impl(ctx, a, n_past, false, __func__);
 }
 ggml_tensor * ggml_diag_mask_inf_inplace(ggml_context * ctx, ggml_tensor * a, int n_past) {
-    return diag_mask_inf_impl(ctx, a, n_past, true);
+    return diag_mask_inf_impl(ctx, a, n_past, true, __func__);
 }
 
 ggml_tensor * ggml_soft_max(ggml_context * ctx, ggml_tensor * a) {
@@ -221,13 +174,8 @@ ggml_tensor * ggml_rope_custom_inplace(ggml_context * ctx, ggml_tensor * a, ggml
 ggml_tensor * ggml_rope_set_offset(ggml_tensor * a, int n_offs) {
     LOOM_REQUIRE(a != nullptr && (a->op == GGML_OP_ROPE || a->op == GGML_OP_ROPE_BACK),
                  "%s is not a rope or rope_back node", a == nullptr ? "NULL" : describe(a).text);
-    const int mode   = op_param_i32(a, 2);
-    const int n_dims = op_param_i32(a, 1);
-    LOOM_REQUIRE(mode != GGML_ROPE_TYPE_VISION, "%s: vision rope takes no offset", describe(a).text);
-    LOOM_REQUIRE(n_offs >= 0 && n_offs % 2 == 0 && int64_t(n_offs) + n_dims <= a->src[0]->ne[0],
-                 "offset %d must be even, >= 0 and leave n_dims %d values in the rows of %s", n_offs, n_dims,
-                 describe(a->src[0]).text);
     set_op_param_i32(a, 15, n_offs);
+    require_fits(a, __func__);
     return a;
 }
 
@@ -245,42 +193,27 @@ void ggml_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float
 }
 
 ggml_tensor * ggml_argsort(ggml_context * ctx, ggml_tensor * a, ggml_sort_order order) {
-    LOOM_REQUIRE(a->ne[0] <= INT32_MAX, "rows of %s are too long for i32 indices", describe(a).text);
-    LOOM_REQUIRE(order == GGML_SORT_ORDER_ASC || order == GGML_SORT_ORDER_DESC, "unknown sort order %d", int(order));
     ggml_tensor * r = new_tensor_impl(ctx, GGML_TYPE_I32, GGML_MAX_DIMS, a->ne, nullptr, 0, __func__);
     set_op_param_i32(r, 0, int32_t(order));
     r->op     = GGML_OP_ARGSORT;
     r->src[0] = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_top_k(ggml_context * ctx, ggml_tensor * a, int k) {
-    LOOM_REQUIRE(k >= 0 && a->ne[0] >= k, "k = %d out of range for %s", k, describe(a).text);
+    // k is the node's ne0: a negative one cannot be built.
+    LOOM_REQUIRE(k >= 0, "k = %d out of range for %s", k, describe(a).text);
     const int64_t ne[4] = {k, a->ne[1], a->ne[2], a->ne[3]};
     ggml_tensor * r     = new_tensor_impl(ctx, GGML_TYPE_I32, 4, ne, nullptr, 0, __func__);
     r->op               = GGML_OP_TOP_K;
     r->src[0]           = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
                                   ggml_tensor * mask, float scale, float max_bias, float logit_softcap) {
-    LOOM_REQUIRE(ggml_can_mul_mat(k, q), "k %s and q %s differ in head size or heads do not divide",
-                 describe(k).text, describe(q).text);
-    LOOM_REQUIRE(q->ne[3] == k->ne[3] && q->ne[3] == v->ne[3], "q %s, k %s and v %s differ in dim 3",
-                 describe(q).text, describe(k).text, describe(v).text);
-    LOOM_REQUIRE(k->ne[1] == v->ne[1] && k->ne[2] == v->ne[2], "k %s and v %s differ in length or heads",
-                 describe(k).text, describe(v).text);
-    LOOM_REQUIRE(q->type == GGML_TYPE_F32, "q %s must be f32", describe(q).text);
-    if (mask != nullptr) {
-        LOOM_REQUIRE(mask->type == GGML_TYPE_F16 || mask->type == GGML_TYPE_F32, "mask %s must be f16 or f32",
-                     describe(mask).text);
-        LOOM_REQUIRE(ggml_is_contiguous(mask), "mask %s must be contiguous", describe(mask).text);
-        LOOM_REQUIRE(mask->ne[0] == k->ne[1] && mask->ne[1] >= q->ne[1] && q->ne[2] % mask->ne[2] == 0 &&
-                         q->ne[3] % mask->ne[3] == 0,
-                     "mask %s does not fit q %s and k %s", describe(mask).text, describe(q).text, describe(k).text);
-    }
-    LOOM_REQUIRE(max_bias <= 0.0f || mask != nullptr, "max_bias %g needs a mask", double(max_bias));
     const int64_t ne[4]     = {v->ne[0], q->ne[2], q->ne[1], q->ne[3]};
     ggml_tensor * r         = new_tensor_impl(ctx, GGML_TYPE_F32, 4, ne, nullptr, 0, __func__);
     const float   params[3] = {scale, max_bias, logit_softcap};
@@ -290,6 +223,7 @@ ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tens
     r->src[1] = k;
     r->src[2] = v;
     r->src[3] = mask;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -318,10 +252,8 @@ void add_sinks(ggml_tensor * a, ggml_tensor * sinks, int slot, ggml_op op, const
     }
     LOOM_REQUIRE(a->op == op, "called from %s: %s is not %s", func, describe(a).text, ggml_op_name(op));
     LOOM_REQUIRE(a->src[slot] == nullptr, "called from %s: %s has sinks already", func, describe(a).text);
-    LOOM_REQUIRE(sinks->type == GGML_TYPE_F32 && sinks->ne[0] == a->src[0]->ne[2],
-                 "called from %s: sinks %s must be f32 with one value per head of %s", func, describe(sinks).text,
-                 describe(a->src[0]).text);
     a->src[slot] = sinks;
+    require_fits(a, func);
 }
 } // namespace
 

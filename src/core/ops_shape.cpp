@@ -1,10 +1,14 @@
 // Op constructors that change shape or layout: views, reshapes, permutes,
-// copies, repeats, concatenation and row gathers/scatters.
+// copies, repeats, concatenation and row gathers/scatters. Those that
+// compute build their node, then check it with their operator's rule
+// (fits_shape.cpp, Note [Shape rules] in fits.h); the views check their
+// arguments here.
 
 #include <utility>
 
 #include "common.h"
 #include "context.h"
+#include "fits.h"
 #include "types.h"
 
 using namespace loom;
@@ -37,22 +41,15 @@ ggml_tensor * reshape_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, cons
 }
 
 ggml_tensor * cont_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, const int64_t * ne, const char * caller) {
-    int64_t n = 1;
-    for (int i = 0; i < n_dims; ++i) {
-        n *= ne[i];
-    }
-    LOOM_REQUIRE(n == ggml_nelements(a), "called from %s: %s has %lld elements, the new shape %lld", caller,
-                 describe(a).text, (long long) ggml_nelements(a), (long long) n);
     ggml_tensor * r = new_tensor_impl(ctx, a->type, n_dims, ne, nullptr, 0, caller);
     ggml_format_name(r, "%s (cont)", a->name);
     r->op     = GGML_OP_CONT;
     r->src[0] = a;
+    require_fits(r, caller);
     return r;
 }
 
 ggml_tensor * cpy_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, const char * caller) {
-    LOOM_REQUIRE(ggml_nelements(a) == ggml_nelements(b), "called from %s: %s and %s differ in element count", caller,
-                 describe(a).text, describe(b).text);
     ggml_tensor * r = ggml_view_tensor(ctx, b);
     if (b->name[0] != '\0') {
         ggml_format_name(r, "%s (copy of %s)", b->name, a->name);
@@ -62,6 +59,7 @@ ggml_tensor * cpy_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, con
     r->op     = GGML_OP_CPY;
     r->src[0] = a;
     r->src[1] = b;
+    require_fits(r, caller);
     return r;
 }
 
@@ -191,6 +189,7 @@ ggml_tensor * ggml_cast(ggml_context * ctx, ggml_tensor * a, ggml_type type) {
     r->op     = GGML_OP_CPY;
     r->src[0] = a;
     r->src[1] = r;
+    require_fits(r, __func__);
     return r;
 }
 
@@ -198,87 +197,67 @@ ggml_tensor * ggml_dup(ggml_context * ctx, ggml_tensor * a) {
     ggml_tensor * r = ggml_dup_tensor(ctx, a);
     r->op           = GGML_OP_DUP;
     r->src[0]       = a;
+    require_fits(r, __func__);
     return r;
 }
 ggml_tensor * ggml_dup_inplace(ggml_context * ctx, ggml_tensor * a) {
     ggml_tensor * r = ggml_view_tensor(ctx, a);
     r->op           = GGML_OP_DUP;
     r->src[0]       = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_repeat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(ggml_can_repeat(a, b), "%s cannot be repeated to the shape of %s", describe(a).text,
-                 describe(b).text);
     ggml_tensor * r = new_tensor_impl(ctx, a->type, GGML_MAX_DIMS, b->ne, nullptr, 0, __func__);
     r->op           = GGML_OP_REPEAT;
     r->src[0]       = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_repeat_4d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2,
                              int64_t ne3) {
     const int64_t ne[4] = {ne0, ne1, ne2, ne3};
-    const bool    ok    = (ggml_is_empty(a) && (ne0 == 0 || ne1 == 0 || ne2 == 0 || ne3 == 0)) ||
-                    (ne0 % a->ne[0] == 0 && ne1 % a->ne[1] == 0 && ne2 % a->ne[2] == 0 && ne3 % a->ne[3] == 0);
-    LOOM_REQUIRE(ok, "%s cannot be repeated to [%lld, %lld, %lld, %lld]", describe(a).text, (long long) ne0,
-                 (long long) ne1, (long long) ne2, (long long) ne3);
-    ggml_tensor * r = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, __func__);
-    r->op           = GGML_OP_REPEAT;
-    r->src[0]       = a;
+    ggml_tensor * r     = new_tensor_impl(ctx, a->type, 4, ne, nullptr, 0, __func__);
+    r->op               = GGML_OP_REPEAT;
+    r->src[0]           = a;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_concat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int dim) {
-    LOOM_REQUIRE(dim >= 0 && dim < GGML_MAX_DIMS, "dim %d out of range", dim);
-    LOOM_REQUIRE(a->type == b->type, "%s and %s differ in type", describe(a).text, describe(b).text);
     int64_t ne[GGML_MAX_DIMS];
     for (int d = 0; d < GGML_MAX_DIMS; ++d) {
-        if (d == dim) {
-            ne[d] = a->ne[d] + b->ne[d];
-        } else {
-            LOOM_REQUIRE(a->ne[d] == b->ne[d], "%s and %s differ in dimension %d (concatenating along %d)",
-                         describe(a).text, describe(b).text, d, dim);
-            ne[d] = a->ne[d];
-        }
+        ne[d] = d == dim ? a->ne[d] + b->ne[d] : a->ne[d];
     }
     ggml_tensor * r = new_tensor_impl(ctx, a->type, GGML_MAX_DIMS, ne, nullptr, 0, __func__);
     set_op_param_i32(r, 0, dim);
     r->op     = GGML_OP_CONCAT;
     r->src[0] = a;
     r->src[1] = b;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_get_rows(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    LOOM_REQUIRE(b->type == GGML_TYPE_I32, "indices %s must be i32", describe(b).text);
-    LOOM_REQUIRE(a->ne[2] == b->ne[1] && a->ne[3] == b->ne[2] && b->ne[3] == 1,
-                 "indices %s do not match the batch dimensions of %s", describe(b).text, describe(a).text);
     const ggml_type type = a->type == GGML_TYPE_I32 ? GGML_TYPE_I32 : GGML_TYPE_F32;
     const int64_t   ne[4] = {a->ne[0], b->ne[0], b->ne[1], b->ne[2]};
     ggml_tensor *   r     = new_tensor_impl(ctx, type, 4, ne, nullptr, 0, __func__);
     r->op                 = GGML_OP_GET_ROWS;
     r->src[0]             = a;
     r->src[1]             = b;
+    require_fits(r, __func__);
     return r;
 }
 
 ggml_tensor * ggml_set_rows(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c) {
-    LOOM_REQUIRE(a->ne[0] == b->ne[0] && a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3],
-                 "rows of %s do not fit destination %s", describe(b).text, describe(a).text);
-    LOOM_REQUIRE(b->ne[1] == c->ne[0] && b->ne[2] % c->ne[1] == 0 && b->ne[3] % c->ne[2] == 0 && c->ne[3] == 1,
-                 "indices %s do not match rows %s", describe(c).text, describe(b).text);
-    LOOM_REQUIRE(b->type == GGML_TYPE_F32 || b->type == GGML_TYPE_F16, "source rows %s must be f32 or f16",
-                 describe(b).text);
-    LOOM_REQUIRE(c->type == GGML_TYPE_I64 || c->type == GGML_TYPE_I32, "indices %s must be i32 or i64",
-                 describe(c).text);
-    LOOM_REQUIRE(ggml_is_contiguous_rows(a) && ggml_is_contiguous_rows(b), "rows of %s and %s must be contiguous",
-                 describe(a).text, describe(b).text);
     ggml_tensor * r = ggml_view_tensor(ctx, a);
     r->op           = GGML_OP_SET_ROWS;
     r->src[0]       = b;
     r->src[1]       = c;
     r->src[2]       = a; // ggml's operand order: the destination comes last
+    require_fits(r, __func__);
     return r;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/common.h"
+#include "core/fits.h"
 #include "core/graph.h"
 #include "core/indices.h"
 #include "kernels/kernels.h"
@@ -161,8 +162,11 @@ bool supports_kernels(const ggml_tensor * op) {
     if (op->op == GGML_OP_NONE || is_view_op(op->op)) {
         return true;
     }
+    // The operator's rule says which shapes, types and op params it has
+    // (Note [Shape rules] in core/fits.h); the kernel's row which of them
+    // the CPU takes.
     const OpKernel & k = op_kernel(op->op);
-    return k.compute != nullptr && k.supports(op);
+    return k.compute != nullptr && node_fits(op, nullptr) && k.supports(op);
 }
 
 } // namespace

@@ -11,13 +11,14 @@
 // A graph's nodes must come in ggml's order (a source that is a node is
 // listed before the nodes it feeds: no cycles), and a tensor with a view
 // source lies inside that source's bytes, as ggml_view requires.
-// The nodes are then checked against the shape rules of their op
-// (check_node), so that a kernel iterating over a node's shape stays inside
-// its sources (for some ops the rule is the op's constructor, called again
-// on the node's sources: validate_replay.cpp); ops without rules are refused. Index tensors of
-// GET_ROWS / SET_ROWS are scanned before compute, and must not be written
-// by the same graph. Finally the server device's supports_op must accept
-// every node. Anything else is an error message, never an abort.
+// The nodes are then checked against the rule of their operator, the one
+// its constructor checks too (check_node, Note [Shape rules] in
+// core/fits.h), so that a kernel iterating over a node's shape stays inside
+// its sources, and against the layouts the kernels write; custom operators
+// (a function of the sender's) are refused. Index sources (Note [Index
+// sources] in core/op_table.h) are scanned before compute, and must not be
+// written by the same graph. Finally the server device's supports_op must
+// accept every node. Anything else is an error message, never an abort.
 
 #include <cstdint>
 #include <functional>
@@ -56,26 +57,9 @@ bool check_range(const ggml_tensor * t, uint64_t offset, uint64_t size, std::str
 bool check_blocks(const ggml_tensor * t, uint64_t offset, uint64_t block, uint64_t count, uint64_t stride,
                   uint64_t * total, std::string * why);
 
-// The shape rules of node's op against its sources; false (why set) for a
-// node that breaks them or an op without rules.
+// The rule of node's operator (node_fits) and the layout of its result;
+// false (why set) for a node that breaks them or a custom operator.
 bool check_node(const ggml_tensor * node, std::string * why);
-
-// The rules of the convolution, pooling and resampling family
-// (validate_conv.cpp), for check_node; false with why set.
-bool conv_family_rules(const ggml_tensor * node, std::string * why);
-// The rules of the element-wise, shape and fill operators (validate_fill.cpp):
-// false for an op of another family; otherwise true, with *rule NULL when
-// the node keeps them or the rule it breaks.
-bool fill_family_rule(const ggml_tensor * node, const char ** rule);
-// The rules of the backward operators, the loss and the optimizer steps
-// (validate_backward.cpp), in the manner of fill_family_rule.
-bool backward_family_rule(const ggml_tensor * node, const char ** rule);
-
-// The rules of operators whose constructor is their rule
-// (validate_replay.cpp): the node must be what its op's constructor builds
-// from the node's sources and op params. false with why set.
-bool has_constructor_rule(ggml_op op);
-bool constructor_rule(const ggml_tensor * node, std::string * why);
 
 // An index source of a node (its op's row names it, Note [Index sources]
 // in core/op_table.h), scanned before each compute, unless the graph

@@ -1,10 +1,13 @@
 // Which ops the shaders compute, and the dispatch of each: the shader, its
-// parameter block and the workgroup counts.
+// parameter block and the workgroup counts. A node's shapes, types and op
+// params are its operator's rule (core/fits.h); supports() adds the types,
+// layouts and sizes the shaders take.
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/common.h"
+#include "core/fits.h"
 #include "vk_impl.h"
 
 namespace loom::vk {
@@ -84,9 +87,6 @@ bool supports_mul_mat(const ggml_tensor * op) {
     if (a->nb[0] != ggml_type_size(a->type) || (is_quant(a->type) && !whole_blocks(a))) {
         return false;
     }
-    if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
-        return false;
-    }
     // The tiled path's grid.
     const int64_t tiles_m = (a->ne[1] + 31) / 32, tiles_n = (b->ne[1] + 31) / 32;
     return tiles_m <= k_max_groups && tiles_n <= k_max_groups && b->ne[2] * b->ne[3] <= k_max_groups;
@@ -94,27 +94,18 @@ bool supports_mul_mat(const ggml_tensor * op) {
 
 bool supports_rope(const ggml_tensor * op) {
     const ggml_tensor * src    = op->src[0];
-    const ggml_tensor * pos    = op->src[1];
-    const ggml_tensor * ff     = op->src[2];
     const int           n_dims = op_param_i32(op, 1);
     const int           mode   = op_param_i32(op, 2);
     // Rows rotated from their first value only (no ggml_rope_set_offset).
     if ((mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) || op_param_i32(op, 15) != 0) {
         return false;
     }
-    if (!is_float(src->type) || op->type != src->type || pos == nullptr || pos->type != GGML_TYPE_I32 ||
-        (ff != nullptr && ff->type != GGML_TYPE_F32)) {
-        return false;
-    }
-    return src->ne[0] % 2 == 0 && n_dims > 0 && n_dims % 2 == 0 && n_dims <= src->ne[0] && pos->ne[0] >= src->ne[2];
+    // Positions, frequency factors and the range of n_dims are the rule's.
+    return is_float(src->type) && src->ne[0] % 2 == 0 && n_dims > 0;
 }
 
 bool supports_get_rows(const ggml_tensor * op) {
-    const ggml_tensor * a   = op->src[0];
-    const ggml_tensor * idx = op->src[1];
-    if (idx->type != GGML_TYPE_I32) {
-        return false;
-    }
+    const ggml_tensor * a = op->src[0];
     if (a->type == GGML_TYPE_I32) {
         return op->type == GGML_TYPE_I32;
     }
@@ -199,7 +190,7 @@ bool supports(const ggml_tensor * op) {
         case GGML_OP_CROSS_ENTROPY_LOSS_BACK: case GGML_OP_OPT_STEP_ADAMW: case GGML_OP_OPT_STEP_SGD: case GGML_OP_GLU:
         case GGML_OP_COUNT: break;
     }
-    if (!fits(op)) {
+    if (!node_fits(op, nullptr) || !fits(op)) {
         return false;
     }
     for (const ggml_tensor * s : op->src) {
@@ -216,46 +207,30 @@ bool supports(const ggml_tensor * op) {
         case GGML_OP_SUB:
         case GGML_OP_MUL:
         case GGML_OP_DIV:
-            return is_float(a->type) && is_float(op->src[1]->type) && is_float(op->type) && ggml_are_same_shape(a, op);
+            return is_float(a->type) && is_float(op->src[1]->type) && is_float(op->type);
         case GGML_OP_SCALE:
-            return is_float(a->type) && op->type == a->type;
-        case GGML_OP_UNARY:
-            return unary_code(ggml_get_unary_op(op)) != 0 && is_float(a->type) && op->type == a->type &&
-                   ggml_are_same_shape(a, op);
-        case GGML_OP_GLU: {
-            const ggml_tensor * b = op->src[1];
-            const int32_t       u = op->op_params[0];
-            // The shader computes the units up to GEGLU_QUICK.
-            if (u < 0 || u > GGML_GLU_OP_GEGLU_QUICK || !is_float(a->type) || op->type != a->type) {
-                return false;
-            }
-            return b != nullptr ? is_float(b->type) && ggml_are_same_shape(a, b) && ggml_are_same_shape(a, op)
-                                : a->ne[0] == 2 * op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] &&
-                                      a->ne[3] == op->ne[3];
-        }
         case GGML_OP_SQR:
         case GGML_OP_SQRT:
-            return is_float(a->type) && op->type == a->type && ggml_are_same_shape(a, op);
+            return is_float(a->type);
+        case GGML_OP_UNARY:
+            return unary_code(ggml_get_unary_op(op)) != 0 && is_float(a->type);
+        case GGML_OP_GLU:
+            // The shader computes the units up to GEGLU_QUICK.
+            return op->op_params[0] <= GGML_GLU_OP_GEGLU_QUICK && is_float(a->type);
         case GGML_OP_CPY:
         case GGML_OP_DUP:
         case GGML_OP_CONT:
-            return is_float(a->type) && is_float(op->type) && ggml_nelements(a) == ggml_nelements(op);
+            return is_float(a->type) && is_float(op->type);
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM:
-            return a->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ggml_are_same_shape(a, op);
-        case GGML_OP_SOFT_MAX: {
-            const ggml_tensor * mask = op->src[1];
-            if (op->src[2] != nullptr || a->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32) {
-                return false; // attention sinks, other types
-            }
-            return mask == nullptr || (is_float(mask->type) && mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] &&
-                                       a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0);
-        }
+            return a->type == GGML_TYPE_F32;
+        case GGML_OP_SOFT_MAX:
+            return op->src[2] == nullptr; // no attention sinks
         case GGML_OP_ROPE: return supports_rope(op);
         case GGML_OP_GET_ROWS: return supports_get_rows(op);
         // F32/F16 rows into an F32/F16 target; I64 indices are read by
         // their low words (rows past 2^32 do not fit the parameters anyway).
-        case GGML_OP_SET_ROWS: return set_rows_fits(op) && is_float(op->type);
+        case GGML_OP_SET_ROWS: return is_float(op->type);
         case GGML_OP_MUL_MAT: return supports_mul_mat(op);
         case GGML_OP_NONE: case GGML_OP_ADD_ID: case GGML_OP_ADD1: case GGML_OP_ACC: case GGML_OP_LOG: case GGML_OP_SIN:
         case GGML_OP_COS: case GGML_OP_SUM: case GGML_OP_SUM_ROWS: case GGML_OP_CUMSUM: case GGML_OP_MEAN:

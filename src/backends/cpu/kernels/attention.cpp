@@ -272,14 +272,10 @@ bool supports_attention(const ggml_tensor * op) {
     if (q == nullptr || k == nullptr || v == nullptr) {
         return false;
     }
-    if (sinks != nullptr && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < q->ne[2] || !ggml_is_contiguous(sinks))) {
+    if (sinks != nullptr && !ggml_is_contiguous(sinks)) {
         return false;
     }
-    if (q->type != GGML_TYPE_F32 || !k_type_ok(k->type, k->ne[0]) || !v_type_ok(v->type, v->ne[0]) ||
-        op->type != GGML_TYPE_F32) {
-        return false;
-    }
-    if (mask != nullptr && mask->type != GGML_TYPE_F32 && mask->type != GGML_TYPE_F16) {
+    if (!k_type_ok(k->type, k->ne[0]) || !v_type_ok(v->type, v->ne[0])) {
         return false;
     }
     // Rows of k, v, mask and dst are contiguous runs; everything else (all of

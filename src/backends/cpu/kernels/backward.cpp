@@ -66,10 +66,11 @@ void compute_silu_back(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
+// The shapes are the operators' rules (Note [Shape rules] in core/fits.h);
+// here the types and row layouts the kernels take.
 bool supports_silu_back(const ggml_tensor * op) {
     const ggml_type t = op->type;
-    return (t == GGML_TYPE_F32 || t == GGML_TYPE_F16) && rows_of(op, t) && rows_of(op->src[0], t) &&
-           rows_of(op->src[1], t) && ggml_are_same_shape(op, op->src[0]) && ggml_are_same_shape(op, op->src[1]);
+    return rows_of(op, t) && rows_of(op->src[0], t) && rows_of(op->src[1], t);
 }
 
 // ---- RMS_NORM_BACK ----
@@ -122,13 +123,12 @@ void compute_soft_max_back(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-bool supports_f32_same_shape_pair(const ggml_tensor * op) {
-    return rows_of(op, GGML_TYPE_F32) && rows_of(op->src[0], GGML_TYPE_F32) && rows_of(op->src[1], GGML_TYPE_F32) &&
-           ggml_are_same_shape(op, op->src[0]) && ggml_are_same_shape(op, op->src[1]);
+bool supports_f32_pair(const ggml_tensor * op) {
+    return rows_of(op, GGML_TYPE_F32) && rows_of(op->src[0], GGML_TYPE_F32) && rows_of(op->src[1], GGML_TYPE_F32);
 }
 
 bool supports_soft_max_back(const ggml_tensor * op) {
-    return supports_f32_same_shape_pair(op) && op_param_f32(op, 1) == 0.0f; // max_bias
+    return supports_f32_pair(op) && op_param_f32(op, 1) == 0.0f; // max_bias
 }
 
 // ---- GET_ROWS_BACK: dst row r = sum of the gradient rows whose index is r ----
@@ -169,10 +169,7 @@ void compute_get_rows_back(const ComputeParams & p, ggml_tensor * dst) {
 
 bool supports_get_rows_back(const ggml_tensor * op) {
     const ggml_tensor * grad = op->src[0];
-    const ggml_tensor * idx  = op->src[1];
-    return grad != nullptr && (rows_of(grad, GGML_TYPE_F32) || rows_of(grad, GGML_TYPE_F16)) &&
-           ggml_is_matrix(grad) && idx != nullptr && idx->type == GGML_TYPE_I32 && ggml_is_vector(idx) &&
-           idx->ne[0] <= grad->ne[1] && rows_of(op, GGML_TYPE_F32) && ggml_is_matrix(op) && op->ne[0] == grad->ne[0];
+    return (rows_of(grad, GGML_TYPE_F32) || rows_of(grad, GGML_TYPE_F16)) && rows_of(op, GGML_TYPE_F32);
 }
 
 // ---- POOL_2D_BACK ----
@@ -243,13 +240,7 @@ void compute_pool_2d_back(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 bool supports_pool_2d_back(const ggml_tensor * op) {
-    const ggml_tensor * grad = op->src[0];
-    const ggml_tensor * fwd  = op->src[1];
-    const int           pool = op_param_i32(op, 0);
-    return rows_of(grad, GGML_TYPE_F32) && rows_of(fwd, GGML_TYPE_F32) && rows_of(op, GGML_TYPE_F32) &&
-           ggml_are_same_shape(op, fwd) && grad->ne[2] == op->ne[2] && grad->ne[3] == op->ne[3] &&
-           (pool == GGML_OP_POOL_MAX || pool == GGML_OP_POOL_AVG) && op_param_i32(op, 1) > 0 &&
-           op_param_i32(op, 2) > 0 && op_param_i32(op, 3) > 0 && op_param_i32(op, 4) > 0;
+    return rows_of(op->src[0], GGML_TYPE_F32) && rows_of(op->src[1], GGML_TYPE_F32) && rows_of(op, GGML_TYPE_F32);
 }
 
 // ---- IM2COL_BACK ----
@@ -321,25 +312,14 @@ void compute_im2col_back(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 bool supports_im2col_back(const ggml_tensor * op) {
-    const ggml_tensor * grad = op->src[0];
-    const ggml_tensor * kern = op->src[1];
-    if (!rows_of(grad, GGML_TYPE_F32) || kern == nullptr || !rows_of(op, GGML_TYPE_F32)) {
-        return false;
-    }
-    const Im2colBackGeometry g = im2col_back_geometry(op);
-    if (g.s0 <= 0 || g.d0 <= 0 || (g.two_d && (g.s1 <= 0 || g.d1 <= 0))) {
-        return false;
-    }
-    // The gradient must be shaped as im2col's result for this input and kernel.
-    return g.two_d ? (grad->ne[0] == g.ic * g.kh * g.kw && grad->ne[3] == g.n)
-                   : (grad->ne[0] == g.ic * g.kw && grad->ne[2] == g.n && grad->ne[3] == 1);
+    return rows_of(op->src[0], GGML_TYPE_F32) && rows_of(op, GGML_TYPE_F32);
 }
 
 } // namespace
 
 void add_backward_kernels(OpKernels & t) {
     t[GGML_OP_SILU_BACK]     = {compute_silu_back, supports_silu_back, nullptr};
-    t[GGML_OP_RMS_NORM_BACK] = {compute_rms_norm_back, supports_f32_same_shape_pair, nullptr};
+    t[GGML_OP_RMS_NORM_BACK] = {compute_rms_norm_back, supports_f32_pair, nullptr};
     t[GGML_OP_SOFT_MAX_BACK] = {compute_soft_max_back, supports_soft_max_back, nullptr};
     t[GGML_OP_GET_ROWS_BACK] = {compute_get_rows_back, supports_get_rows_back, nullptr};
     t[GGML_OP_POOL_2D_BACK]  = {compute_pool_2d_back, supports_pool_2d_back, nullptr};

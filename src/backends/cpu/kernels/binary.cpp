@@ -158,10 +158,7 @@ bool supports_binary(const ggml_tensor * op) {
     if (src0 == nullptr || src1 == nullptr) {
         return false;
     }
-    if (!is_float_type(src0->type) || !is_float_type(src1->type) || !is_float_type(op->type)) {
-        return false;
-    }
-    return ggml_are_same_shape(src0, op) && ggml_can_repeat(src1, src0);
+    return is_float_type(src0->type) && is_float_type(src1->type) && is_float_type(op->type);
 }
 
 } // namespace

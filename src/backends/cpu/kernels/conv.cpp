@@ -19,7 +19,6 @@
 #include "backends/cpu/kernels/pool.h"
 #include "backends/cpu/kernels/vec.h"
 #include "core/common.h"
-#include "core/conv_fits.h"
 
 namespace loom::cpu {
 namespace {
@@ -615,10 +614,10 @@ bool float_src(const ggml_tensor * t) {
     return t != nullptr && is_float_type(t->type);
 }
 
-// Shapes and parameters: conv_family_fits; here the types and layouts the
-// kernels read and write.
+// Shapes and parameters are the operators' rules (Note [Shape rules] in
+// core/fits.h); here the types and layouts the kernels read and write.
 bool float_sources(const ggml_tensor * op) {
-    return conv_family_fits(op) && float_src(op->src[0]) && float_src(op->src[1]);
+    return float_src(op->src[0]) && float_src(op->src[1]);
 }
 
 // IM2COL, IM2COL_3D: patch rows are written as contiguous runs.
@@ -643,7 +642,7 @@ bool supports_conv_transpose(const ggml_tensor * op) {
 
 bool supports_col2im_1d(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
-    return conv_family_fits(op) && float_src(a) && op->type == a->type;
+    return float_src(a);
 }
 
 size_t work_size_im2col(const ggml_tensor * op, int n_threads) {

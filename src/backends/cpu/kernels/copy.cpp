@@ -329,7 +329,7 @@ bool supports_dup(const ggml_tensor * op) {
         return false;
     }
     const ggml_type st = src->type, dt = op->type;
-    if (!type_is_valid(st) || !type_is_valid(dt) || ggml_nelements(src) != ggml_nelements(op)) {
+    if (!type_is_valid(st) || !type_is_valid(dt)) {
         return false;
     }
     const bool i32_pair = (st == GGML_TYPE_F32 && dt == GGML_TYPE_I32) || (st == GGML_TYPE_I32 && dt == GGML_TYPE_F32);
@@ -358,14 +358,13 @@ bool same_type_plain(const ggml_tensor * a, const ggml_tensor * b) {
 
 bool supports_repeat(const ggml_tensor * op) {
     const ggml_tensor * src0 = op->src[0];
-    return src0 != nullptr && same_type_plain(src0, op) && ggml_can_repeat(src0, op);
+    return src0 != nullptr && same_type_plain(src0, op);
 }
 
 bool supports_concat(const ggml_tensor * op) {
     const ggml_tensor * src0 = op->src[0];
     const ggml_tensor * src1 = op->src[1];
-    const int           dim  = op_param_i32(op, 0);
-    if (src0 == nullptr || src1 == nullptr || dim < 0 || dim > 3) {
+    if (src0 == nullptr || src1 == nullptr) {
         return false;
     }
     if (src0->type == op->type && src1->type == op->type && type_is_valid(op->type) && ggml_is_quantized(op->type)) {
@@ -379,32 +378,23 @@ bool supports_concat(const ggml_tensor * op) {
     } else if (!same_type_plain(src0, op) || !same_type_plain(src1, op)) {
         return false;
     }
-    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
-        const int64_t want = d == dim ? src0->ne[d] + src1->ne[d] : src0->ne[d];
-        if (op->ne[d] != want || (d != dim && src1->ne[d] != src0->ne[d])) {
-            return false;
-        }
-    }
     return true;
 }
 
 bool supports_get_rows(const ggml_tensor * op) {
     const ggml_tensor * src0 = op->src[0];
     const ggml_tensor * src1 = op->src[1];
-    if (src0 == nullptr || src1 == nullptr || src1->type != GGML_TYPE_I32) {
+    if (src0 == nullptr || src1 == nullptr) {
         return false;
     }
     const bool types = (loads_as_float(src0->type) && op->type == GGML_TYPE_F32) ||
                        (src0->type == GGML_TYPE_I32 && op->type == GGML_TYPE_I32);
-    const bool shape = op->ne[0] == src0->ne[0] && op->ne[1] == src1->ne[0] && op->ne[2] == src1->ne[1] &&
-                       op->ne[3] == src1->ne[2] && src0->ne[2] == src1->ne[1] && src0->ne[3] == src1->ne[2] &&
-                       src1->ne[3] == 1;
-    return types && shape && (!ggml_is_quantized(src0->type) || src0->nb[0] == ggml_type_size(src0->type));
+    return types && (!ggml_is_quantized(src0->type) || src0->nb[0] == ggml_type_size(src0->type));
 }
 
 bool supports_set_rows(const ggml_tensor * op) {
     const ggml_tensor * src0 = op->src[0];
-    return src0 != nullptr && set_rows_fits(op) && stores_from_float(op->type) && loads_as_float(src0->type) &&
+    return src0 != nullptr && stores_from_float(op->type) && loads_as_float(src0->type) &&
            (!ggml_is_quantized(op->type) || op->nb[0] == ggml_type_size(op->type));
 }
 

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "core/common.h"
+#include "core/fits.h"
 #include "core/fp16.h"
 #include "core/types.h"
 #include "kernels.h"
@@ -35,28 +36,20 @@ float * store(ggml_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64
                                      i3 * t->nb[3]);
 }
 
-bool f32(const ggml_tensor * t) {
-    return t != nullptr && t->type == GGML_TYPE_F32;
-}
-
 // ---- lightning indexer ----
 
+// The shapes and types are the operator's rule; keys of a block type are
+// decoded a whole row at a time.
 bool indexer_fits(const ggml_tensor * op) {
-    const ggml_tensor * q = op->src[0], *k = op->src[1], *w = op->src[2], *m = op->src[3];
-    if (!f32(op) || !f32(q) || !f32(w) || k == nullptr || m == nullptr || m->type != GGML_TYPE_F16) {
+    const ggml_tensor * k = op->src[1];
+    if (!node_fits(op, nullptr)) {
         return false;
     }
     if (k->type != GGML_TYPE_F32 && k->type != GGML_TYPE_F16 && k->type != GGML_TYPE_BF16) {
-        // Block types: each key row decoded whole.
-        if (!type_is_valid(k->type) || !ggml_is_quantized(k->type) || type_row(k->type).to_float == nullptr ||
-            k->nb[0] != ggml_type_size(k->type) || k->ne[0] % ggml_blck_size(k->type) != 0) {
-            return false;
-        }
+        return type_is_valid(k->type) && ggml_is_quantized(k->type) && type_row(k->type).to_float != nullptr &&
+               k->nb[0] == ggml_type_size(k->type) && k->ne[0] % ggml_blck_size(k->type) == 0;
     }
-    return k->ne[0] == q->ne[0] && k->ne[1] == 1 && k->ne[3] == q->ne[3] && w->ne[0] == q->ne[1] &&
-           w->ne[1] == q->ne[2] && w->ne[2] == 1 && w->ne[3] == q->ne[3] && m->ne[0] == k->ne[2] &&
-           m->ne[1] == q->ne[2] && m->ne[2] == 1 && m->ne[3] > 0 && q->ne[3] % m->ne[3] == 0 &&
-           op->ne[0] == k->ne[2] && op->ne[1] == q->ne[2] && op->ne[2] == 1 && op->ne[3] == q->ne[3];
+    return true;
 }
 
 size_t indexer_thread_bytes(const ggml_tensor * op) {
@@ -118,13 +111,9 @@ void compute_indexer(const ComputeParams & p, ggml_tensor * dst) {
 
 // ---- hc_comb ----
 
+// F32 data of the operator's rule (as the other hyper-connection operators).
 bool hc_comb_fits(const ggml_tensor * op) {
-    const ggml_tensor * mixes = op->src[0], *scale = op->src[1], *base = op->src[2];
-    const int64_t       mix_dim = (2 + HC) * HC;
-    return f32(op) && f32(mixes) && f32(scale) && f32(base) && op_param_i32(op, 1) > 0 && mixes->ne[0] == mix_dim &&
-           mixes->ne[2] == 1 && mixes->ne[3] == 1 && ggml_nelements(scale) >= 3 && scale->ne[0] >= 3 &&
-           base->ne[0] == mix_dim && op->ne[0] == HC && op->ne[1] == HC && op->ne[2] == mixes->ne[1] &&
-           op->ne[3] == 1;
+    return node_fits(op, nullptr);
 }
 
 // c[d + HC s] /= eps + its sum over s (over_src) or over d.
@@ -175,16 +164,7 @@ void compute_hc_comb(const ComputeParams & p, ggml_tensor * dst) {
 // ---- hc_pre ----
 
 bool hc_pre_fits(const ggml_tensor * op) {
-    const ggml_tensor * x = op->src[0], *w = op->src[1];
-    if (!f32(op) || !f32(x) || !f32(w)) {
-        return false;
-    }
-    const int64_t n_embd = x->ne[0], hc = x->ne[1], n_tokens = x->ne[2];
-    const bool    gated  = op_param_i32(op, 1) != 0;
-    const bool    w_fits = gated ? w->ne[0] == n_embd && w->ne[1] == hc && w->ne[2] == n_tokens && w->ne[3] == 1
-                                 : w->ne[0] == hc && w->ne[1] == n_tokens && w->ne[2] == 1 && w->ne[3] == 1;
-    return w_fits && x->ne[3] == 1 && op->ne[0] == n_embd && op->ne[1] == n_tokens && op->ne[2] == 1 &&
-           op->ne[3] == 1;
+    return node_fits(op, nullptr);
 }
 
 void compute_hc_pre(const ComputeParams & p, ggml_tensor * dst) {
@@ -208,15 +188,7 @@ void compute_hc_pre(const ComputeParams & p, ggml_tensor * dst) {
 // ---- hc_post ----
 
 bool hc_post_fits(const ggml_tensor * op) {
-    const ggml_tensor * x = op->src[0], *res = op->src[1], *post = op->src[2], *comb = op->src[3];
-    if (!f32(op) || !f32(x) || !f32(res) || !f32(post) || (comb != nullptr && !f32(comb))) {
-        return false;
-    }
-    const int64_t n_embd = x->ne[0], n_tokens = x->ne[1], hc = res->ne[1];
-    return x->ne[2] == 1 && x->ne[3] == 1 && res->ne[0] == n_embd && res->ne[2] == n_tokens && res->ne[3] == 1 &&
-           post->ne[0] == hc && post->ne[1] == n_tokens && post->ne[2] == 1 && post->ne[3] == 1 &&
-           (comb == nullptr || (comb->ne[0] == hc && comb->ne[1] == hc && comb->ne[2] == n_tokens && comb->ne[3] == 1)) &&
-           op->ne[0] == n_embd && op->ne[1] == hc && op->ne[2] == n_tokens && op->ne[3] == 1;
+    return node_fits(op, nullptr);
 }
 
 void compute_hc_post(const ComputeParams & p, ggml_tensor * dst) {

@@ -225,14 +225,13 @@ bool f32_rows(const ggml_tensor * t) {
 }
 
 bool supports_arange(const ggml_tensor * op) {
-    return op->type == GGML_TYPE_F32 && ggml_is_contiguous(op) && ggml_nelements(op) > 0;
+    return ggml_is_contiguous(op);
 }
 
 bool supports_count_equal(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    return a != nullptr && b != nullptr && a->type == GGML_TYPE_I32 && b->type == GGML_TYPE_I32 &&
-           ggml_are_same_shape(a, b) && op->type == GGML_TYPE_I64 && ggml_nelements(op) == 1;
+    return a != nullptr && b != nullptr && a->type == GGML_TYPE_I32 && b->type == GGML_TYPE_I32;
 }
 
 // The threads' counts.
@@ -243,37 +242,33 @@ size_t work_size_count_equal(const ggml_tensor *, int n_threads) {
 // CLAMP, LEAKY_RELU.
 bool supports_elementwise(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && is_f32_or_f16(src->type) && op->type == src->type && ggml_are_same_shape(op, src);
+    return src != nullptr && is_f32_or_f16(src->type);
 }
 
 bool supports_fill(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && is_f32_or_f16(op->type) && op->type == src->type && ggml_is_contiguous(op) &&
-           ggml_are_same_shape(op, src);
+    return src != nullptr && ggml_is_contiguous(op);
 }
 
 bool supports_tri(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && f32_rows(src) && f32_rows(op) && ggml_are_same_shape(op, src) && op->ne[0] == op->ne[1];
+    return src != nullptr && f32_rows(src) && f32_rows(op);
 }
 
 // CUMSUM, L2_NORM.
 bool supports_f32_same_shape(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ggml_are_same_shape(op, src);
+    return src != nullptr && src->type == GGML_TYPE_F32;
 }
 
 bool supports_diag(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && is_f32_or_f16(src->type) && op->type == src->type && src->ne[1] == 1 &&
-           op->ne[0] == src->ne[0] && op->ne[1] == src->ne[0] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
+    return src != nullptr && is_f32_or_f16(src->type);
 }
 
 bool supports_timestep_embedding(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    const int           dim = op_param_i32(op, 0);
-    return src != nullptr && src->type == GGML_TYPE_F32 && f32_rows(op) && op_param_i32(op, 1) > 0 && dim > 0 &&
-           op->ne[0] == dim && op->ne[1] == src->ne[0];
+    return src != nullptr && src->type == GGML_TYPE_F32 && f32_rows(op);
 }
 
 } // namespace

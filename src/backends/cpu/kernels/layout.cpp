@@ -47,21 +47,9 @@ WriteView write_view(const ggml_tensor * op) {
     return v;
 }
 
-// Whether the view's elements fit in dst's bytes (summed in 128 bits: 32-bit
-// strides times dimensions above 2^32 wrap around in 64), and whether its
-// rows are certainly disjoint (each dimension above the previous one's extent).
-bool view_inside(const ggml_tensor * op, const WriteView & v) {
-    using u128 = unsigned __int128;
-    const ggml_tensor * b = op->src[1];
-    if (ggml_nelements(b) == 0) {
-        return true;
-    }
-    u128 last = v.offset;
-    for (int d = 0; d < 4; ++d) {
-        last += u128(b->ne[d] - 1) * v.nb[d];
-    }
-    return last + v.es <= ggml_nbytes(op);
-}
+// Whether the view's rows are certainly disjoint (each dimension above the
+// previous one's extent). That the view lies inside dst is the rule's
+// (fits_write_view).
 bool rows_disjoint(const ggml_tensor * b, const WriteView & v) {
     size_t extent = size_t(b->ne[0]) * v.es;
     for (int d = 1; d < 4; ++d) {
@@ -250,24 +238,21 @@ bool adjacent(const ggml_tensor * t) {
     return t->nb[0] == ggml_type_size(t->type);
 }
 
-// ACC takes F32 data, SET F32 or I32.
+// ACC takes F32 data, SET F32 or I32 (the view inside the result and the
+// types of src[1] and the result are the operators' rules).
 template <bool acc>
 bool supports_write_view(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    const ggml_tensor * b   = op->src[1];
     if (src == nullptr) {
         return false;
     }
     const bool types = acc ? src->type == GGML_TYPE_F32 : (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_I32);
-    return types && b != nullptr && b->type == src->type && op->type == src->type && ggml_are_same_shape(op, src) &&
-           ggml_is_contiguous(op) && ggml_is_contiguous(src) && ggml_nelements(b) <= ggml_nelements(src) &&
-           view_inside(op, write_view(op));
+    return types && ggml_is_contiguous(op) && ggml_is_contiguous(src);
 }
 
 bool supports_repeat_back(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && adjacent(op) &&
-           ggml_can_repeat(op, src);
+    return src != nullptr && src->type == GGML_TYPE_F32 && adjacent(op);
 }
 
 bool supports_add_id(const ggml_tensor * op) {
@@ -275,46 +260,23 @@ bool supports_add_id(const ggml_tensor * op) {
     const ggml_tensor * b   = op->src[1];
     const ggml_tensor * ids = op->src[2];
     return src != nullptr && b != nullptr && ids != nullptr && src->type == GGML_TYPE_F32 &&
-           b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && ids->type == GGML_TYPE_I32 &&
-           ggml_are_same_shape(op, src) && b->ne[0] == src->ne[0] && ids->ne[0] == src->ne[1] &&
-           ids->ne[1] == src->ne[2];
+           b->type == GGML_TYPE_F32;
 }
 
 bool supports_roll(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    if (src == nullptr) {
-        return false;
-    }
-    bool shifts_ok = true;
-    for (int d = 0; d < 4; ++d) {
-        const int64_t s = op_param_i32(op, d);
-        shifts_ok       = shifts_ok && s > -src->ne[d] && s < src->ne[d];
-    }
-    return (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && op->type == src->type &&
-           ggml_are_same_shape(op, src) && adjacent(src) && adjacent(op) && shifts_ok;
+    return src != nullptr && (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && adjacent(src) &&
+           adjacent(op);
 }
 
 bool supports_pad(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    if (src == nullptr) {
-        return false;
-    }
-    bool fits = true;
-    for (int d = 0; d < 4; ++d) {
-        fits = fits && op->ne[d] == src->ne[d] + op_param_i32(op, 2 * d) + op_param_i32(op, 2 * d + 1) &&
-               (op_param_i32(op, 8) == 0 || src->ne[d] > 0);
-    }
-    return (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16) && op->type == src->type && fits;
+    return src != nullptr && (src->type == GGML_TYPE_F32 || src->type == GGML_TYPE_F16);
 }
 
 bool supports_pad_reflect_1d(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    const int64_t       p0  = op_param_i32(op, 0);
-    const int64_t       p1  = op_param_i32(op, 1);
-    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && adjacent(src) &&
-           adjacent(op) && p0 >= 0 && p1 >= 0 && p0 < src->ne[0] && p1 < src->ne[0] &&
-           op->ne[0] == src->ne[0] + p0 + p1 && op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] &&
-           op->ne[3] == src->ne[3];
+    return src != nullptr && adjacent(src) && adjacent(op);
 }
 
 } // namespace

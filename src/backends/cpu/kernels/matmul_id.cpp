@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "core/common.h"
+#include "core/fits.h"
 #include "core/types.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
@@ -237,15 +238,9 @@ void compute_grouped(const ComputeParams & p, ggml_tensor * dst, const Layout & 
 }
 
 bool mul_mat_id_fits(const ggml_tensor * op) {
-    const ggml_tensor * as  = op->src[0];
-    const ggml_tensor * b   = op->src[1];
-    const ggml_tensor * ids = op->src[2];
-    if (as == nullptr || b == nullptr || ids == nullptr || ids->type != GGML_TYPE_I32 || op->type != GGML_TYPE_F32) {
-        return false;
-    }
-    return as->ne[3] == 1 && b->ne[3] == 1 && ids->ne[2] == 1 && ids->ne[3] == 1 && as->ne[0] == b->ne[0] &&
-           ids->ne[1] == b->ne[2] && b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0 && op->ne[0] == as->ne[1] &&
-           op->ne[1] == ids->ne[0] && op->ne[2] == b->ne[2] && op->ne[3] == 1 && op->nb[0] == sizeof(float);
+    // Shapes and types: the operator's rule; here the result's rows are
+    // float arrays.
+    return node_fits(op, nullptr) && op->nb[0] == sizeof(float);
 }
 
 void compute_mul_mat_id(const ComputeParams & p, ggml_tensor * dst) {

@@ -162,12 +162,12 @@ void compute_group_norm(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// F32 rows of src's shape. dst rows are plain float arrays; so are src rows
+// F32 rows (the shape is the rule's). dst rows are plain float arrays; so are src rows
 // of GROUP_NORM, while NORM and RMS_NORM gather strided ones into dst first,
 // which must then be memory of its own (not a view, as an in-place result is).
 bool f32_rows_fit(const ggml_tensor * op, bool gathers) {
     const ggml_tensor * src = op->src[0];
-    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_F32 || !ggml_are_same_shape(src, op)) {
+    if (src == nullptr || src->type != GGML_TYPE_F32) {
         return false;
     }
     const bool dst_rows = op->nb[0] == sizeof(float) || op->ne[0] == 1;
@@ -183,7 +183,7 @@ bool supports_norm_rows(const ggml_tensor * op) {
 }
 
 bool supports_group_norm(const ggml_tensor * op) {
-    return op_param_i32(op, 0) > 0 && f32_rows_fit(op, false);
+    return f32_rows_fit(op, false);
 }
 
 } // namespace

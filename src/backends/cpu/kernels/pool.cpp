@@ -15,7 +15,6 @@
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/pool.h"
 #include "core/common.h"
-#include "core/conv_fits.h"
 
 namespace loom::cpu {
 namespace {
@@ -433,25 +432,24 @@ bool is_f32(const ggml_tensor * t) {
     return t != nullptr && t->type == GGML_TYPE_F32;
 }
 
-// Shapes and parameters: conv_family_fits; here the types the kernels read and write.
+// Shapes and parameters are the operators' rules (Note [Shape rules] in
+// core/fits.h); here the types the kernels read and write.
 bool supports_pool(const ggml_tensor * op) {
-    return conv_family_fits(op) && is_float_type(op->src[0]->type) && op->type == GGML_TYPE_F32;
+    return is_float_type(op->src[0]->type) && op->type == GGML_TYPE_F32;
 }
 
 // UPSCALE, WIN_PART, WIN_UNPART.
 bool supports_f32_in_out(const ggml_tensor * op) {
-    return conv_family_fits(op) && is_f32(op->src[0]) && op->type == GGML_TYPE_F32;
+    return is_f32(op->src[0]) && op->type == GGML_TYPE_F32;
 }
 
 bool supports_get_rel_pos(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
-    return conv_family_fits(op) && (a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_F32) &&
-           op->type == GGML_TYPE_F16;
+    return a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_F32;
 }
 
 bool supports_add_rel_pos(const ggml_tensor * op) {
-    return conv_family_fits(op) && is_f32(op->src[0]) && is_f32(op->src[1]) && is_f32(op->src[2]) &&
-           op->type == GGML_TYPE_F32;
+    return is_f32(op->src[0]) && is_f32(op->src[1]) && is_f32(op->src[2]) && op->type == GGML_TYPE_F32;
 }
 
 } // namespace

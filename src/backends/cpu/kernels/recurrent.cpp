@@ -16,10 +16,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
+#include "core/fits.h"
 #include "kernels.h"
 
 namespace loom::cpu {
@@ -40,27 +40,10 @@ bool all_f32(const ggml_tensor * op, int n_src) {
     return true;
 }
 
-// What the three RWKV-style recurrences share: the per-token inputs in
-// `inputs` (src indices) are contiguous [S, H, T], src[state_src] holds
-// S * S * H * n_seqs values, n_seqs = its ne1, dividing T; dst is
-// [S * H, T + S * n_seqs].
-bool rwkv_fits(const ggml_tensor * op, std::initializer_list<int> inputs, int state_src) {
-    if (!all_f32(op, state_src + 1)) {
-        return false;
-    }
-    const ggml_tensor * shape = op->src[*inputs.begin()];
-    const int64_t       S = shape->ne[0], H = shape->ne[1], T = shape->ne[2];
-    for (int i : inputs) {
-        const ggml_tensor * t = op->src[i];
-        if (!ggml_is_contiguous(t) || t->ne[0] != S || t->ne[1] != H || t->ne[2] != T || t->ne[3] != 1) {
-            return false;
-        }
-    }
-    const ggml_tensor * state  = op->src[state_src];
-    const int64_t       n_seqs = state->ne[1];
-    return ggml_is_contiguous(state) && n_seqs > 0 && T % n_seqs == 0 &&
-           ggml_nelements(state) == S * S * H * n_seqs && op->ne[0] == S * H && op->ne[1] == T + S * n_seqs &&
-           op->ne[2] == 1 && op->ne[3] == 1;
+// The three RWKV-style recurrences take F32 data (their n_src sources and
+// the result); their shapes are their operators' rules.
+bool rwkv_fits(const ggml_tensor * op, int n_src) {
+    return all_f32(op, n_src) && node_fits(op, nullptr);
 }
 
 struct RwkvShape {
@@ -104,7 +87,7 @@ void run_rwkv(const ComputeParams & p, ggml_tensor * dst, const RwkvShape & sh, 
 // S[i][j], i along k, j along v: row i of a head's matrix is contiguous.
 
 void compute_wkv6(const ComputeParams & p, ggml_tensor * dst) {
-    LOOM_ASSERT(rwkv_fits(dst, {0, 1, 2, 4}, 5));
+    LOOM_ASSERT(rwkv_fits(dst, 6));
     const RwkvShape sh = rwkv_shape(dst->src[0], dst->src[5]);
     const float *   k = f32(dst->src[0]), *v = f32(dst->src[1]), *r = f32(dst->src[2]);
     const float *   tf = f32(dst->src[3]), *td = f32(dst->src[4]);
@@ -128,7 +111,7 @@ void compute_wkv6(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 void compute_gla(const ComputeParams & p, ggml_tensor * dst) {
-    LOOM_ASSERT(rwkv_fits(dst, {0, 1, 2, 3}, 4));
+    LOOM_ASSERT(rwkv_fits(dst, 5));
     const RwkvShape sh    = rwkv_shape(dst->src[0], dst->src[4]);
     const float *   k     = f32(dst->src[0]), *v = f32(dst->src[1]), *q = f32(dst->src[2]), *g = f32(dst->src[3]);
     const float     scale = op_param_f32(dst, 0);
@@ -154,7 +137,7 @@ void compute_gla(const ComputeParams & p, ggml_tensor * dst) {
 // S[i][j], i along v, j along k.
 
 void compute_wkv7(const ComputeParams & p, ggml_tensor * dst) {
-    LOOM_ASSERT(rwkv_fits(dst, {0, 1, 2, 3, 4, 5}, 6));
+    LOOM_ASSERT(rwkv_fits(dst, 7));
     const RwkvShape sh = rwkv_shape(dst->src[2], dst->src[6]);
     const float *   r = f32(dst->src[0]), *w = f32(dst->src[1]), *k = f32(dst->src[2]);
     const float *   v = f32(dst->src[3]), *a = f32(dst->src[4]), *b = f32(dst->src[5]);
@@ -175,25 +158,9 @@ void compute_wkv7(const ComputeParams & p, ggml_tensor * dst) {
 // row j: M[j] scaled by the gate, d = beta (v[j] - M[j] . k), M[j] += d k,
 // out[j] = M[j] . q / sqrt(S).
 
+// F32 data; the shapes and layouts are the operator's rule.
 bool gdn_fits(const ggml_tensor * op) {
-    if (!all_f32(op, 6)) {
-        return false;
-    }
-    const ggml_tensor * q = op->src[0], *k = op->src[1], *v = op->src[2];
-    const ggml_tensor * g = op->src[3], *beta = op->src[4], *state = op->src[5];
-    const int64_t       S = v->ne[0], H = v->ne[1], T = v->ne[2], n_seqs = v->ne[3];
-    const int64_t       K = op_param_i32(op, 0);
-    for (const ggml_tensor * t : {q, k, v}) {
-        if (t->nb[0] != sizeof(float)) {
-            return false;
-        }
-    }
-    return ggml_are_same_shape(q, k) && q->ne[0] == S && q->ne[1] > 0 && H % q->ne[1] == 0 && q->ne[2] == T &&
-           q->ne[3] > 0 && n_seqs % q->ne[3] == 0 && (g->ne[0] == 1 || g->ne[0] == S) && g->ne[1] == H &&
-           g->ne[2] == T && g->ne[3] == n_seqs && ggml_is_contiguous(g) && beta->ne[0] == 1 && beta->ne[1] == H &&
-           beta->ne[2] == T && beta->ne[3] == n_seqs && ggml_is_contiguous(beta) && state->ne[0] == S &&
-           state->ne[1] == S && state->ne[2] == H && state->ne[3] == n_seqs && ggml_is_contiguous(state) && K >= 1 &&
-           op->ne[0] == S * H && op->ne[1] == T * n_seqs + K * S * n_seqs && op->ne[2] == 1 && op->ne[3] == 1;
+    return all_f32(op, 6) && node_fits(op, nullptr);
 }
 
 // Each thread's exp(g) row for a vector gate.
@@ -266,13 +233,9 @@ void compute_gdn(const ComputeParams & p, ggml_tensor * dst) {
 // A X = B with A lower triangular, by forward substitution; one column of
 // X per item.
 
+// F32 data; the shapes and layouts are the operator's rule.
 bool solve_tri_fits(const ggml_tensor * op) {
-    if (!all_f32(op, 2)) {
-        return false;
-    }
-    const ggml_tensor * a = op->src[0], *b = op->src[1];
-    return ggml_is_contiguous(a) && ggml_is_contiguous(b) && a->ne[0] == a->ne[1] && b->ne[1] == a->ne[1] &&
-           b->ne[2] == a->ne[2] && b->ne[3] == a->ne[3] && ggml_are_same_shape(op, b);
+    return all_f32(op, 2) && node_fits(op, nullptr);
 }
 
 void compute_solve_tri(const ComputeParams & p, ggml_tensor * dst) {
@@ -297,15 +260,13 @@ void compute_solve_tri(const ComputeParams & p, ggml_tensor * dst) {
 }
 
 bool supports_wkv6(const ggml_tensor * op) {
-    const ggml_tensor * tf = op->src[3];
-    return rwkv_fits(op, {0, 1, 2, 4}, 5) && ggml_is_contiguous(tf) &&
-           ggml_nelements(tf) == op->src[0]->ne[0] * op->src[0]->ne[1];
+    return rwkv_fits(op, 6);
 }
 bool supports_gla(const ggml_tensor * op) {
-    return rwkv_fits(op, {0, 1, 2, 3}, 4);
+    return rwkv_fits(op, 5);
 }
 bool supports_wkv7(const ggml_tensor * op) {
-    return rwkv_fits(op, {0, 1, 2, 3, 4, 5}, 6);
+    return rwkv_fits(op, 7);
 }
 
 } // namespace

@@ -166,31 +166,16 @@ void compute_argmax(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// Sources of every float type; SUM and SUM_ROWS keep it, MEAN gives F32,
-// ARGMAX the I32 index of each row of a matrix.
+// SUM, SUM_ROWS and MEAN take sources of every float type, ARGMAX F32 ones
+// (the results' types and shapes are the operators' rules).
 bool supports_sum(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && is_float_type(src->type) && op->type == src->type && ggml_nelements(op) == 1;
-}
-
-bool one_per_row(const ggml_tensor * op, const ggml_tensor * src) {
-    return op->ne[0] == 1 && op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-}
-
-bool supports_sum_rows(const ggml_tensor * op) {
-    const ggml_tensor * src = op->src[0];
-    return src != nullptr && is_float_type(src->type) && op->type == src->type && one_per_row(op, src);
-}
-
-bool supports_mean(const ggml_tensor * op) {
-    const ggml_tensor * src = op->src[0];
-    return src != nullptr && is_float_type(src->type) && op->type == GGML_TYPE_F32 && one_per_row(op, src);
+    return src != nullptr && is_float_type(src->type);
 }
 
 bool supports_argmax(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    return src != nullptr && src->type == GGML_TYPE_F32 && op->type == GGML_TYPE_I32 && ggml_is_matrix(src) &&
-           op->ne[0] == src->ne[1] && ggml_nelements(op) == src->ne[1] && src->ne[0] <= INT32_MAX;
+    return src != nullptr && src->type == GGML_TYPE_F32;
 }
 
 // The threads' partial sums of SUM's slices.
@@ -202,8 +187,8 @@ size_t work_size_sum(const ggml_tensor *, int n_threads) {
 
 void add_reduce_kernels(OpKernels & t) {
     t[GGML_OP_SUM]      = {compute_sum, supports_sum, work_size_sum};
-    t[GGML_OP_SUM_ROWS] = {compute_row_sums<false>, supports_sum_rows, nullptr};
-    t[GGML_OP_MEAN]     = {compute_row_sums<true>, supports_mean, nullptr};
+    t[GGML_OP_SUM_ROWS] = {compute_row_sums<false>, supports_sum, nullptr};
+    t[GGML_OP_MEAN]     = {compute_row_sums<true>, supports_sum, nullptr};
     t[GGML_OP_ARGMAX]   = {compute_argmax, supports_argmax, nullptr};
 }
 

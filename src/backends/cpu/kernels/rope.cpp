@@ -242,38 +242,11 @@ void compute_rope(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
+// Modes, positions, frequency factors, sections and the offset are the
+// operator's rule; rows are read and written as contiguous runs.
 bool supports_rope(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    const ggml_tensor * pos = op->src[1];
-    if (src == nullptr || pos == nullptr || pos->type != GGML_TYPE_I32) {
-        return false;
-    }
-    if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) || op->type != src->type) {
-        return false;
-    }
-    const RopeParams rp = RopeParams::of(op);
-    if (rp.mode != GGML_ROPE_TYPE_NORMAL && rp.mode != GGML_ROPE_TYPE_NEOX && rp.mode != GGML_ROPE_TYPE_MROPE &&
-        rp.mode != GGML_ROPE_TYPE_VISION && rp.mode != GGML_ROPE_TYPE_IMROPE) {
-        return false;
-    }
-    if (rp.n_dims < 0 || rp.n_dims % 2 != 0 || rp.n_offs < 0 || rp.n_offs % 2 != 0 ||
-        int64_t(rp.n_offs) + 2 * rp.pairs() > src->ne[0] || (rp.vision() && rp.n_offs != 0) ||
-        pos->ne[0] < (rp.multi() ? 4 : 1) * src->ne[2]) {
-        return false;
-    }
-    if (rp.multi()) {
-        const int * sec = rp.sections;
-        if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || sec[0] + sec[1] + sec[2] <= 0 ||
-            int64_t(sec[0]) + sec[1] + sec[2] + sec[3] > src->ne[0]) {
-            return false;
-        }
-    }
-    const ggml_tensor * factors = op->src[2];
-    if (factors != nullptr && (factors->type != GGML_TYPE_F32 || factors->ne[0] < rp.pairs())) {
-        return false;
-    }
-    // Rows are read and written as contiguous runs.
-    return src->nb[0] == ggml_type_size(src->type) && op->nb[0] == ggml_type_size(op->type);
+    return src != nullptr && src->nb[0] == ggml_type_size(src->type) && op->nb[0] == ggml_type_size(op->type);
 }
 
 size_t work_size_rope(const ggml_tensor * op, int n_threads) {

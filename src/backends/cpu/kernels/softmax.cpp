@@ -131,15 +131,12 @@ bool supports_soft_max(const ggml_tensor * op) {
     if (!f32_rows_in_out(op)) {
         return false;
     }
-    const ggml_tensor * src   = op->src[0];
     const ggml_tensor * mask  = op->src[1];
     const ggml_tensor * sinks = op->src[2];
-    if (sinks != nullptr &&
-        (sinks->type != GGML_TYPE_F32 || sinks->ne[0] < src->ne[2] || !ggml_is_contiguous(sinks))) {
+    if (sinks != nullptr && !ggml_is_contiguous(sinks)) {
         return false;
     }
-    return mask == nullptr ||
-           ((mask->type == GGML_TYPE_F32 || mask->type == GGML_TYPE_F16) && mask->nb[0] == ggml_type_size(mask->type));
+    return mask == nullptr || mask->nb[0] == ggml_type_size(mask->type);
 }
 
 } // namespace

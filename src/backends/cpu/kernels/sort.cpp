@@ -89,26 +89,14 @@ void compute_rows(const ComputeParams & p, ggml_tensor * dst) {
     }
 }
 
-// F32 rows in, plain int32 index rows out, as many rows as src.
+// ARGSORT, TOP_K: F32 rows in, plain int32 index rows out (the shapes and
+// the order are the operators' rules).
 bool index_rows_fit(const ggml_tensor * op) {
     const ggml_tensor * src = op->src[0];
-    if (src == nullptr || src->type != GGML_TYPE_F32 || op->type != GGML_TYPE_I32 || src->ne[0] > INT32_MAX) {
+    if (src == nullptr || src->type != GGML_TYPE_F32 || src->ne[0] > INT32_MAX) {
         return false;
     }
-    if (op->nb[0] != sizeof(int32_t) && op->ne[0] > 1) {
-        return false;
-    }
-    return op->ne[1] == src->ne[1] && op->ne[2] == src->ne[2] && op->ne[3] == src->ne[3];
-}
-
-bool supports_argsort(const ggml_tensor * op) {
-    const int32_t order = op_param_i32(op, 0);
-    return index_rows_fit(op) && op->ne[0] == op->src[0]->ne[0] &&
-           (order == GGML_SORT_ORDER_ASC || order == GGML_SORT_ORDER_DESC);
-}
-
-bool supports_top_k(const ggml_tensor * op) {
-    return index_rows_fit(op) && op->ne[0] <= op->src[0]->ne[0];
+    return op->nb[0] == sizeof(int32_t) || op->ne[0] <= 1;
 }
 
 size_t work_size_sort(const ggml_tensor * op, int n_threads) {
@@ -118,8 +106,8 @@ size_t work_size_sort(const ggml_tensor * op, int n_threads) {
 } // namespace
 
 void add_sort_kernels(OpKernels & t) {
-    t[GGML_OP_ARGSORT] = {compute_rows<false>, supports_argsort, work_size_sort};
-    t[GGML_OP_TOP_K]   = {compute_rows<true>, supports_top_k, work_size_sort};
+    t[GGML_OP_ARGSORT] = {compute_rows<false>, index_rows_fit, work_size_sort};
+    t[GGML_OP_TOP_K]   = {compute_rows<true>, index_rows_fit, work_size_sort};
 }
 
 } // namespace loom::cpu

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
+#include "core/fits.h"
 #include "kernels.h"
 
 namespace loom::cpu {
@@ -37,14 +38,9 @@ bool all_f32(const ggml_tensor * op, int n_src) {
 
 // ---- ssm_conv ----
 
+// F32 data; the shapes are the operator's rule.
 bool ssm_conv_fits(const ggml_tensor * op) {
-    if (!all_f32(op, 2)) {
-        return false;
-    }
-    const ggml_tensor * sx = op->src[0];
-    const ggml_tensor * c  = op->src[1];
-    return ggml_is_3d(sx) && ggml_is_matrix(c) && sx->ne[1] == c->ne[1] && op->ne[0] == c->ne[1] &&
-           op->ne[1] == sx->ne[0] - c->ne[0] + 1 && op->ne[2] == sx->ne[2] && op->ne[3] == 1;
+    return all_f32(op, 2) && node_fits(op, nullptr);
 }
 
 void compute_ssm_conv(const ComputeParams & p, ggml_tensor * dst) {
@@ -73,32 +69,10 @@ float softplus(float x) {
     return x > 20.0f ? x : std::log(1.0f + std::exp(x));
 }
 
+// F32 data (the ids are the rule's), a contiguous result; the shapes and
+// the layouts of the sources are the operator's rule.
 bool ssm_scan_fits(const ggml_tensor * op) {
-    if (!all_f32(op, 6) || op->src[6] == nullptr || op->src[6]->type != GGML_TYPE_I32) {
-        return false;
-    }
-    const ggml_tensor * s   = op->src[0];
-    const ggml_tensor * x   = op->src[1];
-    const ggml_tensor * dt  = op->src[2];
-    const ggml_tensor * A   = op->src[3];
-    const ggml_tensor * B   = op->src[4];
-    const ggml_tensor * C   = op->src[5];
-    const ggml_tensor * ids = op->src[6];
-    const int64_t       K   = op_param_i32(op, 0);
-    const int64_t d_state = s->ne[0], head_dim = x->ne[0], n_head = x->ne[1], n_tok = x->ne[2], n_seqs = x->ne[3];
-    const bool shapes = K >= 1 && dt->ne[0] == n_head && dt->ne[1] == n_tok && dt->ne[2] == n_seqs && dt->ne[3] == 1 &&
-                        s->ne[1] == head_dim && s->ne[2] == n_head && ggml_are_same_shape(B, C) &&
-                        B->ne[0] == d_state && B->ne[1] > 0 && n_head % B->ne[1] == 0 && B->ne[2] == n_tok &&
-                        B->ne[3] == n_seqs && ggml_is_vector(ids) && ids->ne[0] == n_seqs && ggml_is_matrix(A) &&
-                        A->ne[1] == n_head && (A->ne[0] == 1 || (A->ne[0] == d_state && K == 1)) &&
-                        ggml_nelements(op) == ggml_nelements(x) + K * d_state * head_dim * n_head * n_seqs;
-    // Layouts: s, dt, A and dst contiguous; rows of x, B and C contiguous
-    // runs, heads (groups) of x (B, C) side by side.
-    auto packed_rows = [](const ggml_tensor * t) {
-        return t->nb[0] == sizeof(float) && t->nb[1] == size_t(t->ne[0]) * sizeof(float);
-    };
-    return shapes && ggml_is_contiguous(s) && ggml_is_contiguous(dt) && ggml_is_contiguous(A) &&
-           ggml_is_contiguous(op) && packed_rows(x) && packed_rows(B) && packed_rows(C);
+    return all_f32(op, 6) && node_fits(op, nullptr) && ggml_is_contiguous(op);
 }
 
 // Mamba-1's per-token decays exp(dt A[h][j]), one row per thread.

@@ -110,16 +110,14 @@ void compute_cross_entropy_loss_back(const ComputeParams & p, ggml_tensor * dst)
 bool supports_cross_entropy_loss(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    return f32_rows(a) && f32_rows(b) && ggml_are_same_shape(a, b) && op->type == GGML_TYPE_F32 &&
-           ggml_is_scalar(op);
+    return f32_rows(a) && f32_rows(b);
 }
 
 bool supports_cross_entropy_loss_back(const ggml_tensor * op) {
     const ggml_tensor * g = op->src[0];
     const ggml_tensor * a = op->src[1];
     const ggml_tensor * b = op->src[2];
-    return g != nullptr && g->type == GGML_TYPE_F32 && ggml_is_scalar(g) && f32_rows(a) && f32_rows(b) &&
-           f32_rows(op) && ggml_are_same_shape(a, b) && ggml_are_same_shape(a, op);
+    return g != nullptr && f32_rows(a) && f32_rows(b) && f32_rows(op);
 }
 
 size_t work_size_cross_entropy_loss(const ggml_tensor * op, int /*n_threads*/) {

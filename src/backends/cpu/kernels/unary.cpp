@@ -304,18 +304,11 @@ void compute_glu(const ComputeParams & p, ggml_tensor * dst) {
 bool supports_glu(const ggml_tensor * op) {
     const ggml_tensor * a = op->src[0];
     const ggml_tensor * b = op->src[1];
-    if (a == nullptr || op->op_params[0] < 0 || op->op_params[0] >= GGML_GLU_OP_COUNT) {
-        return false;
-    }
-    if ((a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16) || op->type != a->type ||
+    if (a == nullptr || (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16) ||
         a->nb[0] != ggml_type_size(a->type) || op->nb[0] != ggml_type_size(op->type)) {
         return false;
     }
-    if (b != nullptr) {
-        return b->type == a->type && b->nb[0] == ggml_type_size(b->type) && ggml_are_same_shape(a, b) &&
-               ggml_are_same_shape(op, a);
-    }
-    return a->ne[0] / 2 == op->ne[0] && a->ne[1] == op->ne[1] && a->ne[2] == op->ne[2] && a->ne[3] == op->ne[3];
+    return b == nullptr || b->nb[0] == ggml_type_size(b->type);
 }
 
 template <Decoder decode>
@@ -324,7 +317,7 @@ bool supports_unary(const ggml_tensor * op) {
     if (src == nullptr || decode(op).fn == Fn::invalid) {
         return false;
     }
-    return is_float_type(src->type) && src->type == op->type && ggml_are_same_shape(src, op);
+    return is_float_type(src->type);
 }
 
 template <Decoder decode>
