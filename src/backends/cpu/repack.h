@@ -125,9 +125,9 @@
 // the same + 16. A 256-bit register is one word of the eight rows (the
 // AVX2 table: simd/avx2/iq4_xs_interleaved.h), a 512-bit one two words
 // (the AVX-512 table: simd/avx512/iq4_xs_interleaved.h); every block
-// starts on a cache line (1088 = 17 * 64), and so does every load of qs. The d and the
-// scales of the eight rows are one load each, decoded for the eight rows
-// at once. Each table's kernel gives the bits of its gemv_quant entry on
+// starts on a cache line (1088 = 17 * 64), and so does every load of qs.
+// The d and the scales of the eight rows are one load each, decoded for
+// the eight rows at once. Each table's kernel gives the bits of its gemv_quant entry on
 // ggml's layout (the integer sums are exact, and meet the float scales in
 // the same order), and its decode_rows_repacked the rows decode_rows
 // writes. Rows come in whole groups (repackable()).
