@@ -134,6 +134,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -169,15 +170,17 @@ constexpr Iq4xsPlace iq4_xs_interleaved_place(size_t r, size_t b) {
     return {64 + 32 * (q / 4) + 4 * r + q % 4, 4 - q % 4};
 }
 
-// Row r's (0..7) block, in ggml's layout (136 bytes), from block `set` of
-// a group of interleaved IQ4_XS rows.
-inline void iq4_xs_interleaved_unpack(const uint8_t * set, size_t r, uint8_t * out) {
-    for (size_t b = 0; b < IQ4_XS_BLOCK_BYTES;) {
-        const Iq4xsPlace p = iq4_xs_interleaved_place(r, b);
-        for (size_t k = 0; k < p.run; ++k) {
-            out[b + k] = set[p.at + k];
+// The eight rows' blocks of block `set` of a group of interleaved IQ4_XS
+// rows, in ggml's layout (row r's 136 bytes at out + 136 r).
+inline void iq4_xs_interleaved_unpack8(const uint8_t * set, uint8_t * out) {
+    for (size_t r = 0; r < 8; ++r) {
+        uint8_t * o = out + IQ4_XS_BLOCK_BYTES * r;
+        std::memcpy(o, set + 2 * r, 2);
+        std::memcpy(o + 2, set + 16 + 2 * r, 2);
+        std::memcpy(o + 4, set + 32 + 4 * r, 4);
+        for (size_t w = 0; w < 32; ++w) {
+            std::memcpy(o + 8 + 4 * w, set + 64 + 32 * w + 4 * r, 4);
         }
-        b += p.run;
     }
 }
 

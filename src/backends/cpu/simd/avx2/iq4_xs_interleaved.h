@@ -126,17 +126,19 @@ void gemv_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrow
     });
 }
 
-// The stored rows decode_rows_iq4_xs writes, each block put back in
-// ggml's layout first.
+// The stored rows decode_rows_iq4_xs writes (row r's block i at r * nb +
+// i), each block of eight rows put back in ggml's layout first.
 void decode_rows_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
     const int64_t nb = K / QK_K;
     auto *        o  = static_cast<StoredKBlock *>(out);
-    for (int64_t r = 0; r < nrows; ++r) {
-        const auto * group = static_cast<const uint8_t *>(a) + size_t(r / 8) * 8 * lda;
-        for (int64_t i = 0; i < nb; ++i, ++o) {
-            block_iq4_xs x;
-            iq4_xs_interleaved_unpack(group + IQ4R_SET * size_t(i), size_t(r % 8), reinterpret_cast<uint8_t *>(&x));
-            kq_stored_block<StoredK::iq4_xs>(x, *o);
+    for (int64_t r0 = 0; r0 < nrows; r0 += 8) {
+        const auto * group = static_cast<const uint8_t *>(a) + size_t(r0) * lda;
+        for (int64_t i = 0; i < nb; ++i) {
+            block_iq4_xs x[8];
+            iq4_xs_interleaved_unpack8(group + IQ4R_SET * size_t(i), reinterpret_cast<uint8_t *>(x));
+            for (int64_t r = 0; r < 8; ++r) {
+                kq_stored_block<StoredK::iq4_xs>(x[r], o[(r0 + r) * nb + i]);
+            }
         }
     }
 }

@@ -144,14 +144,21 @@ void gemv_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrow
     });
 }
 
-// The panels decode_rows writes (panel_decode_rows<IQ4Levels>), each row's
-// blocks put back in ggml's layout first.
+// The panels decode_rows writes (panel_decode_rows<IQ4Levels>), each block
+// of eight rows put back in ggml's layout first (the walk asks for a
+// block's rows one after the other).
 void decode_rows_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
     const auto * ac = static_cast<const uint8_t *>(a);
+    block_iq4_xs plain[8];
+    int64_t      at_group = -1, at_block = -1;
     panel_decode_blocks<IQ4Levels>(K, nrows, out,
-                                   [&](int64_t row, int64_t i, block_iq4_xs & scratch) -> const block_iq4_xs & {
-        const uint8_t * set = ac + size_t(row / 8) * 8 * lda + IQ4R_SET * size_t(i);
-        iq4_xs_interleaved_unpack(set, size_t(row % 8), reinterpret_cast<uint8_t *>(&scratch));
-        return scratch;
+                                   [&](int64_t row, int64_t i, block_iq4_xs &) -> const block_iq4_xs & {
+        if (row / 8 != at_group || i != at_block) {
+            at_group = row / 8;
+            at_block = i;
+            iq4_xs_interleaved_unpack8(ac + size_t(at_group) * 8 * lda + IQ4R_SET * size_t(i),
+                                       reinterpret_cast<uint8_t *>(plain));
+        }
+        return plain[row % 8];
     });
 }
