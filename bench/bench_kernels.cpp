@@ -3,7 +3,8 @@
 // that what is compared is the kernels' arithmetic, not the memory: weight
 // bytes per second and multiply-adds per second, for 1, 4 and 8 columns;
 // Q4_0, Q8_0, F16, BF16 (also repacked, and on prepared columns where the
-// table has them), then Q4_K, Q5_K and Q6_K.
+// table has them), then Q4_K, Q5_K, Q6_K and IQ4_XS (also repacked where the
+// table has a kernel for the CPU_REPACK layout).
 //
 //   bench_kernels
 
@@ -128,14 +129,26 @@ int main() {
         ggml_backend_buffer_free(rbuf);
         ggml_free(rctx);
     }
-    // The K-quants of Q4_K_M and Q5_K_M files, against columns in their
-    // vec_dot_type (Q8_K) as mul_mat converts them.
-    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+    // The K-quants of Q4_K_M and Q5_K_M files and IQ4_XS, against columns in
+    // their vec_dot_type (Q8_K) as mul_mat converts them.
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS}) {
         const ggml_type   bt = ggml_get_type_traits_cpu(t)->vec_dot_type;
         std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
         ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
         for (int c = 0; c < 8; ++c) {
             ggml_get_type_traits_cpu(bt)->from_float(x.data() + size_t(c) * K, b.data() + ggml_row_size(bt, K) * c, K);
+        }
+        // The same weights in a CPU_REPACK buffer, where the table in use
+        // repacks the type (its layout: the gemv_repacked entries' of the
+        // tables that read it).
+        ggml_init_params      rp   = {ggml_tensor_overhead(), nullptr, true};
+        ggml_context *        rctx = ggml_init(rp);
+        ggml_tensor *         rt   = ggml_new_tensor_2d(rctx, t, K, M);
+        ggml_backend_buffer_t rbuf = ggml_backend_alloc_ctx_tensors_from_buft(rctx, repack_buffer_type());
+        const void *          ra   = nullptr;
+        if (rbuf != nullptr && is_repacked(rt)) {
+            ggml_backend_tensor_set(rt, a.data(), 0, a.size());
+            ra = rt->data;
         }
         for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
@@ -148,8 +161,18 @@ int main() {
                                fn(K, a.data(), ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols,
                                   dst.data(), M);
                            }));
+                const GemvFn rf = kt->gemv_repacked[t];
+                if (rf != nullptr && ra != nullptr) {
+                    const double best = best_of_500([&] {
+                        rf(K, ra, ggml_row_size(t, K), M, b.data(), ggml_row_size(bt, K), cols, dst.data(), M);
+                    });
+                    std::printf("%-12s %-5s %4d %12.1f %12.1f  (repacked)\n", kt->name, ggml_type_name(t), cols,
+                                double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9);
+                }
             }
         }
+        ggml_backend_buffer_free(rbuf);
+        ggml_free(rctx);
     }
     return 0;
 }

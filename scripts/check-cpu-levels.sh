@@ -9,9 +9,9 @@
 #     cortex-a72  Advanced SIMD, no SDOT        -> the neon table
 # On each: the kernel-table tests, the CPU backend's and the quantized
 # products' tests, the bundled model's greedy text against the reference
-# (tests/data/stories260k-reference.json), and repacked against plain Q4_K
-# and Q4_0 weights (the same text where the table repacks the type, nothing
-# repacked where it does not). Every step must print the table it
+# (tests/data/stories260k-reference.json), and repacked against plain
+# Q4_K, Q4_0 and IQ4_XS weights (the same text where the table repacks the
+# type, nothing repacked where it does not). Every step must print the table it
 # exercised; a step that ran no test fails.
 #
 #   scripts/check-cpu-levels.sh [--arch x86_64|aarch64] [BUILD_DIR]   (default: build, build-arm64)
@@ -202,13 +202,15 @@ greedy_text() { # cpu expected-table
     echo "the reference's $n_gen greedy tokens"
 }
 
-# Whether a table repacks the matrices of a file type: Q4_K on avx2 (Note
-# [Repacked Q4_K]), Q4_0 and Q4_K on the Arm tables with SDOT (Notes
-# [Interleaved Q4_0 rows] and [Interleaved Q4_K rows]); the tables of these
-# levels repack nothing else of them.
+# Whether a table repacks the matrices of a file type: Q4_K and IQ4_XS on
+# avx2 (Notes [Repacked Q4_K] and [Interleaved IQ4_XS rows]), Q4_0 and Q4_K
+# on the Arm tables with SDOT (Notes [Interleaved Q4_0 rows] and
+# [Interleaved Q4_K rows]); the tables of these levels repack nothing else
+# of them.
 repacks() { # table file-type
     case "$1:$2" in
-        avx2:Q4_K_M | neon_dotprod:Q4_0 | neon_i8mm:Q4_0 | neon_dotprod:Q4_K_M | neon_i8mm:Q4_K_M) return 0 ;;
+        avx2:Q4_K_M | avx2:IQ4_XS | neon_dotprod:Q4_0 | neon_i8mm:Q4_0 | neon_dotprod:Q4_K_M | neon_i8mm:Q4_K_M)
+            return 0 ;;
         *) return 1 ;;
     esac
 }
@@ -237,6 +239,7 @@ for level in "${levels[@]}"; do
     step "loom-run greedy text, bundled model" greedy_text "$cpu" "$table" || true
     step "repacked Q4_K gives the same text" repack_same "$cpu" "$table" Q4_K_M && tail -1 "$work/log" | sed 's/^/    /'
     step "repacked Q4_0 gives the same text" repack_same "$cpu" "$table" Q4_0 && tail -1 "$work/log" | sed 's/^/    /'
+    step "repacked IQ4_XS gives the same text" repack_same "$cpu" "$table" IQ4_XS && tail -1 "$work/log" | sed 's/^/    /'
     for t in "${tests[@]}"; do
         step "$t" run_gtest "$cpu" "$t" && grep -a '^\[  PASSED  \]\|SKIPPED \]' "$work/log" | head -3 | sed 's/^/    /'
     done

@@ -1,5 +1,5 @@
 #!/bin/sh
-# loom-run gives the same text with its CPU's Q4_0/Q8_0/F16 (Q4_K) matrices repacked
+# loom-run gives the same text with its CPU's Q4_0/Q8_0/F16 (Q4_K, IQ4_XS) matrices repacked
 # (CPU_REPACK, the default where the processor has the kernels) and in the
 # file's layout (--no-repack): the products give the same bits. A prompt of
 # more than eight tokens takes the many-column kernels, generation the
@@ -8,6 +8,7 @@
 # Usage: repack_same_text.sh LOOM_SYNTH LOOM_RUN VOCAB_GGUF OUT_DIR TYPE
 set -eu
 synth=$1 run=$2 vocab=$3 dir=$4 type=$5
+mkdir -p "$dir"
 model="$dir/synth-repack-$type.gguf"
 log="$dir/synth-repack-$type.log"
 "$synth" -o "$model" --vocab-from "$vocab" --type "$type" --embd 256 --ff 640 --layers 2 --heads 4 --heads-kv 2 >/dev/null

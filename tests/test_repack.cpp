@@ -1,6 +1,6 @@
 // The CPU device's extra buffer type CPU_REPACK: Q4_0, Q8_0 and F16 weights (AVX-512
-// table), Q4_K (AVX2 table), Q4_0 and Q4_K (Arm tables with the dot product) stored in the
-// kernels' own layout; every test runs again with the AVX2 table selected (Repack.Avx2Table in
+// table), Q4_K (AVX2 table), IQ4_XS (AVX2 and AVX-512 tables), Q4_0 and Q4_K (Arm tables
+// with the dot product) stored in the kernels' own layout; every test runs again with the AVX2 table selected (Repack.Avx2Table in
 // CMakeLists.txt), and under qemu-aarch64 on each Arm level (scripts/check-cpu-levels.sh). Data goes in and out in ggml's layout at any offset;
 // matrix products on repacked weights give the bits of the same product on
 // ggml's layout and agree with a double-precision reference; nothing else
@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/repack.h"
+#include "backends/cpu/simd/kernel_table.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
@@ -74,15 +76,17 @@ std::vector<ggml_type> repacked_types() {
 }
 const std::vector<ggml_type> k_types = repacked_types();
 
-// A row length of a few blocks every repacked type takes (Q4_K's blocks are 256 values).
+// A row length of a few blocks every repacked type takes (Q4_K's and IQ4_XS's blocks are
+// 256 values).
 int64_t short_k(ggml_type type) {
-    return type == GGML_TYPE_Q4_K ? 512 : 384;
+    return type == GGML_TYPE_Q4_K || type == GGML_TYPE_IQ4_XS ? 512 : 384;
 }
 
 TEST(Repack, TypesNamedWhereTheBufferIsOffered) {
     EXPECT_EQ(repack_buft() != nullptr, !k_types.empty());
     for (ggml_type type : k_types) {
-        EXPECT_TRUE(type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16 || type == GGML_TYPE_Q4_K)
+        EXPECT_TRUE(type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16 ||
+                    type == GGML_TYPE_Q4_K || type == GGML_TYPE_IQ4_XS)
             << ggml_type_name(type);
     }
 }
@@ -176,16 +180,17 @@ void data_in_and_out(ggml_backend_buffer_type_t buft, ggml_type type) {
 TEST(Repack, OtherTensorsStayInGgmlLayout) {
     REQUIRE_REPACK();
     std::mt19937  rng(3);
-    auto          ctx = make_ctx(6);
+    auto          ctx = make_ctx(7);
     ggml_tensor * odd_k    = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, 96, 16);  // K not a multiple of 128
     ggml_tensor * odd_rows = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q8_0, 128, 12); // rows not in eights
     ggml_tensor * f32      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 128, 16);
     ggml_tensor * f16      = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, 48, 16); // K not a multiple of 32
     ggml_tensor * bf16     = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_BF16, 128, 16);
     ggml_tensor * k_rows   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_K, 256, 12); // rows not in eights
+    ggml_tensor * iq_rows  = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_IQ4_XS, 512, 20); // rows not in eights
     ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft));
     ASSERT_TRUE(buf);
-    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16, bf16, k_rows}) {
+    for (ggml_tensor * t : {odd_k, odd_rows, f32, f16, bf16, k_rows, iq_rows}) {
         std::vector<uint8_t> bytes(ggml_nbytes(t));
         for (auto & x : bytes) x = uint8_t(rng() & 0x3f); // finite halves and floats
         ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
@@ -471,6 +476,195 @@ TEST(Repack, SchedulerRunsGraphWithRepackedWeights) {
         ++i;
     }
     EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)));
+}
+
+// IQ4_XS rows interleaved by eight (Note [Interleaved IQ4_XS rows]) meet the kernels of
+// every table this processor runs that has them (the AVX2 table's and the AVX-512 one's
+// differ in their order of additions), each against the same table's kernels on ggml's
+// layout: the same bits, with 1 to 8 columns, at odd strides, and from any group of rows on.
+std::vector<const loom::cpu::KernelTable *> iq4_xs_interleaved_tables() {
+    std::vector<const loom::cpu::KernelTable *> out;
+    for (const loom::cpu::KernelTable * kt : loom::cpu::runnable_kernels()) {
+        if (kt->gemv_repacked[GGML_TYPE_IQ4_XS] != nullptr) out.push_back(kt);
+    }
+    return out;
+}
+
+#define REQUIRE_IQ4_XS_TABLES(tables)                                                                \
+    const auto tables = iq4_xs_interleaved_tables();                                                 \
+    /* x86 with AVX2 has them: their absence is a failure, not a skip. */                            \
+    if (loom::cpu::avx2_table_runs()) {                                                              \
+        ASSERT_FALSE(tables.empty());                                                                \
+    }                                                                                                \
+    if (tables.empty()) {                                                                            \
+        GTEST_SKIP() << "no kernel table here reads interleaved IQ4_XS rows (x86 AVX2 and AVX-512 "   \
+                        "tables have them)";                                                         \
+    }                                                                                                \
+    static_assert(true)
+
+// Rows of IQ4_XS in ggml's layout put in the interleaved layout by the buffer's own
+// conversion (repack_write, which depends on no kernel table for this type).
+std::vector<uint8_t> interleave_iq4_xs(const std::vector<uint8_t> & plain, int64_t K, int64_t rows) {
+    auto                 ctx = make_ctx(1);
+    ggml_tensor *        t   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_IQ4_XS, K, rows);
+    std::vector<uint8_t> out(plain.size());
+    t->data = out.data();
+    loom::cpu::repack_write(t, plain.data(), 0, plain.size());
+    return out;
+}
+
+// Q8_K columns of K normal values, ldb bytes apart.
+std::vector<uint8_t> q8_k_columns(std::mt19937 & rng, int64_t K, int ncols, size_t ldb) {
+    std::vector<uint8_t>            out(ldb * size_t(ncols));
+    std::vector<float>              x(static_cast<size_t>(K));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int c = 0; c < ncols; ++c) {
+        for (float & f : x) f = nd(rng);
+        ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x.data(), out.data() + size_t(c) * ldb, K);
+    }
+    return out;
+}
+
+TEST(Repack, InterleavedIq4xsKernelsGiveTheBitsOfGgmlLayout) {
+    REQUIRE_IQ4_XS_TABLES(tables);
+    std::mt19937 rng(17);
+    int          cases = 0;
+    for (const loom::cpu::KernelTable * kt : tables) {
+        SCOPED_TRACE(kt->name);
+        ASSERT_NE(kt->gemv_quant[GGML_TYPE_IQ4_XS], nullptr);
+        // 1, 2, 3, 8, 9 and 17 blocks: every count of blocks past the last eight.
+        for (int64_t K : {256, 512, 768, 2048, 2304, 4352}) {
+            for (int64_t M : {8, 24, 40}) {
+                const size_t               row    = ggml_row_size(GGML_TYPE_IQ4_XS, K);
+                const std::vector<uint8_t> plain  = random_rows(rng, GGML_TYPE_IQ4_XS, K, M);
+                const std::vector<uint8_t> packed = interleave_iq4_xs(plain, K, M);
+                const size_t               ldb    = ggml_row_size(GGML_TYPE_Q8_K, K) + 36; // not a block's multiple
+                const std::vector<uint8_t> b      = q8_k_columns(rng, K, loom::cpu::GEMV_MAX_COLS, ldb);
+                for (int nc = 1; nc <= loom::cpu::GEMV_MAX_COLS; ++nc) {
+                    const size_t       ldd = size_t(M) + 3;
+                    std::vector<float> want(ldd * size_t(nc), -1.0f), got(want), part(want);
+                    kt->gemv_quant[GGML_TYPE_IQ4_XS](K, plain.data(), row, M, b.data(), ldb, nc, want.data(), ldd);
+                    kt->gemv_repacked[GGML_TYPE_IQ4_XS](K, packed.data(), row, M, b.data(), ldb, nc, got.data(), ldd);
+                    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                        << "K " << K << " M " << M << " columns " << nc;
+                    // The rows from the second group on, alone.
+                    kt->gemv_repacked[GGML_TYPE_IQ4_XS](K, packed.data() + 8 * row, row, M - 8, b.data(), ldb, nc,
+                                                        part.data() + 8, ldd);
+                    for (int c = 0; c < nc; ++c) {
+                        const size_t at = size_t(c) * ldd + 8;
+                        ASSERT_EQ(0, std::memcmp(want.data() + at, part.data() + at, size_t(M - 8) * sizeof(float)))
+                            << "K " << K << " M " << M << " columns " << nc << ": rows from 8";
+                    }
+                    ++cases;
+                }
+            }
+        }
+    }
+    EXPECT_GT(cases, 0);
+}
+
+// The rows decoded once for many columns (Note [Rows decoded once]): from interleaved
+// rows the bytes decode_rows writes from ggml's layout.
+TEST(Repack, InterleavedIq4xsRowsDecodeAsGgmlLayout) {
+    REQUIRE_IQ4_XS_TABLES(tables);
+    std::mt19937 rng(19);
+    int          cases = 0;
+    for (const loom::cpu::KernelTable * kt : tables) {
+        SCOPED_TRACE(kt->name);
+        if (kt->decode_rows[GGML_TYPE_IQ4_XS] == nullptr) continue;
+        ASSERT_NE(kt->decode_rows_repacked[GGML_TYPE_IQ4_XS], nullptr) << "rows decoded from ggml's layout only";
+        for (int64_t K : {256, 2304}) {
+            for (int64_t M : {8, 16, 24, 40}) { // whole and partial panels of 16
+                const size_t               row    = ggml_row_size(GGML_TYPE_IQ4_XS, K);
+                const std::vector<uint8_t> plain  = random_rows(rng, GGML_TYPE_IQ4_XS, K, M);
+                const std::vector<uint8_t> packed = interleave_iq4_xs(plain, K, M);
+                const size_t               bytes  = loom::cpu::decoded_rows_bytes(K, M);
+                // The same filler in both: padding the decoders leave is compared too.
+                std::vector<uint8_t> want(bytes, 0xa5), got(bytes, 0xa5);
+                kt->decode_rows[GGML_TYPE_IQ4_XS](K, plain.data(), row, M, want.data());
+                kt->decode_rows_repacked[GGML_TYPE_IQ4_XS](K, packed.data(), row, M, got.data());
+                ASSERT_EQ(want, got) << "K " << K << " M " << M;
+                ++cases;
+            }
+        }
+    }
+    EXPECT_GT(cases, 0);
+}
+
+// Any byte range of interleaved IQ4_XS rows converts both ways: what repack_write put at
+// odd offsets, repack_read gives back, and a whole group round-trips.
+TEST(Repack, InterleavedIq4xsRangesRoundTrip) {
+    std::mt19937               rng(23);
+    const int64_t              K = 768, M = 16;
+    const std::vector<uint8_t> plain = random_rows(rng, GGML_TYPE_IQ4_XS, K, M);
+    auto                       ctx   = make_ctx(1);
+    ggml_tensor *              t     = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_IQ4_XS, K, M);
+    std::vector<uint8_t>       mem(plain.size(), 0);
+    t->data = mem.data();
+    loom::cpu::repack_write(t, plain.data(), 0, plain.size());
+    EXPECT_NE(mem, plain) << "stored in ggml's layout";
+    std::vector<uint8_t> back(plain.size());
+    loom::cpu::repack_read(t, back.data(), 0, back.size());
+    ASSERT_EQ(back, plain);
+    std::vector<uint8_t>                  shadow = plain;
+    std::uniform_int_distribution<size_t> pos(0, plain.size());
+    int                                   cases = 0;
+    for (int i = 0; i < 300; ++i) {
+        size_t a = pos(rng), b = pos(rng);
+        if (a > b) std::swap(a, b);
+        std::vector<uint8_t> part(b - a);
+        for (auto & x : part) x = uint8_t(rng());
+        loom::cpu::repack_write(t, part.data(), a, b - a);
+        std::memcpy(shadow.data() + a, part.data(), b - a);
+        size_t c = pos(rng), d = pos(rng);
+        if (c > d) std::swap(c, d);
+        std::vector<uint8_t> out(d - c);
+        loom::cpu::repack_read(t, out.data(), c, d - c);
+        ASSERT_EQ(0, std::memcmp(out.data(), shadow.data() + c, d - c)) << "read [" << c << ", " << d << ")";
+        ++cases;
+    }
+    loom::cpu::repack_read(t, back.data(), 0, back.size());
+    EXPECT_EQ(back, shadow);
+    // Byte b of row r's block i lies where the Note says.
+    for (size_t r = 0; r < 8; ++r) {
+        for (size_t b = 0; b < loom::cpu::IQ4_XS_BLOCK_BYTES; ++b) {
+            const size_t at = loom::cpu::iq4_xs_interleaved_place(r, b).at;
+            const size_t want = b < 2 ? 2 * r + b : b < 4 ? 16 + 2 * r + b - 2 : b < 8 ? 32 + 4 * r + b - 4
+                                                      : 64 + 32 * ((b - 8) / 4) + 4 * r + (b - 8) % 4;
+            ASSERT_EQ(at, want) << "row " << r << " byte " << b;
+            ASSERT_EQ(mem[8 * loom::cpu::IQ4_XS_BLOCK_BYTES + at], shadow[r * t->nb[1] + loom::cpu::IQ4_XS_BLOCK_BYTES + b]);
+        }
+    }
+    EXPECT_GT(cases, 0);
+}
+
+// IQ4_XS with rows not in groups of 8 stays in ggml's layout in the buffer, and its
+// products give the plain buffer's bits.
+TEST(Repack, Iq4xsRowsNotInEightsKeepGgmlLayout) {
+    REQUIRE_REPACK();
+    bool has = false;
+    for (ggml_type type : k_types) has = has || type == GGML_TYPE_IQ4_XS;
+    if (!has) GTEST_SKIP() << "IQ4_XS is not repacked with this kernel table";
+    std::mt19937     rng(29);
+    ggml_backend_ptr backend(ggml_backend_cpu_init());
+    int              cases = 0;
+    for (int64_t M : {12, 20}) {
+        for (int64_t N : {1, 3, 9}) {
+            const int64_t      K  = 512;
+            const auto         wa = random_rows(rng, GGML_TYPE_IQ4_XS, K, M);
+            std::vector<float> vb(size_t(K * N));
+            std::normal_distribution<float> nd(0.0f, 1.0f);
+            for (float & f : vb) f = nd(rng);
+            Product plain(ggml_backend_cpu_buffer_type(), GGML_TYPE_IQ4_XS, K, M, N, wa, vb);
+            Product packed(buft, GGML_TYPE_IQ4_XS, K, M, N, wa, vb);
+            EXPECT_EQ(0, std::memcmp(packed.a->data, wa.data(), wa.size())) << "M " << M;
+            const auto want = plain.run(backend.get());
+            const auto got  = packed.run(backend.get());
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(float))) << "M " << M << " N " << N;
+            ++cases;
+        }
+    }
+    EXPECT_GT(cases, 0);
 }
 
 } // namespace

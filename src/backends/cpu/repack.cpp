@@ -1,6 +1,6 @@
-// The repacked layout of Q4_0, Q8_0, F16 and Q4_K weights (Note [Repacked weights] in
-// repack.h; Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K rows])
-// and the CPU_REPACK buffers that hold it.
+// The repacked layout of Q4_0, Q8_0, F16, Q4_K and IQ4_XS weights (Note [Repacked weights]
+// in repack.h; Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K
+// rows]; IQ4_XS: Note [Interleaved IQ4_XS rows]) and the CPU_REPACK buffers that hold it.
 
 #include "repack.h"
 
@@ -84,7 +84,18 @@ Place place_q4_K_interleaved(size_t row_size, size_t o) {
     return {at + 64 + 128 * (q / 32) + 16 * (q % 32 / 4) + 4 * k + q % 4, 4 - q % 4};
 }
 
+// Note [Interleaved IQ4_XS rows]: block i of the group at 8 * 136 i.
+Place place_iq4_xs(size_t row_size, size_t o) {
+    const size_t     r = o / row_size;
+    const size_t     i = o % row_size / IQ4_XS_BLOCK_BYTES;
+    const Iq4xsPlace p = iq4_xs_interleaved_place(r, o % row_size % IQ4_XS_BLOCK_BYTES);
+    return {size_t(REPACK_ROWS) * IQ4_XS_BLOCK_BYTES * i + p.at, p.run};
+}
+
 Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
+    if (type == GGML_TYPE_IQ4_XS) {
+        return place_iq4_xs(row_size, o);
+    }
     if (type == GGML_TYPE_F16) {
         const size_t chunk = REPACK_F16_CHUNK * sizeof(ggml_fp16_t);
         const size_t b     = o % chunk;
@@ -257,7 +268,8 @@ namespace {
 
 // The types with a repacked layout, and whether the kernel table in use
 // reads it: the one place that says which types the buffer repacks.
-constexpr ggml_type k_layout_types[] = {GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K};
+constexpr ggml_type k_layout_types[] = {GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+                                        GGML_TYPE_IQ4_XS};
 
 bool has_kernels(ggml_type type) {
     const KernelTable & kt = best_kernels();
@@ -266,14 +278,15 @@ bool has_kernels(ggml_type type) {
         case GGML_TYPE_Q4_0: return kt.qgemm_q4_0_x8.gemm != nullptr || kt.gemv_repacked[type] != nullptr;
         case GGML_TYPE_Q8_0: return kt.qgemm_q8_0_x8.gemm != nullptr;
         case GGML_TYPE_Q4_K:
-            // Rows decoded once (the AVX2 table) must be decoded from the
-            // repacked layout too.
+        case GGML_TYPE_IQ4_XS:
+            // Rows decoded once (the AVX2 table; IQ4_XS on AVX-512 too)
+            // must be decoded from the repacked layout too.
             return kt.gemv_repacked[type] != nullptr &&
                    (kt.gemv_decoded[type] == nullptr || kt.decode_rows_repacked[type] != nullptr);
         case GGML_TYPE_F32: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_1:
         case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K:
         case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S:
-        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS: case GGML_TYPE_I8:
+        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_I8:
         case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64: case GGML_TYPE_IQ1_M:
         case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4:
         case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT: return false;
@@ -289,14 +302,14 @@ bool repackable(const ggml_tensor * t) {
     }
     switch (t->type) {
         case GGML_TYPE_F16: return t->ne[0] % REPACK_F16_CHUNK == 0;
-        case GGML_TYPE_Q4_K: return t->ne[0] % QK_K == 0;
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_IQ4_XS: return t->ne[0] % QK_K == 0;
         case GGML_TYPE_Q4_0:
         case GGML_TYPE_Q8_0: return t->ne[0] % (ggml_blck_size(t->type) * REPACK_QUAD) == 0; // whole quads
         case GGML_TYPE_F32: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
         case GGML_TYPE_Q8_1: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q5_K:
         case GGML_TYPE_Q6_K: case GGML_TYPE_Q8_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS:
-        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS:
-        case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_I8: case GGML_TYPE_I16: case GGML_TYPE_I32: case GGML_TYPE_I64: case GGML_TYPE_F64:
         case GGML_TYPE_IQ1_M: case GGML_TYPE_BF16: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4:
         case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: case GGML_TYPE_COUNT:
             return false; // no kernels (has_kernels)
@@ -377,6 +390,22 @@ template <class F> void q4k_interleaved_group_pieces(size_t row_size, F && fn) {
     }
 }
 
+// The same for a group of 8 IQ4_XS rows in Note [Interleaved IQ4_XS rows].
+template <class F> void iq4_xs_interleaved_group_pieces(size_t row_size, F && fn) {
+    constexpr size_t block = IQ4_XS_BLOCK_BYTES;
+    for (size_t r = 0; r < size_t(REPACK_ROWS); ++r) {
+        for (size_t i = 0; i < row_size / block; ++i) {
+            const size_t from = r * row_size + i * block;
+            const size_t set  = size_t(REPACK_ROWS) * block * i;
+            for (size_t b = 0; b < block;) {
+                const Iq4xsPlace p = iq4_xs_interleaved_place(r, b);
+                fn(from + b, set + p.at, p.run);
+                b += p.run;
+            }
+        }
+    }
+}
+
 // pieces(pos, len) over the parts of [offset, offset + n) outside whole
 // blocks of `block` bytes (from the tensor's start), whole(pos) for each
 // whole block: a Q4_K block stays where it is, so whole ones are converted
@@ -408,6 +437,14 @@ void repack_write(const ggml_tensor * t, const void * src, size_t offset, size_t
             copy_flipped(base + at, in + (pos - offset), run, flip);
         });
     };
+    if (t->type == GGML_TYPE_IQ4_XS) {
+        by_whole_blocks(offset, n, size_t(REPACK_ROWS) * t->nb[1], pieces, [&](size_t pos) {
+            iq4_xs_interleaved_group_pieces(t->nb[1], [&](size_t plain, size_t packed, size_t len) {
+                std::memcpy(base + pos + packed, in + (pos - offset) + plain, len);
+            });
+        });
+        return;
+    }
     if (t->type != GGML_TYPE_Q4_K) {
         pieces(offset, n);
         return;
@@ -432,6 +469,14 @@ void repack_read(const ggml_tensor * t, void * dst, size_t offset, size_t n) {
             copy_flipped(out + (pos - offset), base + at, run, flip);
         });
     };
+    if (t->type == GGML_TYPE_IQ4_XS) {
+        by_whole_blocks(offset, n, size_t(REPACK_ROWS) * t->nb[1], pieces, [&](size_t pos) {
+            iq4_xs_interleaved_group_pieces(t->nb[1], [&](size_t plain, size_t packed, size_t len) {
+                std::memcpy(out + (pos - offset) + plain, base + pos + packed, len);
+            });
+        });
+        return;
+    }
     if (t->type != GGML_TYPE_Q4_K) {
         pieces(offset, n);
         return;

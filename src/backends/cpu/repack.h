@@ -30,7 +30,8 @@
 //
 // On the Arm tables Q4_0 and Q4_K have layouts of their own instead (Notes
 // [Interleaved Q4_0 rows] and [Interleaved Q4_K rows] below), read by their
-// gemv_repacked entries.
+// gemv_repacked entries. IQ4_XS matrices (AVX2 and AVX-512 tables) take the
+// one layout of Note [Interleaved IQ4_XS rows] on both tables.
 //
 // So a thread reads its rows as one run of whole, aligned cache lines, and
 // each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
@@ -100,8 +101,40 @@
 // and cost the one-column product more than they saved with several columns
 // (bench/RESULTS.md, "SMMLA for repacked Q4_K").
 
+// Note [Interleaved IQ4_XS rows]
+// A one-column product of IQ4_XS in ggml's layout decodes each row's
+// block alone and sums its products across the lanes of a register, once
+// per row. Interleaved, a register of weights holds the same four bytes
+// of qs of each of eight rows: a column's four matching bytes, broadcast,
+// meet them in one vpdpbusd (or maddubs) with one row's sum a 32-bit
+// lane, and the eight rows' block totals come out in the eight lanes of
+// one register, with nothing summed across lanes. A group of 8 rows
+// occupies the bytes of its rows in ggml's layout (so views, offsets and
+// sizes keep their meaning), block i of the group at 8 * 136 i (the bytes
+// of the rows' block i), every byte of the eight blocks moved, none
+// changed:
+//
+//     [0, 16)               the eight rows' d, row r's at 2 r
+//     [16, 32)              their scales_h, row r's at 16 + 2 r
+//     [32, 64)              their scales_l, row r's four bytes at 32 + 4 r
+//     [64 + 32 w, +32)      bytes 4 w .. 4 w + 3 of each row's qs, row r's
+//                           at 4 r (w = 0..31)
+//
+// Word w of qs is bytes 4 (w % 4) .. + 3 of group w / 4 (32 values): its
+// low nibbles are values 32 (w / 4) + 4 (w % 4) .. + 3, its high nibbles
+// the same + 16. A 256-bit register is one word of the eight rows (the
+// AVX2 table: simd/avx2/iq4_xs_interleaved.h), a 512-bit one two words
+// (the AVX-512 table: simd/avx512/iq4_xs_interleaved.h); every block
+// starts on a cache line (1088 = 17 * 64), and so does every load of qs.
+// The d and the scales of the eight rows are one load each, decoded for
+// the eight rows at once. Each table's kernel gives the bits of its gemv_quant entry on
+// ggml's layout (the integer sums are exact, and meet the float scales in
+// the same order), and its decode_rows_repacked the rows decode_rows
+// writes. Rows come in whole groups (repackable()).
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -120,10 +153,41 @@ constexpr size_t repacked_f16_chunk(size_t r, size_t j) {
     return size_t(REPACK_ROWS * REPACK_F16_CHUNK) * 2 * j + size_t(REPACK_F16_CHUNK) * 2 * r;
 }
 
+constexpr size_t IQ4_XS_BLOCK_BYTES = 136; // sizeof(block_iq4_xs)
+
+// Offset, from the start of block i of a group of interleaved IQ4_XS rows
+// (Note [Interleaved IQ4_XS rows]), of byte b (0..135) of row r's (0..7)
+// block in ggml's layout, and how many bytes from b on lie together there.
+struct Iq4xsPlace {
+    size_t at;
+    size_t run;
+};
+constexpr Iq4xsPlace iq4_xs_interleaved_place(size_t r, size_t b) {
+    if (b < 2) return {2 * r + b, 2 - b};               // d
+    if (b < 4) return {16 + 2 * r + (b - 2), 4 - b};    // scales_h
+    if (b < 8) return {32 + 4 * r + (b - 4), 8 - b};    // scales_l
+    const size_t q = b - 8;                             // byte of qs
+    return {64 + 32 * (q / 4) + 4 * r + q % 4, 4 - q % 4};
+}
+
+// The eight rows' blocks of block `set` of a group of interleaved IQ4_XS
+// rows, in ggml's layout (row r's 136 bytes at out + 136 r).
+inline void iq4_xs_interleaved_unpack8(const uint8_t * set, uint8_t * out) {
+    for (size_t r = 0; r < 8; ++r) {
+        uint8_t * o = out + IQ4_XS_BLOCK_BYTES * r;
+        std::memcpy(o, set + 2 * r, 2);
+        std::memcpy(o + 2, set + 16 + 2 * r, 2);
+        std::memcpy(o + 4, set + 32 + 4 * r, 4);
+        for (size_t w = 0; w < 32; ++w) {
+            std::memcpy(o + 8 + 4 * w, set + 64 + 32 * w + 4 * r, 4);
+        }
+    }
+}
+
 // Whether t's type and shape have a repacked layout and the kernels this
 // processor runs can use it: Q4_0 or Q8_0 with whole quads per row (ne0 %
-// 128 == 0), F16 with ne0 % 32 == 0, or Q4_K; rows in whole groups (ne1 %
-// 8 == 0), contiguous.
+// 128 == 0), F16 with ne0 % 32 == 0, Q4_K or IQ4_XS; rows in whole groups
+// (ne1 % 8 == 0), contiguous.
 bool repackable(const ggml_tensor * t);
 
 // The types repackable() takes on this processor's kernel table, by

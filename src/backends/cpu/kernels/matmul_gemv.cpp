@@ -18,7 +18,7 @@ namespace {
 
 GemvFn gemv_for(const KernelTable & kt, const ggml_tensor * a) {
     if (is_repacked(a)) {
-        // Note [Repacked weights]: F16 and Q4_K take a kernel of their own;
+        // Note [Repacked weights]: F16, Q4_K and IQ4_XS take a kernel of their own;
         // Q4_0 and Q8_0 take qgemm_for's.
         return a->type == GGML_TYPE_F16 ? kt.gemv_f16_x8 : kt.gemv_repacked[a->type];
     }
@@ -32,7 +32,7 @@ QGemmKernels qgemm_for(const KernelTable & kt, const ggml_tensor * a, const ggml
     static_assert(QGEMM_COLS == GEMV_MAX_COLS, "a prepared group is one gemv call's columns");
     QGemmKernels ops;
     if (is_repacked(a) && kt.gemv_repacked[a->type] != nullptr) {
-        return ops; // a layout of the table's own gemv_repacked (Q4_K; Q4_0 on Arm)
+        return ops; // a layout of the table's own gemv_repacked (Q4_K, IQ4_XS; Q4_0 on Arm)
     }
     if (is_repacked(a) && a->type != GGML_TYPE_F16) {
         // Note [Repacked weights]: the only kernels that read this layout.

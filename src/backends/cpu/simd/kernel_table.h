@@ -320,11 +320,13 @@ struct KernelTable {
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
     GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};
     // Weights of these types in the CPU_REPACK layout (repack.h; Q4_K on
-    // the AVX2 table, Note [Repacked Q4_K]; Q4_0 and Q4_K on the Arm tables
-    // with the dot product, Notes [Interleaved Q4_0 rows] and [Interleaved
-    // Q4_K rows]): gemv_repacked[type] with gemv_quant's contract and bits,
-    // reading repacked rows, and decode_rows_repacked[type] writing from
-    // them the rows decode_rows writes from ggml's layout. A type is
+    // the AVX2 table, Note [Repacked Q4_K]; IQ4_XS on the AVX2 and AVX-512
+    // tables, Note [Interleaved IQ4_XS rows], rows in groups of 8; Q4_0 and
+    // Q4_K on the Arm tables with the dot product, Notes [Interleaved Q4_0
+    // rows] and [Interleaved Q4_K rows]): gemv_repacked[type] with
+    // gemv_quant's contract and bits, reading repacked rows, and
+    // decode_rows_repacked[type] writing from them the rows decode_rows
+    // writes from ggml's layout. A type is
     // repacked only where the table has gemv_repacked, and
     // decode_rows_repacked too if it decodes the type's rows (gemv_decoded).
     // Q4_0's gemv_repacked chooses the interleaved layout (on x86 Q4_0 takes

@@ -48,6 +48,14 @@ void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, con
 void gemv_q4_K_repacked(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                         float * dst, size_t ldd);
 void decode_rows_q4_K_repacked(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
+// IQ4_XS rows interleaved by eight (Note [Interleaved IQ4_XS rows] in
+// repack.h; Note [Interleaved IQ4_XS on 256-bit registers] in
+// iq4_xs_interleaved.h): the gemv_repacked and decode_rows_repacked entries
+// of this table, with the bits of gemv_iq4_xs and the rows of
+// decode_rows_iq4_xs.
+void gemv_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb,
+                             int ncols, float * dst, size_t ldd);
+void decode_rows_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void decode_rows_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void gemv_decoded_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd);

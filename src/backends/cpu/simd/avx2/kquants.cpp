@@ -1,5 +1,6 @@
 // The AVX2 table's K-quant matrix-vector products and Q8_K quantizer (the
-// code: kquants_impl.h, Note [K-quant products]).
+// code: kquants_impl.h, Note [K-quant products]), and those of Q4_K and
+// IQ4_XS in the CPU_REPACK layout (q4k_repacked.h, iq4_xs_interleaved.h).
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -14,6 +15,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/common.h"
 #include "core/types/i_quants.h"
@@ -28,6 +30,7 @@ namespace loom::cpu::avx2 {
 #include "kquants_impl.h"
 #include "kquant_rows.h"
 #include "q4k_repacked.h"
+#include "iq4_xs_interleaved.h"
 
 } // namespace loom::cpu::avx2
 

@@ -105,6 +105,9 @@ KernelTable build_avx2() {
     t.gemv_quant[GGML_TYPE_IQ4_XS]   = avx2::gemv_iq4_xs;
     t.decode_rows[GGML_TYPE_IQ4_XS]  = avx2::decode_rows_iq4_xs; // Note [IQ4_XS stored rows]
     t.gemv_decoded[GGML_TYPE_IQ4_XS] = avx2::gemv_decoded_iq4_xs;
+    // Note [Interleaved IQ4_XS rows] (repack.h)
+    t.gemv_repacked[GGML_TYPE_IQ4_XS]        = avx2::gemv_iq4_xs_interleaved;
+    t.decode_rows_repacked[GGML_TYPE_IQ4_XS] = avx2::decode_rows_iq4_xs_interleaved;
     avx2::add_iquant_kernels(t);
     // TQ2_0's levels are two shifts and a mask away: its product with eight
     // columns at a time (one maddubs and one 16-bit add per register and

@@ -39,6 +39,13 @@ void add_iquant_panel_kernels(KernelTable & t);
 // Q4_K's rows decoded once into VNNI panels of 16 rows, and their product
 // (kquants.cpp, Note [K-quant panels]).
 void add_kquant_panel_kernels(KernelTable & t);
+// IQ4_XS rows interleaved by eight (Note [Interleaved IQ4_XS rows] in
+// repack.h; iquants.cpp, Note [Interleaved IQ4_XS on 512-bit registers]):
+// the gemv_repacked and decode_rows_repacked entries of this table, with
+// the bits of gemv_iq4_xs and the panels of its decode_rows.
+void gemv_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb,
+                             int ncols, float * dst, size_t ldd);
+void decode_rows_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 
 // Q5_0, IQ4_NL and MXFP4 with four rows per register (gemv.cpp), for every
 // column count, with qgemm_* on prepared columns (the same bits; MXFP4's

@@ -37,9 +37,10 @@ struct PanelBlock {
 static_assert(sizeof(PanelBlock) <= DECODED_PANEL_ROWS * DECODED_BLOCK_BYTES);
 
 // Panel p of rows decoded with row pitch lda starts at a + p * 16 * lda, its
-// blocks one after the other.
-template <class D>
-void panel_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+// blocks one after the other. block(row, i, scratch) gives block i of row
+// `row` (a reference to it, or to scratch filled with it).
+template <class D, class Block>
+void panel_decode_blocks(int64_t K, int64_t nrows, void * out, Block && block) {
     using W             = typename D::W;
     const int64_t nb    = K / QK_K;
     const size_t  pitch = size_t(DECODED_PANEL_ROWS) * decoded_row_bytes(K);
@@ -49,9 +50,9 @@ void panel_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, voi
             PanelBlock & p = panel[i];
             std::memset(&p, 0, sizeof p);
             for (int row = 0; row < DECODED_PANEL_ROWS && r0 + row < nrows; ++row) {
-                const auto * x = reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(r0 + row) * lda);
-                IDecoded     w;
-                D::decode(x[i], w);
+                W        scratch;
+                IDecoded w;
+                D::decode(block(r0 + row, i, scratch), w);
                 alignas(32) int8_t levels[QK_K];
                 for (int j = 0; j < 8; ++j) {
                     _mm256_store_si256(reinterpret_cast<__m256i *>(levels + 32 * j), w.q[j]);
@@ -69,6 +70,14 @@ void panel_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, voi
             }
         }
     }
+}
+
+template <class D>
+void panel_decode_rows(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
+    using W = typename D::W;
+    panel_decode_blocks<D>(K, nrows, out, [&](int64_t row, int64_t i, W &) -> const W & {
+        return reinterpret_cast<const W *>(static_cast<const char *>(a) + size_t(row) * lda)[i];
+    });
 }
 
 template <int C>

@@ -1,8 +1,9 @@
 // The AVX-512 table's matrix-vector products of the grid i-quants and the
 // ternary types: the 256-bit code of avx2/iquants_impl.h (Note [I-quant
 // products]) compiled for AVX-512, as avx512/kquants.cpp compiles the
-// K-quant products; IQ4_XS on 512-bit registers (iq4_xs.h); rows decoded
-// once go into VNNI panels (iquant_panels.h, Note [Decoded panels]).
+// K-quant products; IQ4_XS on 512-bit registers (iq4_xs.h), also with its
+// rows interleaved (iq4_xs_interleaved.h); rows decoded once go into VNNI
+// panels (iquant_panels.h, Note [Decoded panels]).
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -14,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
@@ -29,6 +31,7 @@ namespace loom::cpu::avx512 {
 #include "iq4_xs.h"
 #include "panel_common.h"
 #include "iquant_panels.h"
+#include "iq4_xs_interleaved.h"
 
 #undef LOOM_IQ_TYPES
 

@@ -99,6 +99,11 @@ const KernelTable * avx512_kernels() {
         avx512::add_iquant_kernels(t);
         avx512::add_iquant_panel_kernels(t);
         avx512::add_kquant_panel_kernels(t);
+        // IQ4_XS rows interleaved by eight (Note [Interleaved IQ4_XS rows]):
+        // this table's own kernels, with its gemv_iq4_xs's bits and its
+        // panels (the AVX2 table's entries give that table's).
+        t.gemv_repacked[GGML_TYPE_IQ4_XS]        = avx512::gemv_iq4_xs_interleaved;
+        t.decode_rows_repacked[GGML_TYPE_IQ4_XS] = avx512::decode_rows_iq4_xs_interleaved;
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
