@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/common.h"
+#include "core/indices.h"
 #include "ggml-vulkan.h"
 #include "vk_impl.h"
 
@@ -192,7 +193,28 @@ class Stream final : public ggml_backend {
     ggml_status graph_compute(ggml_cgraph * graph) override;
 
   private:
-    ggml_status finish_checked(const std::vector<std::pair<const ggml_tensor *, const Params *>> & checked);
+    struct Staged {
+        VkBuffer buffer;
+        size_t   offset;
+        void *   mapped;
+    };
+    // An index source of a node, checked on the device before the node runs
+    // (Note [Indices from data]); params: the check's parameter block.
+    struct Check {
+        const ggml_tensor * node;
+        int                 src;
+        const Params *      params;
+    };
+
+    static size_t index_sources(const ggml_tensor * node);
+    // Shader writes before, shader reads and writes (and extra) after.
+    void compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags extra_access);
+    // Records d with buffers bound to slots 0..3 (the parameter block staged
+    // here, its address in *params when not NULL); with args, an indirect
+    // dispatch whose counts the host writes into slot `slot` of args.
+    ggml_status record(const Dispatch & d, const VkBuffer (&buffers)[k_tensor_slots], const Staged * args, size_t slot,
+                       VkPipeline * bound, const Params ** params);
+    ggml_status finish_checked(const std::vector<Check> & checks);
 
     struct Read {
         void *       to;
@@ -208,12 +230,6 @@ class Stream final : public ggml_backend {
         uint32_t                      sets_left = 0;
         std::vector<Read>             reads;
     };
-    struct Staged {
-        VkBuffer buffer;
-        size_t   offset;
-        void *   mapped;
-    };
-
     VkDevice vk() const { return dev_->vk(); }
 
     // The batch being recorded, begun if there is none.
@@ -408,6 +424,29 @@ class Stream final : public ggml_backend {
     std::vector<std::pair<VkSemaphore, uint64_t>> waits_;
 };
 
+// Note [Indices from data]
+// GET_ROWS and SET_ROWS read row numbers from a tensor, so a number outside
+// the rows is a data problem: the graph stops at that node with
+// GGML_STATUS_FAILED, the node and every node after it keep their bytes,
+// and the log names the value and where it was read (docs/errors.md,
+// "Indices read from data"; Note [Index sources] in core/op_table.h).
+//
+// The indices may be computed by an earlier node of the same submission,
+// so the host cannot look at them while it records. Instead each index
+// source gets a check dispatch (shaders/check_indices.comp) just before its
+// node, and from the first check on every dispatch of the graph, checks
+// included, is vkCmdDispatchIndirect with its group counts in one array of
+// host-visible staging memory that the host fills while recording. A check
+// that finds a bad index zeroes the counts of its node and of everything
+// after it, so they run no workgroup, and writes the first bad position into
+// its parameter block; a barrier after each check makes the counts and the
+// node's inputs visible (VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT). A graph with
+// checks waits for its submission, then the host reads the checks' words
+// in order, and for the first that failed reads the bad value back from the
+// index source (nothing after the check ran, so it is still there). Graphs
+// without index sources record what they did before: direct dispatches, no
+// wait. The shaders of GET_ROWS and SET_ROWS still skip a row outside the
+// bound, so that no write could leave the tensor even if a check were wrong.
 ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     // Everything is checked before anything is recorded.
     std::vector<const ggml_tensor *> nodes;
@@ -437,31 +476,73 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     if (nodes.empty()) {
         return GGML_STATUS_SUCCESS;
     }
+    // The indirect dispatches: every check, and every node from the first
+    // that reads indices on.
+    size_t first_checked = nodes.size(), n_indirect = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const size_t n = index_sources(nodes[i]);
+        if (n > 0 && first_checked == nodes.size()) {
+            first_checked = i;
+        }
+        n_indirect += n;
+    }
+    n_indirect += nodes.size() - first_checked;
     if (!batch()) {
         return GGML_STATUS_ALLOC_FAILED;
     }
     full_barrier(cur_->cb); // after the transfers queued before
+    Staged args{};
+    if (n_indirect > 0 && !stage(n_indirect * sizeof(VkDispatchIndirectCommand), 16, &args)) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    size_t next_arg = 0; // the next slot of args
 
     // Barriers only where a node touches what an earlier node since the
     // last barrier wrote, or writes what one read.
     std::vector<Range> written, read;
-    // Note [Indices from data]: the parameter blocks of the nodes whose
-    // shaders check the indices they read.
-    std::vector<std::pair<const ggml_tensor *, const Params *>> checked;
+    std::vector<Check> checks;
     VkPipeline         bound = VK_NULL_HANDLE;
-    for (const ggml_tensor * node : nodes) {
-        Dispatch   d = plan(node);
-        VkPipeline p = dev_->pipeline(d.shader);
-        if (p == VK_NULL_HANDLE) {
-            return GGML_STATUS_FAILED;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const ggml_tensor * node = nodes[i];
+        const uint8_t       srcs = index_srcs(node->op);
+        for (int src = 0; src < GGML_MAX_SRC; ++src) {
+            if ((srcs & (1u << src)) == 0 || node->src[src] == nullptr) {
+                continue;
+            }
+            Dispatch d = plan_check(node, src);
+            Location at;
+            locate(dev_, node->src[src], true, &at);
+            const Range range{at.buffer, at.offset, at.offset + ggml_nbytes(node->src[src])};
+            if (std::any_of(written.begin(), written.end(), [&](const Range & w) { return w.overlaps(range); })) {
+                compute_barrier(0, 0);
+            }
+            const size_t slot = next_arg++;
+            d.params.off[1]   = uint32_t(at.offset);
+            d.params.off[3]   = uint32_t(args.offset + (slot + 1) * sizeof(VkDispatchIndirectCommand));
+            d.params.ip[1]    = uint32_t((n_indirect - slot - 1) * 3);
+            const VkBuffer buffers[k_tensor_slots] = {at.buffer, at.buffer, at.buffer, args.buffer};
+            const Params * p                       = nullptr;
+            const ggml_status st = record(d, buffers, &args, slot, &bound, &p);
+            if (st != GGML_STATUS_SUCCESS) {
+                return st;
+            }
+            checks.push_back({node, src, p});
+            // The node and everything after it wait for the verdict.
+            compute_barrier(VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+            written.clear();
+            read.clear();
         }
+
+        Dispatch d = plan(node);
         Location loc[k_tensor_slots];
         Range    ranges[k_tensor_slots];
+        VkBuffer buffers[k_tensor_slots];
         for (int s = 0; s < k_tensor_slots; ++s) {
             const ggml_tensor * t = d.slot[s] != nullptr ? d.slot[s] : node;
             locate(dev_, t, true, &loc[s]);
             d.params.off[s] = uint32_t(loc[s].offset);
             ranges[s]       = {loc[s].buffer, loc[s].offset, loc[s].offset + ggml_nbytes(t)};
+            buffers[s]      = loc[s].buffer;
         }
         bool hazard = false;
         for (const Range & w : written) {
@@ -473,11 +554,7 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
             hazard = hazard || r.overlaps(ranges[3]);
         }
         if (hazard) {
-            VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-            mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-            mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-            vkCmdPipelineBarrier(cur_->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 0, 1, &mb, 0, nullptr, 0, nullptr);
+            compute_barrier(0, 0);
             written.clear();
             read.clear();
         }
@@ -487,61 +564,92 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
             }
         }
         written.push_back(ranges[3]);
-
-        Staged ps;
-        if (!stage(sizeof(Params), std::max<size_t>(16, dev_->min_storage_alignment()), &ps)) {
-            return GGML_STATUS_ALLOC_FAILED;
+        const bool        indirect = i >= first_checked;
+        const ggml_status st       = record(d, buffers, indirect ? &args : nullptr, indirect ? next_arg++ : 0, &bound,
+                                            nullptr);
+        if (st != GGML_STATUS_SUCCESS) {
+            return st;
         }
-        std::memcpy(ps.mapped, &d.params, sizeof(Params));
-        if (node->op == GGML_OP_GET_ROWS || node->op == GGML_OP_SET_ROWS) {
-            checked.emplace_back(node, static_cast<const Params *>(ps.mapped));
-        }
-        VkDescriptorSet set = descriptor_set();
-        if (set == VK_NULL_HANDLE) {
-            LOOM_LOG_ERROR("%s: out of descriptor sets\n", name());
-            return GGML_STATUS_ALLOC_FAILED;
-        }
-        VkDescriptorBufferInfo infos[1 + k_tensor_slots];
-        infos[0] = {ps.buffer, VkDeviceSize(ps.offset), VkDeviceSize(sizeof(Params))};
-        for (int s = 0; s < k_tensor_slots; ++s) {
-            infos[1 + s] = {loc[s].buffer, 0, VK_WHOLE_SIZE};
-        }
-        VkWriteDescriptorSet writes[1 + k_tensor_slots];
-        for (int i = 0; i < 1 + k_tensor_slots; ++i) {
-            writes[i]                 = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-            writes[i].dstSet          = set;
-            writes[i].dstBinding      = uint32_t(i);
-            writes[i].descriptorCount = 1;
-            writes[i].descriptorType  = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-            writes[i].pBufferInfo     = &infos[i];
-        }
-        vkUpdateDescriptorSets(vk(), 1 + k_tensor_slots, writes, 0, nullptr);
-        if (p != bound) {
-            vkCmdBindPipeline(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-            bound = p;
-        }
-        vkCmdBindDescriptorSets(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, dev_->pipeline_layout(), 0, 1, &set, 0,
-                                nullptr);
-        vkCmdDispatch(cur_->cb, d.groups[0], d.groups[1], d.groups[2]);
     }
-    if (checked.empty()) {
+    if (checks.empty()) {
         flush(nullptr);
         return GGML_STATUS_SUCCESS;
     }
-    return finish_checked(checked);
+    return finish_checked(checks);
 }
 
-// Note [Indices from data]
-// GET_ROWS and SET_ROWS read row numbers from a tensor, so a number outside
-// the rows is a data problem and must come back as a status, not as a
-// write outside the tensor (robust buffer access is not enabled, and would
-// only keep the write inside the buffer). Their shaders skip such a row and
-// write two words into the dispatch's parameter block, which lives in
-// host-visible staging memory; a graph with such nodes waits for its
-// submission and reads the words before it returns. The staging memory
-// stays mapped after the batch is retired and nothing is staged before the
-// words are read.
-ggml_status Stream::finish_checked(const std::vector<std::pair<const ggml_tensor *, const Params *>> & checked) {
+size_t Stream::index_sources(const ggml_tensor * node) {
+    const uint8_t srcs = index_srcs(node->op);
+    size_t        n    = 0;
+    for (int s = 0; s < GGML_MAX_SRC; ++s) {
+        n += (srcs & (1u << s)) != 0 && node->src[s] != nullptr ? 1 : 0;
+    }
+    return n;
+}
+
+void Stream::compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags extra_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | extra_access;
+    vkCmdPipelineBarrier(cur_->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | extra_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+ggml_status Stream::record(const Dispatch & d, const VkBuffer (&buffers)[k_tensor_slots], const Staged * args,
+                           size_t slot, VkPipeline * bound, const Params ** params) {
+    VkPipeline p = dev_->pipeline(d.shader);
+    if (p == VK_NULL_HANDLE) {
+        return GGML_STATUS_FAILED; // logged
+    }
+    Staged ps;
+    if (!stage(sizeof(Params), std::max<size_t>(16, dev_->min_storage_alignment()), &ps)) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    std::memcpy(ps.mapped, &d.params, sizeof(Params));
+    VkDescriptorSet set = descriptor_set();
+    if (set == VK_NULL_HANDLE) {
+        LOOM_LOG_ERROR("%s: out of descriptor sets\n", name());
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    VkDescriptorBufferInfo infos[1 + k_tensor_slots];
+    infos[0] = {ps.buffer, VkDeviceSize(ps.offset), VkDeviceSize(sizeof(Params))};
+    for (int s = 0; s < k_tensor_slots; ++s) {
+        infos[1 + s] = {buffers[s], 0, VK_WHOLE_SIZE};
+    }
+    VkWriteDescriptorSet writes[1 + k_tensor_slots];
+    for (int i = 0; i < 1 + k_tensor_slots; ++i) {
+        writes[i]                 = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[i].dstSet          = set;
+        writes[i].dstBinding      = uint32_t(i);
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType  = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo     = &infos[i];
+    }
+    vkUpdateDescriptorSets(vk(), 1 + k_tensor_slots, writes, 0, nullptr);
+    if (p != *bound) {
+        vkCmdBindPipeline(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+        *bound = p;
+    }
+    vkCmdBindDescriptorSets(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, dev_->pipeline_layout(), 0, 1, &set, 0,
+                            nullptr);
+    if (args == nullptr) {
+        vkCmdDispatch(cur_->cb, d.groups[0], d.groups[1], d.groups[2]);
+    } else {
+        const size_t                    at = slot * sizeof(VkDispatchIndirectCommand);
+        const VkDispatchIndirectCommand c{d.groups[0], d.groups[1], d.groups[2]};
+        std::memcpy(static_cast<char *>(args->mapped) + at, &c, sizeof(c));
+        vkCmdDispatchIndirect(cur_->cb, args->buffer, VkDeviceSize(args->offset + at));
+    }
+    if (params != nullptr) {
+        *params = static_cast<const Params *>(ps.mapped);
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+// Note [Indices from data]: the wait and the verdict. The parameter blocks
+// live in staging memory, which stays mapped after its batch is retired;
+// nothing is staged before their words are read.
+ggml_status Stream::finish_checked(const std::vector<Check> & checks) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
@@ -553,20 +661,35 @@ ggml_status Stream::finish_checked(const std::vector<std::pair<const ggml_tensor
         return GGML_STATUS_FAILED; // the submission failed (logged)
     }
     retire(true);
-    ggml_status status = GGML_STATUS_SUCCESS;
-    for (const auto & [node, params] : checked) {
+    for (const Check & c : checks) {
         uint32_t words[2];
-        std::memcpy(words, &params->bad, sizeof(words));
-        if (words[0] != 0) {
-            const ggml_tensor * limit = node->op == GGML_OP_GET_ROWS ? node->src[0] : node;
-            LOOM_LOG_ERROR("%s: %s %s: row index %u (as an unsigned 32-bit word) of %s is outside [0, %lld) of %s; "
-                           "its row was skipped\n",
-                           name(), ggml_op_desc(node), describe(node).text, words[1], describe(node->src[1]).text,
-                           (long long) limit->ne[1], describe(limit).text);
-            status = GGML_STATUS_FAILED;
+        std::memcpy(words, &c.params->bad, sizeof(words));
+        if (words[0] == 0) {
+            continue;
         }
+        // The first check that failed: the ones after it did not run.
+        const ggml_tensor * idx = c.node->src[c.src];
+        BadIndex            bad;
+        bad.src      = c.src;
+        bad.limit    = index_limit(c.node);
+        uint64_t pos = words[1];
+        size_t   off = 0;
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+            bad.at[d] = int64_t(pos % uint64_t(idx->ne[d]));
+            pos /= uint64_t(idx->ne[d]);
+            off += size_t(bad.at[d]) * idx->nb[d];
+        }
+        if (idx->type == GGML_TYPE_I64) {
+            ggml_backend_tensor_get(idx, &bad.value, off, sizeof(int64_t));
+        } else {
+            int32_t v = 0;
+            ggml_backend_tensor_get(idx, &v, off, sizeof(v));
+            bad.value = v;
+        }
+        LOOM_LOG_ERROR("%s: %s\n", name(), bad_index_text(c.node, bad).c_str());
+        return GGML_STATUS_FAILED;
     }
-    return status;
+    return GGML_STATUS_SUCCESS;
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "core/fits.h"
+#include "core/indices.h"
 #include "vk_impl.h"
 
 namespace loom::vk {
@@ -155,6 +156,21 @@ void linear_groups(uint64_t n, uint32_t groups[3]) {
     groups[0]        = uint32_t(x);
     groups[1]        = uint32_t((n + x - 1) / x);
     groups[2]        = 1;
+}
+
+// The shapes, strides and types of d's tensors in its parameters.
+void describe_slots(Dispatch & d) {
+    for (int s = 0; s < k_tensor_slots; ++s) {
+        const ggml_tensor * t = d.slot[s];
+        if (t == nullptr) {
+            continue;
+        }
+        for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+            d.params.ne[4 * s + i] = uint32_t(t->ne[i]);
+            d.params.nb[4 * s + i] = uint32_t(t->nb[i]);
+        }
+        d.params.ty[s] = uint32_t(t->type);
+    }
 }
 
 } // namespace
@@ -416,17 +432,20 @@ Dispatch plan(const ggml_tensor * node) {
         case GGML_OP_OPT_STEP_SGD: case GGML_OP_COUNT: LOOM_ASSERT(false && "plan: unsupported op");
     }
 
-    for (int s = 0; s < k_tensor_slots; ++s) {
-        const ggml_tensor * t = d.slot[s];
-        if (t == nullptr) {
-            continue;
-        }
-        for (int i = 0; i < GGML_MAX_DIMS; ++i) {
-            p.ne[4 * s + i] = uint32_t(t->ne[i]);
-            p.nb[4 * s + i] = uint32_t(t->nb[i]);
-        }
-        p.ty[s] = uint32_t(t->type);
-    }
+    describe_slots(d);
+    return d;
+}
+
+Dispatch plan_check(const ggml_tensor * node, int src) {
+    const ggml_tensor * idx = node->src[src];
+    Dispatch            d;
+    d.shader       = Shader::check_indices;
+    d.slot[1]      = idx;
+    d.params.n     = uint32_t(ggml_nelements(idx));
+    d.params.ip[0] = uint32_t(index_limit(node)); // a dimension of a tensor that fits()
+    d.params.bad_index = UINT32_MAX;
+    linear_groups((uint64_t(d.params.n) + 255) / 256, d.groups);
+    describe_slots(d);
     return d;
 }
 

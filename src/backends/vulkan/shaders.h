@@ -8,7 +8,9 @@
 
 namespace loom::vk {
 
-enum class Shader { binary, unary, glu, norm, softmax, rope, get_rows, set_rows, mul_mat_vec, mul_mat_tiled, count };
+enum class Shader {
+    binary, unary, glu, norm, softmax, rope, get_rows, set_rows, mul_mat_vec, mul_mat_tiled, check_indices, count
+};
 
 struct ShaderCode {
     const uint32_t * words;
@@ -28,9 +30,9 @@ struct Params {
     uint32_t n;
     uint32_t ip[6];
     float    fp[8];
-    // Written by the shaders that read indices from data (GET_ROWS,
-    // SET_ROWS): 0 from the host; bad = 1 and index = one of the indices
-    // outside the rows when the shader skipped such a row.
+    // Written by the check of an index source (shaders/check_indices.comp):
+    // 0 and UINT32_MAX from the host; bad = 1 and bad_index = the first
+    // position (linear, i0 fastest) of an index outside its bound.
     uint32_t bad;
     uint32_t bad_index;
 };

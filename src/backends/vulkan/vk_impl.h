@@ -258,6 +258,10 @@ struct Dispatch {
 bool supports(const ggml_tensor * op);
 // The dispatch of a supported, non-empty node.
 Dispatch plan(const ggml_tensor * node);
+// The check of index source src of node (Note [Indices from data] in
+// backend.cpp): slot 1 is the source; the caller binds slot 3 and sets
+// off[3] and ip[1] (the indirect arguments the shader zeroes on a bad index).
+Dispatch plan_check(const ggml_tensor * node, int src);
 
 // Backends (backend.cpp).
 ggml_backend * new_backend(Device * dev);
