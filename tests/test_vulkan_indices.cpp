@@ -508,6 +508,20 @@ TEST(VulkanIndices, SecondIndexNodeOfAGraph) {
             << log.text();
         ++cases;
     }
+    // Both bad (their sources are checked in one dispatch at the start): the
+    // first node in the graph's order is named, and neither cache written.
+    {
+        ggml_backend_tensor_set(k_pos, bad, 0, sizeof(bad));
+        const std::vector<uint8_t> kc_now = bytes_of(kc);
+        LogCapture                 log(true);
+        EXPECT_EQ(ggml_backend_graph_compute(vk.get(), gf), GGML_STATUS_FAILED);
+        EXPECT_TRUE(log.contains("SET_ROWS 'k_write': index 8 at [1, 0, 0, 0]")) << log.text();
+        EXPECT_FALSE(log.contains("v_write")) << log.text();
+        EXPECT_TRUE(bytes_of(kc) == kc_now) << "the first SET_ROWS wrote";
+        EXPECT_TRUE(bytes_of(vc) == vc_before) << "the second SET_ROWS wrote";
+        ggml_backend_tensor_set(k_pos, good, 0, sizeof(good));
+        ++cases;
+    }
     EXPECT_FALSE(bytes_of(kc) == kc_before) << "the first SET_ROWS did not compute";
     expect_rows(kc, 2.0f);
     EXPECT_TRUE(bytes_of(vc) == vc_before) << "the second SET_ROWS wrote";
@@ -519,7 +533,7 @@ TEST(VulkanIndices, SecondIndexNodeOfAGraph) {
     expect_rows(vc, 3.0f);
     EXPECT_FALSE(bytes_of(after) == after_before) << "the node after them was not computed";
     ++cases;
-    EXPECT_EQ(cases, 2);
+    EXPECT_EQ(cases, 3);
 }
 
 } // namespace

@@ -199,21 +199,27 @@ class Stream final : public ggml_backend {
         void *   mapped;
     };
     // An index source of a node, checked on the device before the node runs
-    // (Note [Indices from data]); params: the check's parameter block.
+    // (Note [Indices from data]); entry: its entry in a check's table.
     struct Check {
+        size_t              index; // of the node in the graph's computed nodes
         const ggml_tensor * node;
         int                 src;
-        const Params *      params;
+        Location            at;      // the source's memory
+        bool                hoisted; // checked at the start of the graph
+        const IndexEntry *  entry = nullptr;
     };
 
-    static size_t index_sources(const ggml_tensor * node);
     // Shader writes before, shader reads and writes (and extra) after.
     void compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags extra_access);
     // Records d with buffers bound to slots 0..3 (the parameter block staged
-    // here, its address in *params when not NULL); with args, an indirect
-    // dispatch whose counts the host writes into slot `slot` of args.
+    // here); with args, an indirect dispatch whose counts the host writes
+    // into slot `slot` of args.
     ggml_status record(const Dispatch & d, const VkBuffer (&buffers)[k_tensor_slots], const Staged * args, size_t slot,
-                       VkPipeline * bound, const Params ** params);
+                       VkPipeline * bound);
+    // Records one check of the sources of checks (all in one buffer), whose
+    // entries zero[k] = {first slot, slots} of args say what to skip.
+    ggml_status record_check(const std::vector<Check *> & checks, const std::vector<std::pair<size_t, size_t>> & zero,
+                             const Staged & args, const Staged * indirect, size_t slot, VkPipeline * bound);
     ggml_status finish_checked(const std::vector<Check> & checks);
 
     struct Read {
@@ -432,21 +438,33 @@ class Stream final : public ggml_backend {
 // "Indices read from data"; Note [Index sources] in core/op_table.h).
 //
 // The indices may be computed by an earlier node of the same submission,
-// so the host cannot look at them while it records. Instead each index
-// source gets a check dispatch (shaders/check_indices.comp) just before its
-// node, and from the first check on every dispatch of the graph, checks
-// included, is vkCmdDispatchIndirect with its group counts in one array of
-// host-visible staging memory that the host fills while recording. A check
-// that finds a bad index zeroes the counts of its node and of everything
-// after it, so they run no workgroup, and writes the first bad position into
-// its parameter block; a barrier after each check makes the counts and the
-// node's inputs visible (VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT). A graph with
-// checks waits for its submission, then the host reads the checks' words
-// in order, and for the first that failed reads the bad value back from the
-// index source (nothing after the check ran, so it is still there). Graphs
-// without index sources record what they did before: direct dispatches, no
-// wait. The shaders of GET_ROWS and SET_ROWS still skip a row outside the
-// bound, so that no write could leave the tensor even if a check were wrong.
+// so the host cannot look at them while it records; a shader checks them
+// (shaders/check_indices.comp). From the first node with index sources on,
+// every dispatch of the graph is vkCmdDispatchIndirect, its group counts in
+// one array of host-visible staging memory that the host fills while
+// recording. A check that finds a bad index zeroes the counts of its node
+// and of everything after it, so they run no workgroup, and writes the
+// first bad position into its entry of the check's table. A barrier after
+// checks makes the counts and the node's inputs visible
+// (VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT).
+//
+// Where a check runs: a source that no earlier node of the graph writes
+// (positions, row ids: the graph's inputs) is checked at the start, all
+// such sources of a buffer in one dispatch, followed by one barrier; a
+// source an earlier node writes gets its own check just before its node,
+// after that node's writer. The verdict is the same as checking each just
+// before its node: nodes before the first bad one run, it and those after
+// it do not. Each extra dispatch costs about as much as a small node on
+// lavapipe, so a model's KV cache writes (two SET_ROWS a layer, reading the
+// same input positions) pay for one check per graph instead of one per node.
+//
+// A graph with checks waits for its submission, then the host reads the
+// entries in node order, and for the first that failed reads the bad value
+// back from the index source (nothing after the check ran, so it is still
+// there). Graphs without index sources record what they did before: direct
+// dispatches, no wait. The shaders of GET_ROWS and SET_ROWS still skip a
+// row outside the bound, so that no write could leave the tensor even if a
+// check were wrong.
 ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     // Everything is checked before anything is recorded.
     std::vector<const ggml_tensor *> nodes;
@@ -476,17 +494,41 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     if (nodes.empty()) {
         return GGML_STATUS_SUCCESS;
     }
-    // The indirect dispatches: every check, and every node from the first
-    // that reads indices on.
-    size_t first_checked = nodes.size(), n_indirect = 0;
+
+    // The index sources, in node order; a source no earlier node writes is
+    // checked at the start.
+    std::vector<Check> checks;
+    std::vector<Range> dst;
     for (size_t i = 0; i < nodes.size(); ++i) {
-        const size_t n = index_sources(nodes[i]);
-        if (n > 0 && first_checked == nodes.size()) {
-            first_checked = i;
+        const ggml_tensor * node = nodes[i];
+        const uint8_t       srcs = index_srcs(node->op);
+        for (int src = 0; src < GGML_MAX_SRC; ++src) {
+            if ((srcs & (1u << src)) == 0 || node->src[src] == nullptr) {
+                continue;
+            }
+            Check c{i, node, src, {}, true};
+            locate(dev_, node->src[src], true, &c.at);
+            const Range r{c.at.buffer, c.at.offset, c.at.offset + ggml_nbytes(node->src[src])};
+            c.hoisted = std::none_of(dst.begin(), dst.end(), [&](const Range & w) { return w.overlaps(r); });
+            checks.push_back(c);
         }
-        n_indirect += n;
+        Location at;
+        locate(dev_, node, true, &at);
+        dst.push_back({at.buffer, at.offset, at.offset + ggml_nbytes(node)});
     }
-    n_indirect += nodes.size() - first_checked;
+    // The indirect dispatches: from the first node with index sources on,
+    // each node's checks that are not hoisted, then the node; first_slot[i]:
+    // the first of node i's.
+    const size_t        first_checked = checks.empty() ? nodes.size() : checks.front().index;
+    std::vector<size_t> first_slot(nodes.size(), 0);
+    size_t              n_indirect = 0;
+    for (size_t i = first_checked, ci = 0; i < nodes.size(); ++i) {
+        first_slot[i] = n_indirect;
+        for (; ci < checks.size() && checks[ci].index == i; ++ci) {
+            n_indirect += checks[ci].hoisted ? 0 : 1;
+        }
+        ++n_indirect;
+    }
     if (!batch()) {
         return GGML_STATUS_ALLOC_FAILED;
     }
@@ -495,38 +537,56 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     if (n_indirect > 0 && !stage(n_indirect * sizeof(VkDispatchIndirectCommand), 16, &args)) {
         return GGML_STATUS_ALLOC_FAILED;
     }
-    size_t next_arg = 0; // the next slot of args
+    VkPipeline bound = VK_NULL_HANDLE;
+
+    // The hoisted checks: one dispatch per buffer holding sources, then one
+    // barrier.
+    std::vector<bool> done(checks.size(), false);
+    bool              any_hoisted = false;
+    for (size_t k = 0; k < checks.size(); ++k) {
+        if (!checks[k].hoisted || done[k]) {
+            continue;
+        }
+        std::vector<Check *>                   group;
+        std::vector<std::pair<size_t, size_t>> zero;
+        for (size_t j = k; j < checks.size(); ++j) {
+            if (checks[j].hoisted && checks[j].at.buffer == checks[k].at.buffer) {
+                group.push_back(&checks[j]);
+                zero.push_back({first_slot[checks[j].index], n_indirect - first_slot[checks[j].index]});
+                done[j] = true;
+            }
+        }
+        const ggml_status st = record_check(group, zero, args, nullptr, 0, &bound);
+        if (st != GGML_STATUS_SUCCESS) {
+            return st;
+        }
+        any_hoisted = true;
+    }
+    if (any_hoisted) {
+        compute_barrier(VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+    }
 
     // Barriers only where a node touches what an earlier node since the
     // last barrier wrote, or writes what one read.
     std::vector<Range> written, read;
-    std::vector<Check> checks;
-    VkPipeline         bound = VK_NULL_HANDLE;
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    size_t             next_arg = 0; // the next slot of args
+    for (size_t i = 0, ci = 0; i < nodes.size(); ++i) {
         const ggml_tensor * node = nodes[i];
-        const uint8_t       srcs = index_srcs(node->op);
-        for (int src = 0; src < GGML_MAX_SRC; ++src) {
-            if ((srcs & (1u << src)) == 0 || node->src[src] == nullptr) {
+        // Sources an earlier node wrote: checked just before the node.
+        for (; ci < checks.size() && checks[ci].index == i; ++ci) {
+            Check & c = checks[ci];
+            if (c.hoisted) {
                 continue;
             }
-            Dispatch d = plan_check(node, src);
-            Location at;
-            locate(dev_, node->src[src], true, &at);
-            const Range range{at.buffer, at.offset, at.offset + ggml_nbytes(node->src[src])};
-            if (std::any_of(written.begin(), written.end(), [&](const Range & w) { return w.overlaps(range); })) {
+            const Range r{c.at.buffer, c.at.offset, c.at.offset + ggml_nbytes(node->src[c.src])};
+            if (std::any_of(written.begin(), written.end(), [&](const Range & w) { return w.overlaps(r); })) {
                 compute_barrier(0, 0);
             }
-            const size_t slot = next_arg++;
-            d.params.off[1]   = uint32_t(at.offset);
-            d.params.off[3]   = uint32_t(args.offset + (slot + 1) * sizeof(VkDispatchIndirectCommand));
-            d.params.ip[1]    = uint32_t((n_indirect - slot - 1) * 3);
-            const VkBuffer buffers[k_tensor_slots] = {at.buffer, at.buffer, at.buffer, args.buffer};
-            const Params * p                       = nullptr;
-            const ggml_status st = record(d, buffers, &args, slot, &bound, &p);
+            const size_t      slot = next_arg++;
+            const ggml_status st   = record_check({&c}, {{slot + 1, n_indirect - slot - 1}}, args, &args, slot, &bound);
             if (st != GGML_STATUS_SUCCESS) {
                 return st;
             }
-            checks.push_back({node, src, p});
             // The node and everything after it wait for the verdict.
             compute_barrier(VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
             written.clear();
@@ -565,8 +625,7 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
         }
         written.push_back(ranges[3]);
         const bool        indirect = i >= first_checked;
-        const ggml_status st       = record(d, buffers, indirect ? &args : nullptr, indirect ? next_arg++ : 0, &bound,
-                                            nullptr);
+        const ggml_status st = record(d, buffers, indirect ? &args : nullptr, indirect ? next_arg++ : 0, &bound);
         if (st != GGML_STATUS_SUCCESS) {
             return st;
         }
@@ -578,15 +637,6 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     return finish_checked(checks);
 }
 
-size_t Stream::index_sources(const ggml_tensor * node) {
-    const uint8_t srcs = index_srcs(node->op);
-    size_t        n    = 0;
-    for (int s = 0; s < GGML_MAX_SRC; ++s) {
-        n += (srcs & (1u << s)) != 0 && node->src[s] != nullptr ? 1 : 0;
-    }
-    return n;
-}
-
 void Stream::compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags extra_access) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -595,8 +645,34 @@ void Stream::compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags ext
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | extra_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
+ggml_status Stream::record_check(const std::vector<Check *> & checks,
+                                 const std::vector<std::pair<size_t, size_t>> & zero, const Staged & args,
+                                 const Staged * indirect, size_t slot, VkPipeline * bound) {
+    Staged table;
+    if (!stage(checks.size() * sizeof(IndexEntry), 16, &table)) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    auto *   entries = static_cast<IndexEntry *>(table.mapped);
+    uint32_t n       = 0;
+    for (size_t k = 0; k < checks.size(); ++k) {
+        IndexEntry e = index_entry(checks[k]->node, checks[k]->src);
+        e.off        = uint32_t(checks[k]->at.offset);
+        e.first      = n;
+        e.zero_at    = uint32_t(args.offset / 4 + zero[k].first * 3);
+        e.zero_n     = uint32_t(zero[k].second * 3);
+        n += e.count;
+        std::memcpy(&entries[k], &e, sizeof(e));
+        checks[k]->entry = &entries[k];
+    }
+    Dispatch d      = plan_check(n, uint32_t(checks.size()));
+    d.params.off[1] = uint32_t(table.offset);
+    const VkBuffer buffers[k_tensor_slots] = {checks[0]->at.buffer, table.buffer, table.buffer,
+                                              args.buffer != VK_NULL_HANDLE ? args.buffer : table.buffer};
+    return record(d, buffers, indirect, slot, bound);
+}
+
 ggml_status Stream::record(const Dispatch & d, const VkBuffer (&buffers)[k_tensor_slots], const Staged * args,
-                           size_t slot, VkPipeline * bound, const Params ** params) {
+                           size_t slot, VkPipeline * bound) {
     VkPipeline p = dev_->pipeline(d.shader);
     if (p == VK_NULL_HANDLE) {
         return GGML_STATUS_FAILED; // logged
@@ -640,13 +716,10 @@ ggml_status Stream::record(const Dispatch & d, const VkBuffer (&buffers)[k_tenso
         std::memcpy(static_cast<char *>(args->mapped) + at, &c, sizeof(c));
         vkCmdDispatchIndirect(cur_->cb, args->buffer, VkDeviceSize(args->offset + at));
     }
-    if (params != nullptr) {
-        *params = static_cast<const Params *>(ps.mapped);
-    }
     return GGML_STATUS_SUCCESS;
 }
 
-// Note [Indices from data]: the wait and the verdict. The parameter blocks
+// Note [Indices from data]: the wait and the verdict. The check tables
 // live in staging memory, which stays mapped after its batch is retired;
 // nothing is staged before their words are read.
 ggml_status Stream::finish_checked(const std::vector<Check> & checks) {
@@ -662,17 +735,17 @@ ggml_status Stream::finish_checked(const std::vector<Check> & checks) {
     }
     retire(true);
     for (const Check & c : checks) {
-        uint32_t words[2];
-        std::memcpy(words, &c.params->bad, sizeof(words));
-        if (words[0] == 0) {
+        IndexEntry e;
+        std::memcpy(&e, c.entry, sizeof(e));
+        if (e.bad == 0) {
             continue;
         }
-        // The first check that failed: the ones after it did not run.
+        // The first node whose check failed: the graph stopped there.
         const ggml_tensor * idx = c.node->src[c.src];
         BadIndex            bad;
         bad.src      = c.src;
-        bad.limit    = index_limit(c.node);
-        uint64_t pos = words[1];
+        bad.limit    = int64_t(e.limit);
+        uint64_t pos = e.bad_index;
         size_t   off = 0;
         for (int d = 0; d < GGML_MAX_DIMS; ++d) {
             bad.at[d] = int64_t(pos % uint64_t(idx->ne[d]));

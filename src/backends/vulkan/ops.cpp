@@ -158,21 +158,6 @@ void linear_groups(uint64_t n, uint32_t groups[3]) {
     groups[2]        = 1;
 }
 
-// The shapes, strides and types of d's tensors in its parameters.
-void describe_slots(Dispatch & d) {
-    for (int s = 0; s < k_tensor_slots; ++s) {
-        const ggml_tensor * t = d.slot[s];
-        if (t == nullptr) {
-            continue;
-        }
-        for (int i = 0; i < GGML_MAX_DIMS; ++i) {
-            d.params.ne[4 * s + i] = uint32_t(t->ne[i]);
-            d.params.nb[4 * s + i] = uint32_t(t->nb[i]);
-        }
-        d.params.ty[s] = uint32_t(t->type);
-    }
-}
-
 } // namespace
 
 bool supports(const ggml_tensor * op) {
@@ -432,20 +417,40 @@ Dispatch plan(const ggml_tensor * node) {
         case GGML_OP_OPT_STEP_SGD: case GGML_OP_COUNT: LOOM_ASSERT(false && "plan: unsupported op");
     }
 
-    describe_slots(d);
+    for (int s = 0; s < k_tensor_slots; ++s) {
+        const ggml_tensor * t = d.slot[s];
+        if (t == nullptr) {
+            continue;
+        }
+        for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+            p.ne[4 * s + i] = uint32_t(t->ne[i]);
+            p.nb[4 * s + i] = uint32_t(t->nb[i]);
+        }
+        p.ty[s] = uint32_t(t->type);
+    }
     return d;
 }
 
-Dispatch plan_check(const ggml_tensor * node, int src) {
+IndexEntry index_entry(const ggml_tensor * node, int src) {
     const ggml_tensor * idx = node->src[src];
-    Dispatch            d;
+    IndexEntry          e{};
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+        e.ne[i] = uint32_t(idx->ne[i]);
+        e.nb[i] = uint32_t(idx->nb[i]);
+    }
+    e.type      = uint32_t(idx->type);
+    e.limit     = uint32_t(index_limit(node)); // a dimension of a tensor that fits()
+    e.count     = uint32_t(ggml_nelements(idx));
+    e.bad_index = UINT32_MAX;
+    return e;
+}
+
+Dispatch plan_check(uint32_t n_elements, uint32_t n_entries) {
+    Dispatch d;
     d.shader       = Shader::check_indices;
-    d.slot[1]      = idx;
-    d.params.n     = uint32_t(ggml_nelements(idx));
-    d.params.ip[0] = uint32_t(index_limit(node)); // a dimension of a tensor that fits()
-    d.params.bad_index = UINT32_MAX;
-    linear_groups((uint64_t(d.params.n) + 255) / 256, d.groups);
-    describe_slots(d);
+    d.params.n     = n_elements;
+    d.params.ip[0] = n_entries;
+    linear_groups((uint64_t(n_elements) + 255) / 256, d.groups);
     return d;
 }
 

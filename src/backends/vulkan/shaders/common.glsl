@@ -2,9 +2,7 @@
 // element loads and stores.
 //
 // Binding 0 holds the parameters of one dispatch (written by the host into
-// a staging buffer; layout mirrored by struct Params in shaders.h) and the
-// two words check_indices.comp writes when an index is out of range (the
-// host reads them after the submission). Bindings 1-4
+// a staging buffer; layout mirrored by struct Params in shaders.h). Bindings 1-4
 // are whole device buffers holding src0, src1, src2 and dst; tensors are
 // found in them by byte offset and byte strides, so views and non-contiguous
 // layouts need no special cases. Each binding is declared once per element
@@ -23,8 +21,6 @@ layout(std430, binding = 0) buffer ParamBlock {
     uint  n;      // number of work items
     uint  ip[6];  // integer parameters
     float fp[8];  // float parameters
-    uint  bad;       // check_indices: set to 1 by an invocation that found an index out of range
-    uint  bad_index; // check_indices: the smallest linear position of such an index
 } P;
 
 layout(std430, binding = 1) buffer S0F { float s0_f32[]; };
