@@ -427,73 +427,7 @@ TEST(VulkanBackend, GraphWithHazardsBetweenNodes) {
     }
 }
 
-// Note [Indices from data] in backend.cpp: an index outside the rows skips
-// its row and fails the graph; the other rows are written.
-TEST(VulkanBackend, GetRowsIndexOutsideTheRowsFailsTheGraph) {
-    SKIP_WITHOUT_VULKAN();
-    ggml_backend_ptr vk(ggml_backend_vk_init(0));
-    ASSERT_TRUE(vk);
-    ggml_context_ptr ctx = no_alloc_context(16);
-    ggml_context *   c   = ctx.get();
-    ggml_tensor *    a   = ggml_new_tensor_2d(c, GGML_TYPE_F32, 8, 6);
-    ggml_tensor *    idx = ggml_new_tensor_1d(c, GGML_TYPE_I32, 4);
-    ggml_tensor *    out = ggml_get_rows(c, a, idx);
-    ggml_cgraph *    gf  = ggml_new_graph(c);
-    ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(c, vk.get()));
-    ASSERT_TRUE(buf);
-    const std::vector<float> av = random_values(8 * 6, 4);
-    ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
-    const int32_t rows[4] = {2, 6, 0, -3};
-    ggml_backend_tensor_set(idx, rows, 0, sizeof(rows));
-    const std::vector<float> before(8 * 4, 42.0f);
-    ggml_backend_tensor_set(out, before.data(), 0, ggml_nbytes(out));
-    LogCapture log(true);
-    EXPECT_EQ(ggml_backend_graph_compute(vk.get(), gf), GGML_STATUS_FAILED);
-    EXPECT_TRUE(log.contains("GET_ROWS") && log.contains("outside [0, 6)")) << log.text();
-    const std::vector<float> got = read_f32(out);
-    for (int r = 0; r < 4; ++r) {
-        for (int k = 0; k < 8; ++k) {
-            const float want = rows[r] == 2 || rows[r] == 0 ? av[size_t(rows[r] * 8 + k)] : 42.0f;
-            EXPECT_EQ(got[size_t(r * 8 + k)], want) << "row " << r << " col " << k;
-        }
-    }
-    // The stream goes on: the same graph with good indices succeeds.
-    const int32_t good[4] = {5, 4, 3, 1};
-    ggml_backend_tensor_set(idx, good, 0, sizeof(good));
-    EXPECT_EQ(ggml_backend_graph_compute(vk.get(), gf), GGML_STATUS_SUCCESS);
-    const std::vector<float> again = read_f32(out);
-    EXPECT_EQ(std::vector<float>(again.begin(), again.begin() + 8), std::vector<float>(av.begin() + 40, av.end()));
-}
-
-TEST(VulkanBackend, SetRowsIndexOutsideTheRowsFailsTheGraph) {
-    SKIP_WITHOUT_VULKAN();
-    ggml_backend_ptr vk(ggml_backend_vk_init(0));
-    ASSERT_TRUE(vk);
-    ggml_context_ptr ctx = no_alloc_context(16);
-    ggml_context *   c   = ctx.get();
-    ggml_tensor *    dst = ggml_new_tensor_2d(c, GGML_TYPE_F32, 8, 5);
-    ggml_tensor *    src = ggml_new_tensor_2d(c, GGML_TYPE_F32, 8, 3);
-    ggml_tensor *    idx = ggml_new_tensor_1d(c, GGML_TYPE_I64, 3);
-    ggml_tensor *    out = ggml_set_rows(c, dst, src, idx);
-    ggml_cgraph *    gf  = ggml_new_graph(c);
-    ggml_build_forward_expand(gf, out);
-    ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(c, vk.get()));
-    ASSERT_TRUE(buf);
-    const std::vector<float> sv = random_values(8 * 3, 6);
-    ggml_backend_tensor_set(src, sv.data(), 0, ggml_nbytes(src));
-    // Row 3; row 5 of 5; and 2^32 + 1, whose low word alone would be row 1.
-    const int64_t rows[3] = {3, 5, (int64_t(1) << 32) + 1};
-    ggml_backend_tensor_set(idx, rows, 0, sizeof(rows));
-    const std::vector<float> before(8 * 5, 42.0f);
-    ggml_backend_tensor_set(dst, before.data(), 0, ggml_nbytes(dst));
-    LogCapture log(true);
-    EXPECT_EQ(ggml_backend_graph_compute(vk.get(), gf), GGML_STATUS_FAILED);
-    EXPECT_TRUE(log.contains("SET_ROWS") && log.contains("outside [0, 5)")) << log.text();
-    std::vector<float> want = before;
-    std::copy(sv.begin(), sv.begin() + 8, want.begin() + 24);
-    EXPECT_EQ(read_f32(dst), want);
-}
+// Indices read from data outside their bound: test_vulkan_indices.cpp.
 
 // ---- the scheduler with [Vulkan, CPU] -----------------------------------------
 

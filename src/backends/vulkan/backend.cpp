@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/common.h"
+#include "core/indices.h"
 #include "ggml-vulkan.h"
 #include "vk_impl.h"
 
@@ -192,7 +193,34 @@ class Stream final : public ggml_backend {
     ggml_status graph_compute(ggml_cgraph * graph) override;
 
   private:
-    ggml_status finish_checked(const std::vector<std::pair<const ggml_tensor *, const Params *>> & checked);
+    struct Staged {
+        VkBuffer buffer;
+        size_t   offset;
+        void *   mapped;
+    };
+    // An index source of a node, checked on the device before the node runs
+    // (Note [Indices from data]); entry: its entry in a check's table.
+    struct Check {
+        size_t              index; // of the node in the graph's computed nodes
+        const ggml_tensor * node;
+        int                 src;
+        Location            at;      // the source's memory
+        bool                hoisted; // checked at the start of the graph
+        const IndexEntry *  entry = nullptr;
+    };
+
+    // Shader writes before, shader reads and writes (and extra) after.
+    void compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags extra_access);
+    // Records d with buffers bound to slots 0..3 (the parameter block staged
+    // here); with args, an indirect dispatch whose counts the host writes
+    // into slot `slot` of args.
+    ggml_status record(const Dispatch & d, const VkBuffer (&buffers)[k_tensor_slots], const Staged * args, size_t slot,
+                       VkPipeline * bound);
+    // Records one check of the sources of checks (all in one buffer), whose
+    // entries zero[k] = {first slot, slots} of args say what to skip.
+    ggml_status record_check(const std::vector<Check *> & checks, const std::vector<std::pair<size_t, size_t>> & zero,
+                             const Staged & args, const Staged * indirect, size_t slot, VkPipeline * bound);
+    ggml_status finish_checked(const std::vector<Check> & checks);
 
     struct Read {
         void *       to;
@@ -208,12 +236,6 @@ class Stream final : public ggml_backend {
         uint32_t                      sets_left = 0;
         std::vector<Read>             reads;
     };
-    struct Staged {
-        VkBuffer buffer;
-        size_t   offset;
-        void *   mapped;
-    };
-
     VkDevice vk() const { return dev_->vk(); }
 
     // The batch being recorded, begun if there is none.
@@ -408,6 +430,41 @@ class Stream final : public ggml_backend {
     std::vector<std::pair<VkSemaphore, uint64_t>> waits_;
 };
 
+// Note [Indices from data]
+// GET_ROWS and SET_ROWS read row numbers from a tensor, so a number outside
+// the rows is a data problem: the graph stops at that node with
+// GGML_STATUS_FAILED, the node and every node after it keep their bytes,
+// and the log names the value and where it was read (docs/errors.md,
+// "Indices read from data"; Note [Index sources] in core/op_table.h).
+//
+// The indices may be computed by an earlier node of the same submission,
+// so the host cannot look at them while it records; a shader checks them
+// (shaders/check_indices.comp). From the first node with index sources on,
+// every dispatch of the graph is vkCmdDispatchIndirect, its group counts in
+// one array of host-visible staging memory that the host fills while
+// recording. A check that finds a bad index zeroes the counts of its node
+// and of everything after it, so they run no workgroup, and writes the
+// first bad position into its entry of the check's table. A barrier after
+// checks makes the counts and the node's inputs visible
+// (VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT).
+//
+// Where a check runs: a source that no earlier node of the graph writes
+// (positions, row ids: the graph's inputs) is checked at the start, all
+// such sources of a buffer in one dispatch, followed by one barrier; a
+// source an earlier node writes gets its own check just before its node,
+// after that node's writer. The verdict is the same as checking each just
+// before its node: nodes before the first bad one run, it and those after
+// it do not. Each extra dispatch costs about as much as a small node on
+// lavapipe, so a model's KV cache writes (two SET_ROWS a layer, reading the
+// same input positions) pay for one check per graph instead of one per node.
+//
+// A graph with checks waits for its submission, then the host reads the
+// entries in node order, and for the first that failed reads the bad value
+// back from the index source (nothing after the check ran, so it is still
+// there). Graphs without index sources record what they did before: direct
+// dispatches, no wait. The shaders of GET_ROWS and SET_ROWS still skip a
+// row outside the bound, so that no write could leave the tensor even if a
+// check were wrong.
 ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     // Everything is checked before anything is recorded.
     std::vector<const ggml_tensor *> nodes;
@@ -437,31 +494,115 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
     if (nodes.empty()) {
         return GGML_STATUS_SUCCESS;
     }
+
+    // The index sources, in node order; a source no earlier node writes is
+    // checked at the start.
+    std::vector<Check> checks;
+    std::vector<Range> dst;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const ggml_tensor * node = nodes[i];
+        const uint8_t       srcs = index_srcs(node->op);
+        for (int src = 0; src < GGML_MAX_SRC; ++src) {
+            if ((srcs & (1u << src)) == 0 || node->src[src] == nullptr) {
+                continue;
+            }
+            Check c{i, node, src, {}, true};
+            locate(dev_, node->src[src], true, &c.at);
+            const Range r{c.at.buffer, c.at.offset, c.at.offset + ggml_nbytes(node->src[src])};
+            c.hoisted = std::none_of(dst.begin(), dst.end(), [&](const Range & w) { return w.overlaps(r); });
+            checks.push_back(c);
+        }
+        Location at;
+        locate(dev_, node, true, &at);
+        dst.push_back({at.buffer, at.offset, at.offset + ggml_nbytes(node)});
+    }
+    // The indirect dispatches: from the first node with index sources on,
+    // each node's checks that are not hoisted, then the node; first_slot[i]:
+    // the first of node i's.
+    const size_t        first_checked = checks.empty() ? nodes.size() : checks.front().index;
+    std::vector<size_t> first_slot(nodes.size(), 0);
+    size_t              n_indirect = 0;
+    for (size_t i = first_checked, ci = 0; i < nodes.size(); ++i) {
+        first_slot[i] = n_indirect;
+        for (; ci < checks.size() && checks[ci].index == i; ++ci) {
+            n_indirect += checks[ci].hoisted ? 0 : 1;
+        }
+        ++n_indirect;
+    }
     if (!batch()) {
         return GGML_STATUS_ALLOC_FAILED;
     }
     full_barrier(cur_->cb); // after the transfers queued before
+    Staged args{};
+    if (n_indirect > 0 && !stage(n_indirect * sizeof(VkDispatchIndirectCommand), 16, &args)) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    VkPipeline bound = VK_NULL_HANDLE;
+
+    // The hoisted checks: one dispatch per buffer holding sources, then one
+    // barrier.
+    std::vector<bool> done(checks.size(), false);
+    bool              any_hoisted = false;
+    for (size_t k = 0; k < checks.size(); ++k) {
+        if (!checks[k].hoisted || done[k]) {
+            continue;
+        }
+        std::vector<Check *>                   group;
+        std::vector<std::pair<size_t, size_t>> zero;
+        for (size_t j = k; j < checks.size(); ++j) {
+            if (checks[j].hoisted && checks[j].at.buffer == checks[k].at.buffer) {
+                group.push_back(&checks[j]);
+                zero.push_back({first_slot[checks[j].index], n_indirect - first_slot[checks[j].index]});
+                done[j] = true;
+            }
+        }
+        const ggml_status st = record_check(group, zero, args, nullptr, 0, &bound);
+        if (st != GGML_STATUS_SUCCESS) {
+            return st;
+        }
+        any_hoisted = true;
+    }
+    if (any_hoisted) {
+        compute_barrier(VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+    }
 
     // Barriers only where a node touches what an earlier node since the
     // last barrier wrote, or writes what one read.
     std::vector<Range> written, read;
-    // Note [Indices from data]: the parameter blocks of the nodes whose
-    // shaders check the indices they read.
-    std::vector<std::pair<const ggml_tensor *, const Params *>> checked;
-    VkPipeline         bound = VK_NULL_HANDLE;
-    for (const ggml_tensor * node : nodes) {
-        Dispatch   d = plan(node);
-        VkPipeline p = dev_->pipeline(d.shader);
-        if (p == VK_NULL_HANDLE) {
-            return GGML_STATUS_FAILED;
+    size_t             next_arg = 0; // the next slot of args
+    for (size_t i = 0, ci = 0; i < nodes.size(); ++i) {
+        const ggml_tensor * node = nodes[i];
+        // Sources an earlier node wrote: checked just before the node.
+        for (; ci < checks.size() && checks[ci].index == i; ++ci) {
+            Check & c = checks[ci];
+            if (c.hoisted) {
+                continue;
+            }
+            const Range r{c.at.buffer, c.at.offset, c.at.offset + ggml_nbytes(node->src[c.src])};
+            if (std::any_of(written.begin(), written.end(), [&](const Range & w) { return w.overlaps(r); })) {
+                compute_barrier(0, 0);
+            }
+            const size_t      slot = next_arg++;
+            const ggml_status st   = record_check({&c}, {{slot + 1, n_indirect - slot - 1}}, args, &args, slot, &bound);
+            if (st != GGML_STATUS_SUCCESS) {
+                return st;
+            }
+            // The node and everything after it wait for the verdict.
+            compute_barrier(VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+            written.clear();
+            read.clear();
         }
+
+        Dispatch d = plan(node);
         Location loc[k_tensor_slots];
         Range    ranges[k_tensor_slots];
+        VkBuffer buffers[k_tensor_slots];
         for (int s = 0; s < k_tensor_slots; ++s) {
             const ggml_tensor * t = d.slot[s] != nullptr ? d.slot[s] : node;
             locate(dev_, t, true, &loc[s]);
             d.params.off[s] = uint32_t(loc[s].offset);
             ranges[s]       = {loc[s].buffer, loc[s].offset, loc[s].offset + ggml_nbytes(t)};
+            buffers[s]      = loc[s].buffer;
         }
         bool hazard = false;
         for (const Range & w : written) {
@@ -473,11 +614,7 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
             hazard = hazard || r.overlaps(ranges[3]);
         }
         if (hazard) {
-            VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-            mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-            mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-            vkCmdPipelineBarrier(cur_->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 0, 1, &mb, 0, nullptr, 0, nullptr);
+            compute_barrier(0, 0);
             written.clear();
             read.clear();
         }
@@ -487,61 +624,105 @@ ggml_status Stream::graph_compute(ggml_cgraph * graph) {
             }
         }
         written.push_back(ranges[3]);
-
-        Staged ps;
-        if (!stage(sizeof(Params), std::max<size_t>(16, dev_->min_storage_alignment()), &ps)) {
-            return GGML_STATUS_ALLOC_FAILED;
+        const bool        indirect = i >= first_checked;
+        const ggml_status st = record(d, buffers, indirect ? &args : nullptr, indirect ? next_arg++ : 0, &bound);
+        if (st != GGML_STATUS_SUCCESS) {
+            return st;
         }
-        std::memcpy(ps.mapped, &d.params, sizeof(Params));
-        if (node->op == GGML_OP_GET_ROWS || node->op == GGML_OP_SET_ROWS) {
-            checked.emplace_back(node, static_cast<const Params *>(ps.mapped));
-        }
-        VkDescriptorSet set = descriptor_set();
-        if (set == VK_NULL_HANDLE) {
-            LOOM_LOG_ERROR("%s: out of descriptor sets\n", name());
-            return GGML_STATUS_ALLOC_FAILED;
-        }
-        VkDescriptorBufferInfo infos[1 + k_tensor_slots];
-        infos[0] = {ps.buffer, VkDeviceSize(ps.offset), VkDeviceSize(sizeof(Params))};
-        for (int s = 0; s < k_tensor_slots; ++s) {
-            infos[1 + s] = {loc[s].buffer, 0, VK_WHOLE_SIZE};
-        }
-        VkWriteDescriptorSet writes[1 + k_tensor_slots];
-        for (int i = 0; i < 1 + k_tensor_slots; ++i) {
-            writes[i]                 = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-            writes[i].dstSet          = set;
-            writes[i].dstBinding      = uint32_t(i);
-            writes[i].descriptorCount = 1;
-            writes[i].descriptorType  = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-            writes[i].pBufferInfo     = &infos[i];
-        }
-        vkUpdateDescriptorSets(vk(), 1 + k_tensor_slots, writes, 0, nullptr);
-        if (p != bound) {
-            vkCmdBindPipeline(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-            bound = p;
-        }
-        vkCmdBindDescriptorSets(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, dev_->pipeline_layout(), 0, 1, &set, 0,
-                                nullptr);
-        vkCmdDispatch(cur_->cb, d.groups[0], d.groups[1], d.groups[2]);
     }
-    if (checked.empty()) {
+    if (checks.empty()) {
         flush(nullptr);
         return GGML_STATUS_SUCCESS;
     }
-    return finish_checked(checked);
+    return finish_checked(checks);
 }
 
-// Note [Indices from data]
-// GET_ROWS and SET_ROWS read row numbers from a tensor, so a number outside
-// the rows is a data problem and must come back as a status, not as a
-// write outside the tensor (robust buffer access is not enabled, and would
-// only keep the write inside the buffer). Their shaders skip such a row and
-// write two words into the dispatch's parameter block, which lives in
-// host-visible staging memory; a graph with such nodes waits for its
-// submission and reads the words before it returns. The staging memory
-// stays mapped after the batch is retired and nothing is staged before the
-// words are read.
-ggml_status Stream::finish_checked(const std::vector<std::pair<const ggml_tensor *, const Params *>> & checked) {
+void Stream::compute_barrier(VkPipelineStageFlags extra_stage, VkAccessFlags extra_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | extra_access;
+    vkCmdPipelineBarrier(cur_->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | extra_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+ggml_status Stream::record_check(const std::vector<Check *> & checks,
+                                 const std::vector<std::pair<size_t, size_t>> & zero, const Staged & args,
+                                 const Staged * indirect, size_t slot, VkPipeline * bound) {
+    Staged table;
+    if (!stage(checks.size() * sizeof(IndexEntry), 16, &table)) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    auto *   entries = static_cast<IndexEntry *>(table.mapped);
+    uint32_t n       = 0;
+    for (size_t k = 0; k < checks.size(); ++k) {
+        IndexEntry e = index_entry(checks[k]->node, checks[k]->src);
+        e.off        = uint32_t(checks[k]->at.offset);
+        e.first      = n;
+        e.zero_at    = uint32_t(args.offset / 4 + zero[k].first * 3);
+        e.zero_n     = uint32_t(zero[k].second * 3);
+        n += e.count;
+        std::memcpy(&entries[k], &e, sizeof(e));
+        checks[k]->entry = &entries[k];
+    }
+    Dispatch d      = plan_check(n, uint32_t(checks.size()));
+    d.params.off[1] = uint32_t(table.offset);
+    const VkBuffer buffers[k_tensor_slots] = {checks[0]->at.buffer, table.buffer, table.buffer,
+                                              args.buffer != VK_NULL_HANDLE ? args.buffer : table.buffer};
+    return record(d, buffers, indirect, slot, bound);
+}
+
+ggml_status Stream::record(const Dispatch & d, const VkBuffer (&buffers)[k_tensor_slots], const Staged * args,
+                           size_t slot, VkPipeline * bound) {
+    VkPipeline p = dev_->pipeline(d.shader);
+    if (p == VK_NULL_HANDLE) {
+        return GGML_STATUS_FAILED; // logged
+    }
+    Staged ps;
+    if (!stage(sizeof(Params), std::max<size_t>(16, dev_->min_storage_alignment()), &ps)) {
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    std::memcpy(ps.mapped, &d.params, sizeof(Params));
+    VkDescriptorSet set = descriptor_set();
+    if (set == VK_NULL_HANDLE) {
+        LOOM_LOG_ERROR("%s: out of descriptor sets\n", name());
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+    VkDescriptorBufferInfo infos[1 + k_tensor_slots];
+    infos[0] = {ps.buffer, VkDeviceSize(ps.offset), VkDeviceSize(sizeof(Params))};
+    for (int s = 0; s < k_tensor_slots; ++s) {
+        infos[1 + s] = {buffers[s], 0, VK_WHOLE_SIZE};
+    }
+    VkWriteDescriptorSet writes[1 + k_tensor_slots];
+    for (int i = 0; i < 1 + k_tensor_slots; ++i) {
+        writes[i]                 = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[i].dstSet          = set;
+        writes[i].dstBinding      = uint32_t(i);
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType  = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo     = &infos[i];
+    }
+    vkUpdateDescriptorSets(vk(), 1 + k_tensor_slots, writes, 0, nullptr);
+    if (p != *bound) {
+        vkCmdBindPipeline(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+        *bound = p;
+    }
+    vkCmdBindDescriptorSets(cur_->cb, VK_PIPELINE_BIND_POINT_COMPUTE, dev_->pipeline_layout(), 0, 1, &set, 0,
+                            nullptr);
+    if (args == nullptr) {
+        vkCmdDispatch(cur_->cb, d.groups[0], d.groups[1], d.groups[2]);
+    } else {
+        const size_t                    at = slot * sizeof(VkDispatchIndirectCommand);
+        const VkDispatchIndirectCommand c{d.groups[0], d.groups[1], d.groups[2]};
+        std::memcpy(static_cast<char *>(args->mapped) + at, &c, sizeof(c));
+        vkCmdDispatchIndirect(cur_->cb, args->buffer, VkDeviceSize(args->offset + at));
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+// Note [Indices from data]: the wait and the verdict. The check tables
+// live in staging memory, which stays mapped after its batch is retired;
+// nothing is staged before their words are read.
+ggml_status Stream::finish_checked(const std::vector<Check> & checks) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
@@ -553,20 +734,35 @@ ggml_status Stream::finish_checked(const std::vector<std::pair<const ggml_tensor
         return GGML_STATUS_FAILED; // the submission failed (logged)
     }
     retire(true);
-    ggml_status status = GGML_STATUS_SUCCESS;
-    for (const auto & [node, params] : checked) {
-        uint32_t words[2];
-        std::memcpy(words, &params->bad, sizeof(words));
-        if (words[0] != 0) {
-            const ggml_tensor * limit = node->op == GGML_OP_GET_ROWS ? node->src[0] : node;
-            LOOM_LOG_ERROR("%s: %s %s: row index %u (as an unsigned 32-bit word) of %s is outside [0, %lld) of %s; "
-                           "its row was skipped\n",
-                           name(), ggml_op_desc(node), describe(node).text, words[1], describe(node->src[1]).text,
-                           (long long) limit->ne[1], describe(limit).text);
-            status = GGML_STATUS_FAILED;
+    for (const Check & c : checks) {
+        IndexEntry e;
+        std::memcpy(&e, c.entry, sizeof(e));
+        if (e.bad == 0) {
+            continue;
         }
+        // The first node whose check failed: the graph stopped there.
+        const ggml_tensor * idx = c.node->src[c.src];
+        BadIndex            bad;
+        bad.src      = c.src;
+        bad.limit    = int64_t(e.limit);
+        uint64_t pos = e.bad_index;
+        size_t   off = 0;
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+            bad.at[d] = int64_t(pos % uint64_t(idx->ne[d]));
+            pos /= uint64_t(idx->ne[d]);
+            off += size_t(bad.at[d]) * idx->nb[d];
+        }
+        if (idx->type == GGML_TYPE_I64) {
+            ggml_backend_tensor_get(idx, &bad.value, off, sizeof(int64_t));
+        } else {
+            int32_t v = 0;
+            ggml_backend_tensor_get(idx, &v, off, sizeof(v));
+            bad.value = v;
+        }
+        LOOM_LOG_ERROR("%s: %s\n", name(), bad_index_text(c.node, bad).c_str());
+        return GGML_STATUS_FAILED;
     }
-    return status;
+    return GGML_STATUS_SUCCESS;
 }
 
 } // namespace

@@ -387,6 +387,11 @@ bool Device::create_buffer(size_t size, bool host, Allocation * out) {
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size        = bytes;
     bci.usage       = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    if (host) {
+        // Staging memory also holds the group counts of indirect dispatches
+        // (Note [Indices from data] in backend.cpp).
+        bci.usage |= VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
+    }
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VkResult r = vkCreateBuffer(device_, &bci, nullptr, &out->buffer);
     if (r != VK_SUCCESS) {

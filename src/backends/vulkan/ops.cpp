@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "core/fits.h"
+#include "core/indices.h"
 #include "vk_impl.h"
 
 namespace loom::vk {
@@ -427,6 +428,29 @@ Dispatch plan(const ggml_tensor * node) {
         }
         p.ty[s] = uint32_t(t->type);
     }
+    return d;
+}
+
+IndexEntry index_entry(const ggml_tensor * node, int src) {
+    const ggml_tensor * idx = node->src[src];
+    IndexEntry          e{};
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+        e.ne[i] = uint32_t(idx->ne[i]);
+        e.nb[i] = uint32_t(idx->nb[i]);
+    }
+    e.type      = uint32_t(idx->type);
+    e.limit     = uint32_t(index_limit(node)); // a dimension of a tensor that fits()
+    e.count     = uint32_t(ggml_nelements(idx));
+    e.bad_index = UINT32_MAX;
+    return e;
+}
+
+Dispatch plan_check(uint32_t n_elements, uint32_t n_entries) {
+    Dispatch d;
+    d.shader       = Shader::check_indices;
+    d.params.n     = n_elements;
+    d.params.ip[0] = n_entries;
+    linear_groups((uint64_t(n_elements) + 255) / 256, d.groups);
     return d;
 }
 

@@ -37,6 +37,9 @@ const uint32_t k_mul_mat_vec[] = {
 const uint32_t k_mul_mat_tiled[] = {
 #include "mul_mat_tiled.spv.inc"
 };
+const uint32_t k_check_indices[] = {
+#include "check_indices.spv.inc"
+};
 
 } // namespace
 
@@ -52,6 +55,7 @@ ShaderCode shader_code(Shader s) {
         case Shader::set_rows: return {k_set_rows, sizeof(k_set_rows)};
         case Shader::mul_mat_vec: return {k_mul_mat_vec, sizeof(k_mul_mat_vec)};
         case Shader::mul_mat_tiled: return {k_mul_mat_tiled, sizeof(k_mul_mat_tiled)};
+        case Shader::check_indices: return {k_check_indices, sizeof(k_check_indices)};
         case Shader::count: break;
     }
     return {nullptr, 0};
@@ -69,6 +73,7 @@ const char * shader_name(Shader s) {
         case Shader::set_rows: return "set_rows";
         case Shader::mul_mat_vec: return "mul_mat_vec";
         case Shader::mul_mat_tiled: return "mul_mat_tiled";
+        case Shader::check_indices: return "check_indices";
         case Shader::count: break;
     }
     return "?";

@@ -258,6 +258,12 @@ struct Dispatch {
 bool supports(const ggml_tensor * op);
 // The dispatch of a supported, non-empty node.
 Dispatch plan(const ggml_tensor * node);
+// Note [Indices from data] in backend.cpp: the entry of index source src
+// of node in a check's table (the caller sets off, first, zero_at, zero_n),
+// and the check of n_entries entries holding n_elements indices in all (the
+// caller binds the slots and sets off[1]).
+IndexEntry index_entry(const ggml_tensor * node, int src);
+Dispatch   plan_check(uint32_t n_elements, uint32_t n_entries);
 
 // Backends (backend.cpp).
 ggml_backend * new_backend(Device * dev);

@@ -2,9 +2,7 @@
 // element loads and stores.
 //
 // Binding 0 holds the parameters of one dispatch (written by the host into
-// a staging buffer; layout mirrored by struct Params in shaders.h) and the
-// two words a shader that reads indices from data writes when one is out
-// of range (the host reads them after the submission). Bindings 1-4
+// a staging buffer; layout mirrored by struct Params in shaders.h). Bindings 1-4
 // are whole device buffers holding src0, src1, src2 and dst; tensors are
 // found in them by byte offset and byte strides, so views and non-contiguous
 // layouts need no special cases. Each binding is declared once per element
@@ -23,8 +21,6 @@ layout(std430, binding = 0) buffer ParamBlock {
     uint  n;      // number of work items
     uint  ip[6];  // integer parameters
     float fp[8];  // float parameters
-    uint  bad;       // set to 1 by an invocation that found an index out of range
-    uint  bad_index; // one such index
 } P;
 
 layout(std430, binding = 1) buffer S0F { float s0_f32[]; };
@@ -46,13 +42,6 @@ const uint TYPE_Q4_0 = 2u;
 const uint TYPE_Q8_0 = 8u;
 const uint TYPE_I32  = 26u;
 const uint TYPE_I64  = 27u;
-
-// Records an index that was out of range (its row is skipped). Atomic:
-// many invocations may find bad indices at once.
-void report_bad_index(uint index) {
-    atomicExchange(P.bad_index, index);
-    atomicOr(P.bad, 1u);
-}
 
 // The index of this workgroup when the host spread a long 1-D dispatch over
 // x and y (x at most 65535 groups).
