@@ -25,6 +25,7 @@
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
 #include "ggml-vulkan.h"
+#include "vulkan_test_util.h"
 
 using loomtest::LogCapture;
 using loomtest::no_alloc_context;
@@ -32,14 +33,6 @@ using loomtest::no_alloc_context;
 using loomtest::nmse;
 
 namespace {
-
-#define SKIP_WITHOUT_VULKAN() \
-    do { \
-        if (ggml_backend_vk_get_device_count() == 0) { \
-            GTEST_SKIP() << "no Vulkan device (no loader, driver or GPU; GGML_VK_VISIBLE_DEVICES=<index> " \
-                            "opts in to CPU devices such as lavapipe)"; \
-        } \
-    } while (0)
 
 std::vector<float> random_values(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
     std::mt19937                          rng(seed);

@@ -26,6 +26,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
 #include "ggml-vulkan.h"
+#include "vulkan_test_util.h"
 #include "log_capture.h"
 
 using loomtest::LogCapture;
@@ -38,14 +39,6 @@ ggml_context_ptr no_alloc_context(size_t n_tensors) {
     params.no_alloc = true;
     return ggml_context_ptr(ggml_init(params));
 }
-
-#define SKIP_WITHOUT_VULKAN() \
-    do { \
-        if (ggml_backend_vk_get_device_count() == 0) { \
-            GTEST_SKIP() << "no Vulkan device (no loader, driver or GPU; GGML_VK_VISIBLE_DEVICES=<index> " \
-                            "opts in to CPU devices such as lavapipe)"; \
-        } \
-    } while (0)
 
 std::vector<float> random_values(size_t n, unsigned seed) {
     std::mt19937                          rng(seed);

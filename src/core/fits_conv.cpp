@@ -46,6 +46,22 @@ bool image_type_fit(const ggml_tensor * n, std::string * why) {
     return node_type_is(n, why, n->src[1]->type);
 }
 
+// The steps, type and output plane of the direct 2D convolutions (op
+// params [s0, s1, p0, p1, d0, d1], kernel src[0], image src[1]): false
+// with why set, or the output's width and height in *ow, *oh.
+bool conv_2d_plane_fits(const ggml_tensor * n, std::string * why, wide * ow, wide * oh) {
+    const ggml_tensor * a = n->src[0];
+    const ggml_tensor * b = n->src[1];
+    if (!steps_fit(n, why, 0, 4, "dim 0") || !steps_fit(n, why, 1, 5, "dim 1") || !image_type_fit(n, why)) {
+        return false;
+    }
+    *ow = conv_out(b->ne[0], a->ne[0], param(n, 0), param(n, 2), param(n, 4));
+    *oh = conv_out(b->ne[1], a->ne[1], param(n, 1), param(n, 3), param(n, 5));
+    LOOM_FITS(*ow > 0 && *oh > 0, "image (src[1]) %s is too small for kernel (src[0]) %s", describe(b).text,
+              describe(a).text);
+    return true;
+}
+
 } // namespace
 
 // IM2COL: op params [s0, s1, p0, p1, d0, d1, is_2D].
@@ -120,13 +136,10 @@ bool fits_conv_2d(const ggml_tensor * n, std::string * why) {
     const ggml_tensor * b = n->src[1];
     LOOM_FITS(a->ne[2] == b->ne[2], "kernel (src[0]) %s [KW, KH, IC, OC] and image (src[1]) %s differ in channels",
               describe(a).text, describe(b).text);
-    if (!steps_fit(n, why, 0, 4, "dim 0") || !steps_fit(n, why, 1, 5, "dim 1") || !image_type_fit(n, why)) {
+    wide ow = 0, oh = 0;
+    if (!conv_2d_plane_fits(n, why, &ow, &oh)) {
         return false;
     }
-    const wide ow = conv_out(b->ne[0], a->ne[0], param(n, 0), param(n, 2), param(n, 4));
-    const wide oh = conv_out(b->ne[1], a->ne[1], param(n, 1), param(n, 3), param(n, 5));
-    LOOM_FITS(ow > 0 && oh > 0, "image (src[1]) %s is too small for kernel (src[0]) %s", describe(b).text,
-              describe(a).text);
     return node_shape_is(n, why, ow, oh, a->ne[3], b->ne[3]);
 }
 
@@ -159,13 +172,10 @@ bool fits_conv_2d_dw(const ggml_tensor * n, std::string * why) {
     const ggml_tensor * b = n->src[1];
     LOOM_FITS(a->ne[2] == 1 && a->ne[3] == b->ne[2], "kernel (src[0]) %s must be [KW, KH, 1, C] for image (src[1]) %s",
               describe(a).text, describe(b).text);
-    if (!steps_fit(n, why, 0, 4, "dim 0") || !steps_fit(n, why, 1, 5, "dim 1") || !image_type_fit(n, why)) {
+    wide ow = 0, oh = 0;
+    if (!conv_2d_plane_fits(n, why, &ow, &oh)) {
         return false;
     }
-    const wide ow = conv_out(b->ne[0], a->ne[0], param(n, 0), param(n, 2), param(n, 4));
-    const wide oh = conv_out(b->ne[1], a->ne[1], param(n, 1), param(n, 3), param(n, 5));
-    LOOM_FITS(ow > 0 && oh > 0, "image (src[1]) %s is too small for kernel (src[0]) %s", describe(b).text,
-              describe(a).text);
     return node_shape_is(n, why, ow, oh, b->ne[2], b->ne[3]);
 }
 
