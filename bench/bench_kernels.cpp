@@ -42,6 +42,33 @@ void print_rate(const KernelTable * kt, ggml_type t, int cols, size_t bytes, int
                 double(K) * M * cols / s * 1e-9);
 }
 
+// An M x K matrix of type t in a CPU_REPACK buffer, from the bytes of ggml's
+// layout; data() is null where the buffer keeps the type in ggml's layout.
+class Repacked {
+  public:
+    Repacked(ggml_type t, int64_t K, int64_t M, const std::vector<char> & bytes) {
+        ctx_             = ggml_init({ggml_tensor_overhead(), nullptr, true});
+        ggml_tensor * rt = ggml_new_tensor_2d(ctx_, t, K, M);
+        buf_             = ggml_backend_alloc_ctx_tensors_from_buft(ctx_, repack_buffer_type());
+        if (buf_ != nullptr && is_repacked(rt)) {
+            ggml_backend_tensor_set(rt, bytes.data(), 0, bytes.size());
+            data_ = rt->data;
+        }
+    }
+    ~Repacked() {
+        ggml_backend_buffer_free(buf_);
+        ggml_free(ctx_);
+    }
+    Repacked(const Repacked &)             = delete;
+    Repacked & operator=(const Repacked &) = delete;
+    const void * data() const { return data_; }
+
+  private:
+    ggml_context *        ctx_  = nullptr;
+    ggml_backend_buffer_t buf_  = nullptr;
+    const void *          data_ = nullptr;
+};
+
 } // namespace
 
 int main() {
@@ -60,16 +87,9 @@ int main() {
         std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
         ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
         ggml_quantize_chunk(bt, x.data(), b.data(), 0, 8, K, nullptr);
-        // The same weights in a CPU_REPACK buffer (ra: null where the type is not repacked).
-        ggml_init_params      rp   = {ggml_tensor_overhead(), nullptr, true};
-        ggml_context *        rctx = ggml_init(rp);
-        ggml_tensor *         rt   = ggml_new_tensor_2d(rctx, t, K, M);
-        ggml_backend_buffer_t rbuf = ggml_backend_alloc_ctx_tensors_from_buft(rctx, repack_buffer_type());
-        const void *          ra   = nullptr;
-        if (rbuf != nullptr && is_repacked(rt)) {
-            ggml_backend_tensor_set(rt, a.data(), 0, a.size());
-            ra = rt->data;
-        }
+        // The same weights in a CPU_REPACK buffer (null where the type is not repacked).
+        const Repacked rw(t, K, M, a);
+        const void *   ra = rw.data();
         for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
                 const GemvFn fn = t == GGML_TYPE_Q4_0   ? kt->gemv_q4_0
@@ -126,8 +146,6 @@ int main() {
                 }
             }
         }
-        ggml_backend_buffer_free(rbuf);
-        ggml_free(rctx);
     }
     // The K-quants of Q4_K_M and Q5_K_M files and IQ4_XS, against columns in
     // their vec_dot_type (Q8_K) as mul_mat converts them.
@@ -141,15 +159,8 @@ int main() {
         // The same weights in a CPU_REPACK buffer, where the table in use
         // repacks the type (its layout: the gemv_repacked entries' of the
         // tables that read it).
-        ggml_init_params      rp   = {ggml_tensor_overhead(), nullptr, true};
-        ggml_context *        rctx = ggml_init(rp);
-        ggml_tensor *         rt   = ggml_new_tensor_2d(rctx, t, K, M);
-        ggml_backend_buffer_t rbuf = ggml_backend_alloc_ctx_tensors_from_buft(rctx, repack_buffer_type());
-        const void *          ra   = nullptr;
-        if (rbuf != nullptr && is_repacked(rt)) {
-            ggml_backend_tensor_set(rt, a.data(), 0, a.size());
-            ra = rt->data;
-        }
+        const Repacked rw(t, K, M, a);
+        const void *   ra = rw.data();
         for (int cols : {1, 4, 8}) {
             for (const KernelTable * kt : tables) {
                 const GemvFn fn = kt->gemv_quant[t];
@@ -171,8 +182,6 @@ int main() {
                 }
             }
         }
-        ggml_backend_buffer_free(rbuf);
-        ggml_free(rctx);
     }
     return 0;
 }
