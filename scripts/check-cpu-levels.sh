@@ -209,7 +209,7 @@ greedy_text() { # cpu expected-table
 # of them.
 repacks() { # table file-type
     case "$1:$2" in
-        avx2:Q4_K_M | avx2:IQ4_XS | neon_dotprod:Q4_0 | neon_i8mm:Q4_0 | neon_dotprod:Q4_K_M | neon_i8mm:Q4_K_M)
+        avx2:Q4_K_M | avx2:IQ4_XS | avx2:Q4_0 | neon_dotprod:Q4_0 | neon_i8mm:Q4_0 | neon_dotprod:Q4_K_M | neon_i8mm:Q4_K_M)
             return 0 ;;
         *) return 1 ;;
     esac

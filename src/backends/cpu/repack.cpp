@@ -1,6 +1,7 @@
 // The repacked layout of Q4_0, Q8_0, F16, Q4_K and IQ4_XS weights (Note [Repacked weights]
 // in repack.h; Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K
-// rows]; IQ4_XS: Note [Interleaved IQ4_XS rows]) and the CPU_REPACK buffers that hold it.
+// rows]; Q4_0 on the AVX2 table: Note [Q4_0 rows by eight]; IQ4_XS: Note [Interleaved
+// IQ4_XS rows]) and the CPU_REPACK buffers that hold it.
 
 #include "repack.h"
 
@@ -55,6 +56,27 @@ Place place_q4_0_interleaved(size_t row_size, size_t o) {
     }
     const size_t k = b - k_scale; // byte of qs, 0..15
     return {at + 8 + 16 * (k / 4) + 4 * (r % 4) + k % 4, 4 - k % 4, 0x88};
+}
+
+// Whether the kernel table in use reads Q4_0 as Note [Q4_0 rows by eight]
+// lays it out (the AVX2 table).
+bool q4_0_by_eight() {
+    return best_kernels().q4_0_rows_by_eight;
+}
+
+// Note [Q4_0 rows by eight]: quad i / 4 of the group at 576 (i / 4).
+Place place_q4_0_by_eight(size_t row_size, size_t o) {
+    constexpr size_t block = sizeof(block_q4_0);
+    const size_t     r     = o / row_size;
+    const size_t     i     = o % row_size / block;
+    const size_t     b     = o % row_size % block;
+    const size_t     q     = i % REPACK_QUAD;
+    const size_t     at    = size_t(REPACK_ROWS * REPACK_QUAD) * block * (i / REPACK_QUAD);
+    if (b < k_scale) {
+        return {at + 16 * q + 2 * r + b, k_scale - b};
+    }
+    const size_t k = b - k_scale; // byte of qs, 0..15
+    return {at + 64 + 128 * q + 32 * (k / 4) + 4 * r + k % 4, 4 - k % 4};
 }
 
 // Whether the kernel table in use reads Q4_K as Note [Interleaved Q4_K
@@ -125,6 +147,9 @@ Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
     if (type == GGML_TYPE_Q4_0) {
         if (interleaved) {
             return place_q4_0_interleaved(row_size, o);
+        }
+        if (q4_0_by_eight()) {
+            return place_q4_0_by_eight(row_size, o);
         }
         if (b < k_scale) {
             return {qa + 8 * r + 2 * q + b, k_scale - b};

@@ -30,7 +30,8 @@
 //
 // On the Arm tables Q4_0 and Q4_K have layouts of their own instead (Notes
 // [Interleaved Q4_0 rows] and [Interleaved Q4_K rows] below), read by their
-// gemv_repacked entries. IQ4_XS matrices (AVX2 and AVX-512 tables) take the
+// gemv_repacked entries; on the AVX2 table Q4_0 takes Note [Q4_0 rows by
+// eight]. IQ4_XS matrices (AVX2 and AVX-512 tables) take the
 // one layout of Note [Interleaved IQ4_XS rows] on both tables.
 //
 // So a thread reads its rows as one run of whole, aligned cache lines, and
@@ -68,6 +69,24 @@
 // with 4 fraction bits), which rounds as the conversion of the sum itself.
 // The buffer XORs on the way in and out, so its reads, writes and fills
 // see ggml's bytes.
+
+// Note [Q4_0 rows by eight]
+// The AVX2 table reads Q4_0 in a layout of its own (KernelTable::
+// q4_0_rows_by_eight): a group's eight rows side by side, four bytes of
+// each row to a 32-byte word, so that one 256-bit register holds the same
+// eight weights of each of the eight rows, one row a lane, and a column's
+// products with them stay in their rows' lanes (Note [Q4_0 by eight on
+// 256-bit registers] in simd/avx2/q4_0_by_eight.cpp). A group occupies the
+// bytes of its rows in ggml's layout, quad j (blocks 4j .. 4j + 3) at
+// 576 j, every byte of the 32 blocks moved, none changed:
+//
+//     [0, 64)                   the scales, block 4j + q's eight at 16 q
+//                               (row r's at 16 q + 2 r)
+//     [64 + 128 q + 32 w, +32)  bytes 4w .. 4w + 3 of qs of block 4j + q
+//                               of each row, row r's at 4 r (w = 0..3)
+//
+// Every quad starts on a cache line (576 = 9 * 64), and so do the eight
+// scales of a block (one 16-byte load) and every word of qs.
 
 // Note [Interleaved Q4_K rows]
 // The same tables multiply Q4_K four rows at once in the same way. A group

@@ -104,6 +104,11 @@ const KernelTable * avx512_kernels() {
         // panels (the AVX2 table's entries give that table's).
         t.gemv_repacked[GGML_TYPE_IQ4_XS]        = avx512::gemv_iq4_xs_interleaved;
         t.decode_rows_repacked[GGML_TYPE_IQ4_XS] = avx512::decode_rows_iq4_xs_interleaved;
+        // Q4_0 by eight (Note [Q4_0 rows by eight]) gives the AVX2 table's
+        // bits, not this table's qgemm_q4_0's: repacked Q4_0 takes quads
+        // here, where VBMI runs their kernel, and is not repacked elsewhere.
+        t.qgemm_q4_0_x8      = {};
+        t.q4_0_rows_by_eight = false;
         if (features().avx512vbmi) {
             // Repacked Q4_0 meets its columns prepared as for ggml's layout.
             t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
