@@ -455,6 +455,53 @@ TEST(Simd, ArmQuantGemvSameBitsOnEveryArmTable) {
     }
 }
 
+// Q4_0 in ggml's layout gives the AVX2 table's bits on every x86 table
+// (Note [Q4_0 rows in pairs of lanes]), as its rows interleaved by eight
+// do: every row count (tiles of eight and four, and the last rows), every
+// column count, and on prepared columns with K cut into parts.
+TEST(Simd, X86Q4_0SameBitsOnEveryX86Table) {
+    const KernelTable * base = avx2_kernels();
+    if (base == nullptr) {
+        GTEST_SKIP() << "the AVX2 table does not run here: " << lacking();
+    }
+    int compared = 0;
+    FOR_EACH_SIMD_TABLE(kt) {
+        if (kt == base || std::string(kt->name).rfind("avx", 0) != 0) continue;
+        ++compared;
+        std::mt19937 rng(33);
+        for (int64_t K : {32, 128, 1056}) {
+            const int64_t nb = K / QK8_0;
+            for (int64_t nrows : {1, 2, 3, 4, 6, 8, 12, 19, 24}) {
+                for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                    SCOPED_TRACE(std::string(kt->name) + " K " + std::to_string(K) + " rows " + std::to_string(nrows) +
+                                 " cols " + std::to_string(ncols));
+                    GemvCase           c   = make_gemv_case(rng, GGML_TYPE_Q4_0, K, nrows, ncols);
+                    const size_t       ldd = size_t(nrows) + 1;
+                    std::vector<float> want(ldd * size_t(ncols), -1.0f), got(want), parts(want);
+                    const char *       a = reinterpret_cast<const char *>(c.a.data() + kOff);
+                    const char *       b = reinterpret_cast<const char *>(c.b.data() + kOff);
+                    base->gemv_q4_0(K, a, c.lda, nrows, b, c.ldb, ncols, want.data(), ldd);
+                    kt->gemv_q4_0(K, a, c.lda, nrows, b, c.ldb, ncols, got.data(), ldd);
+                    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+                    const QGemmKernels & q = kt->qgemm_q4_0;
+                    ASSERT_NE(q.gemm, nullptr);
+                    std::vector<char>  prep(q.cols_bytes(K));
+                    std::vector<float> acc(qgemm_acc_floats(nrows), 0.0f);
+                    q.prepare(K, b, c.ldb, ncols, prep.data());
+                    for (int64_t i0 = 0; i0 < nb; i0 += QGEMM_K_ALIGN) {
+                        q.gemm(K, i0, std::min(nb, i0 + QGEMM_K_ALIGN), a, c.lda, nrows, prep.data(), b, c.ldb, ncols,
+                               acc.data(), parts.data(), ldd);
+                    }
+                    ASSERT_EQ(0, std::memcmp(parts.data(), want.data(), parts.size() * sizeof(float)));
+                }
+            }
+        }
+    }
+    if (compared == 0) {
+        GTEST_SKIP() << "only the AVX2 table runs here";
+    }
+}
+
 // More than four float columns over long rows: the rows go in blocks
 // (several per pass of four columns); each column's results are those of a
 // call with its group of four columns alone, bit for bit, and near the

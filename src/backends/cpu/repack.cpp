@@ -58,12 +58,6 @@ Place place_q4_0_interleaved(size_t row_size, size_t o) {
     return {at + 8 + 16 * (k / 4) + 4 * (r % 4) + k % 4, 4 - k % 4, 0x88};
 }
 
-// Whether the kernel table in use reads Q4_0 as Note [Q4_0 rows by eight]
-// lays it out (the AVX2 table).
-bool q4_0_by_eight() {
-    return best_kernels().q4_0_rows_by_eight;
-}
-
 // Note [Q4_0 rows by eight]: quad i / 4 of the group at 576 (i / 4).
 Place place_q4_0_by_eight(size_t row_size, size_t o) {
     constexpr size_t block = sizeof(block_q4_0);
@@ -76,7 +70,8 @@ Place place_q4_0_by_eight(size_t row_size, size_t o) {
         return {at + 16 * q + 2 * r + b, k_scale - b};
     }
     const size_t k = b - k_scale; // byte of qs, 0..15
-    return {at + 64 + 128 * q + 32 * (k / 4) + 4 * r + k % 4, 4 - k % 4};
+    const size_t w = k / 4;       // its word, in slot 2 (w % 2) + w / 2
+    return {at + 64 + 128 * q + 32 * (2 * (w % 2) + w / 2) + 4 * r + k % 4, 4 - k % 4};
 }
 
 // Whether the kernel table in use reads Q4_K as Note [Interleaved Q4_K
@@ -140,22 +135,13 @@ Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
         const size_t k = b - qs;
         return {at + qs + 32 * (k % 32 / 8) + 8 * (k / 32) + k % 8, 8 - k % 8};
     }
+    if (type == GGML_TYPE_Q4_0) {
+        return interleaved ? place_q4_0_interleaved(row_size, o) : place_q4_0_by_eight(row_size, o);
+    }
     const size_t i     = o % row_size / block; // block in the row
     const size_t b     = o % row_size % block; // byte in the block
     const size_t q     = i % REPACK_QUAD;
     const size_t qa    = i / REPACK_QUAD * (size_t(REPACK_ROWS * REPACK_QUAD) * block);
-    if (type == GGML_TYPE_Q4_0) {
-        if (interleaved) {
-            return place_q4_0_interleaved(row_size, o);
-        }
-        if (q4_0_by_eight()) {
-            return place_q4_0_by_eight(row_size, o);
-        }
-        if (b < k_scale) {
-            return {qa + 8 * r + 2 * q + b, k_scale - b};
-        }
-        return {qa + 64 + 64 * r + 16 * q + (b - k_scale), block - b};
-    }
     // Q8_0
     if (b < k_scale) {
         return {qa + 16 * q + 2 * r + b, k_scale - b};

@@ -5,18 +5,14 @@
 // Note [Repacked weights]
 // A matrix-vector product reads each weight once; how fast depends on how
 // the reads run through memory. In ggml's layout a tile of eight rows is
-// read as eight streams 1-8 KB apart, a new set every tile, and a Q4_0 block
-// puts 2 bytes of scale before 16 bytes of weights, so a kernel gathers its
-// registers from unaligned pieces. A buffer of the type CPU_REPACK stores
-// Q4_0 and Q8_0 matrices instead in groups of REPACK_ROWS rows: each group
-// occupies the same bytes as its eight rows in ggml's layout (so views,
-// offsets and sizes keep their meaning), arranged by quads of four blocks
-// along K, quad j of group g at g * 8 * row_size + j * 32 * block size:
+// read as eight streams 1-8 KB apart, a new set every tile, and a Q8_0
+// block puts 2 bytes of scale before 32 bytes of weights, so a kernel
+// gathers its registers from unaligned pieces. A buffer of the type
+// CPU_REPACK stores Q8_0 matrices instead in groups of REPACK_ROWS rows:
+// each group occupies the same bytes as its eight rows in ggml's layout (so
+// views, offsets and sizes keep their meaning), arranged by quads of four
+// blocks along K, quad j of group g at g * 8 * row_size + j * 1088:
 //
-//   Q4_0 (576 bytes a quad):
-//     [0, 64)              the 32 scales, row r's four at 8 r (block 4j + q at 8 r + 2 q)
-//     [64 + 64 r, +64)     row r's weights of blocks 4j .. 4j + 3, block q at 16 q
-//   Q8_0 (1088 bytes a quad):
 //     [0, 64)              the 32 scales, block q's eight at 16 q (row r at 16 q + 2 r)
 //     [64 + 256 q + 128 h, +128)  block q of rows 4h .. 4h + 3: their weights
 //                          0-15 (row 4h + k at 16 k), then 16-31 likewise
@@ -28,17 +24,16 @@
 // only the 128 bytes of qs change places: the four runs of 32 transposed by
 // 8-byte words (Note [Repacked Q4_K] in simd/avx2/q4k_repacked.h).
 //
-// On the Arm tables Q4_0 and Q4_K have layouts of their own instead (Notes
-// [Interleaved Q4_0 rows] and [Interleaved Q4_K rows] below), read by their
-// gemv_repacked entries; on the AVX2 table Q4_0 takes Note [Q4_0 rows by
-// eight]. IQ4_XS matrices (AVX2 and AVX-512 tables) take the
-// one layout of Note [Interleaved IQ4_XS rows] on both tables.
+// Q4_0 rows are interleaved: by eight on x86 (Note [Q4_0 rows by eight]
+// below), by four with the Arm tables (Note [Interleaved Q4_0 rows]), read
+// by qgemm_q4_0_x8 and gemv_repacked. Arm's Q4_K takes Note [Interleaved
+// Q4_K rows]; IQ4_XS matrices (AVX2 and AVX-512 tables) take the one
+// layout of Note [Interleaved IQ4_XS rows] on both tables.
 //
 // So a thread reads its rows as one run of whole, aligned cache lines, and
-// each register of the AVX-512 kernels is one aligned load: a Q4_0 row's
-// four blocks, as the kernel on prepared quads (Note [One row, four blocks])
-// gathers them, or a Q8_0 block of four rows, as Note [Four rows per
-// register] inserts them. The results are the same bits as from ggml's
+// each register of the kernels is one aligned load: a Q8_0 block of four
+// rows, as Note [Four rows per register] inserts them, or a word of eight
+// rows of Q4_0 or IQ4_XS. The results are the same bits as from ggml's
 // layout.
 //
 // Only tensors the kernels can use are repacked (repackable()); others in
@@ -71,10 +66,10 @@
 // see ggml's bytes.
 
 // Note [Q4_0 rows by eight]
-// The AVX2 table reads Q4_0 in a layout of its own (KernelTable::
-// q4_0_rows_by_eight): a group's eight rows side by side, four bytes of
-// each row to a 32-byte word, so that one 256-bit register holds the same
-// eight weights of each of the eight rows, one row a lane, and a column's
+// The x86 tables read Q4_0 in a layout of their own: a group's eight rows
+// side by side, four bytes of each row to a 32-byte word, so that one
+// 256-bit register holds the same eight weights of each of the eight rows,
+// one row a lane, and a column's
 // products with them stay in their rows' lanes (Note [Q4_0 by eight on
 // 256-bit registers] in simd/avx2/q4_0_by_eight.cpp). A group occupies the
 // bytes of its rows in ggml's layout, quad j (blocks 4j .. 4j + 3) at
@@ -82,11 +77,15 @@
 //
 //     [0, 64)                   the scales, block 4j + q's eight at 16 q
 //                               (row r's at 16 q + 2 r)
-//     [64 + 128 q + 32 w, +32)  bytes 4w .. 4w + 3 of qs of block 4j + q
-//                               of each row, row r's at 4 r (w = 0..3)
+//     [64 + 128 q + 32 s, +32)  word w = s / 2 + 2 (s % 2) of block 4j + q
+//                               (s = 0..3: words 0, 2, 1, 3): bytes
+//                               4w .. 4w + 3 of each row's qs, row r's at 4 r
 //
 // Every quad starts on a cache line (576 = 9 * 64), and so do the eight
-// scales of a block (one 16-byte load) and every word of qs.
+// scales of a block (one 16-byte load) and every word of qs. Words 0 and 1
+// hold values 0-7 and 16-23 of each row, words 2 and 3 the rest; a
+// 512-bit register of the AVX-512 table (simd/avx512/q4_0_by_eight.cpp)
+// loads words 0 and 2 or 1 and 3, each the two halves of a line.
 
 // Note [Interleaved Q4_K rows]
 // The same tables multiply Q4_K four rows at once in the same way. A group

@@ -278,7 +278,7 @@ GemvProduct::GemvProduct(const KernelTable & kt, ggml_tensor * dst, char * regio
     kc_ = qg_.gemm == nullptr ? 0 : b_->ne[1] > GEMV_MAX_COLS ? qgemm_k_blocks(a_) : nb_k_;
     // Repacked weights with one group of columns and no cut of K: the
     // consecutive items of a chunk that belong to one matrix go to the kernel
-    // in one call, which reads them as two streams (Note [Repacked quads]).
+    // in one call, which may read them as several streams.
     merge_ = is_repacked(a_) && per_cg_ == n_cg_ && n_cg_ == 1 && (kc_ == nb_k_ || qg_.gemm == nullptr);
     // Note [Rows decoded once]: only where an item meets several column groups.
     decode_       = qg_.gemm == nullptr && !heads_ && per_cg_ > 1 ? rows_decoder(kt, a_, b_) : nullptr;

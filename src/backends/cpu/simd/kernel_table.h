@@ -228,10 +228,10 @@ struct KernelTable {
     QGemmKernels qgemm_q4_0;
     QGemmKernels qgemm_q8_0;
     // The same for Q4_0 and Q8_0 weights in the repacked layout of the CPU_REPACK
-    // buffer (Note [Repacked weights] in repack.h; rows in groups of 8, K a
-    // multiple of 128); null where the table has none, and then no tensor
-    // is repacked. The same bits as qgemm_q4_0 on the same weights in
-    // ggml's layout.
+    // buffer (Note [Repacked weights] in repack.h; Q4_0: Note [Q4_0 rows by
+    // eight]; rows in groups of 8, K a multiple of 128); null where the
+    // table has none, and then no tensor is repacked. The same bits as
+    // qgemm_q4_0 on the same weights in ggml's layout.
     QGemmKernels qgemm_q4_0_x8;
     QGemmKernels qgemm_q8_0_x8;
     // F16 weights in the repacked layout (rows in groups of 8, K a multiple
@@ -337,10 +337,6 @@ struct KernelTable {
     // four (Note [Interleaved Q4_K rows]) rather than blocks in place with
     // their qs by 8-byte words (Note [Repacked Q4_K]).
     bool q4_K_rows_interleaved = false;
-    // Whether qgemm_q4_0_x8 reads Q4_0 rows interleaved by eight (Note
-    // [Q4_0 rows by eight], the AVX2 table) rather than in quads of four
-    // blocks per row (Note [Repacked weights], the AVX-512 table).
-    bool q4_0_rows_by_eight = false;
     // Activations to Q8_K (n a multiple of 256); same bits as the core's
     // reference quantizer for finite inputs. Null: the reference one.
     void (*quantize_row_q8_K)(const float * x, block_q8_K * y, int64_t n) = nullptr;

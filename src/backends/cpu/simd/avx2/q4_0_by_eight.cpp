@@ -80,7 +80,9 @@ struct Block8 {
     w.d               = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 16 * k)));
     const __m256i m   = _mm256_set1_epi8(0x0f);
     for (size_t j = 0; j < 4; ++j) {
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 128 * k + 32 * j));
+        // Word j in slot 2 (j % 2) + j / 2 (Note [Q4_0 rows by eight]).
+        const __m256i x =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 128 * k + 32 * (2 * (j % 2) + j / 2)));
         w.lo[j]         = _mm256_and_si256(x, m);
         w.hi[j]         = _mm256_and_si256(_mm256_srli_epi16(x, 4), m);
     }

@@ -56,10 +56,12 @@ constexpr __mmask16 k_all = 0xffff;
 
 // Weights of block i of four rows as two registers of unsigned bytes: lo
 // holds weights 0..15 of each row, hi weights 16..31. decode takes the
-// rows' blocks; Q4 also the bare weight bytes (RepackedQ4Rows).
+// rows' blocks.
 struct Q4 {
     using W                     = block_q4_0;
     static constexpr int offset = 8;
+    // Note [Q4_0 rows in pairs of lanes]
+    static constexpr bool paired = true;
     [[gnu::always_inline]] static void decode(const uint8_t * const * qs, __m512i & lo, __m512i & hi) {
         __m512i q = _mm512_zextsi128_si512(load128(qs[0]));
         q         = _mm512_inserti32x4(q, load128(qs[1]), 1);
@@ -153,6 +155,11 @@ struct MXFP4 {
 template <class Q, class = void> struct has_min : std::false_type {};
 template <class Q> struct has_min<Q, std::void_t<decltype(Q::has_min)>> : std::bool_constant<Q::has_min> {};
 
+// Whether Q's tiles add each row's four lanes in pairs before converting
+// them (Note [Q4_0 rows in pairs of lanes]).
+template <class Q, class = void> struct paired : std::false_type {};
+template <class Q> struct paired<Q, std::void_t<decltype(Q::paired)>> : std::bool_constant<Q::paired> {};
+
 // Whether Q's blocks scale by an E8M0 byte e instead of an fp16 d.
 template <class Q, class = void> struct has_e8m0 : std::false_type {};
 template <class Q> struct has_e8m0<Q, std::void_t<decltype(Q::e8m0)>> : std::bool_constant<Q::e8m0> {};
@@ -223,34 +230,6 @@ template <class Q, int R> struct PlainRows {
         // streams are too short for the hardware prefetcher to ramp up).
         for (int r = 0; r < R; ++r) {
             _mm_prefetch(reinterpret_cast<const char *>(ar[r] + i) + ahead, _MM_HINT_T0);
-        }
-    }
-    static size_t out(int g) { return 4 * size_t(g); }
-};
-
-// Q4_0 groups (Note [Repacked weights]): quad j of a group at j * 576, its
-// 32 scales first (row r's four at 8 r), then row r's four blocks of weight
-// bytes at 64 + 64 r.
-struct RepackedQ4Rows {
-    static constexpr size_t QUAD = 576;
-    const char *            base; // the group
-    size_t                  ahead;
-    RepackedQ4Rows(const char * a, size_t lda) : base(a), ahead(8 * lda) {}
-    [[gnu::always_inline]] void decode(int g, int64_t i, __m512i & lo, __m512i & hi) const {
-        const char *    qp = base + size_t(i >> 2) * QUAD + 64 + 16 * size_t(i & 3);
-        const uint8_t * qs[4];
-        for (int k = 0; k < 4; ++k) qs[k] = reinterpret_cast<const uint8_t *>(qp + 64 * size_t(4 * g + k));
-        Q4::decode(qs, lo, hi);
-    }
-    [[gnu::always_inline]] __m128 scales(int g, int64_t i) const {
-        const char * d = base + size_t(i >> 2) * QUAD + 2 * size_t(i & 3);
-        uint16_t     h[4];
-        for (int k = 0; k < 4; ++k) std::memcpy(&h[k], d + 8 * size_t(4 * g + k), sizeof h[k]);
-        return _mm_cvtph_ps(_mm_setr_epi16(short(h[0]), short(h[1]), short(h[2]), short(h[3]), 0, 0, 0, 0));
-    }
-    [[gnu::always_inline]] void prefetch(int64_t i) const {
-        if ((i & 3) == 0) {
-            for (size_t l = 0; l < QUAD; l += 64) _mm_prefetch(base + size_t(i >> 2) * QUAD + ahead + l, _MM_HINT_T0);
         }
     }
     static size_t out(int g) { return 4 * size_t(g); }
@@ -389,10 +368,104 @@ struct Carry {
     bool    last  = true;    // write dst (else store to acc)
 };
 
+// Note [Q4_0 rows in pairs of lanes]
+// Q4_0 in ggml's layout gives the bits of the AVX2 table here too, those
+// of Q4_0 rows interleaved by eight (Note [Q4_0 by eight on 512-bit
+// registers] in q4_0_by_eight.cpp), which need them: a row's four int32
+// lanes of a block (bytes 4k .. 4k + 3 of its qs, k = 0..3, with their
+// starting values) are added in pairs, k = 0, 1 and k = 2, 3, as the AVX2
+// table's four-row tiles add them (Note [Four rows per conversion] in
+// avx2/rows2.cpp), and each pair sum is converted, scaled and added into
+// an f32 lane of its own; a row's result is the sum of its two lanes.
+// The two registers of a tile of eight rows pair up in one (hadd's lanes:
+// rows l and l + 4 in quarter l, pair sums k01, k23 of row l, then of row
+// l + 4), so one conversion and one FMA serve eight rows; a tile of four
+// pairs its register with itself and keeps the first two lanes of each
+// quarter. The last rows of a matrix, fewer than four, go to the AVX2
+// table's gemv2_q4_0.
+[[gnu::always_inline]] inline __m512i pair_sums(__m512i p0, __m512i p1) {
+    const __m512 a = _mm512_castsi512_ps(p0), b = _mm512_castsi512_ps(p1);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_maskz_shuffle_ps(k_all, a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                            _mm512_castps_si512(_mm512_maskz_shuffle_ps(k_all, a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
+// The scales of a paired tile's rows in pair_sums()'s lanes.
+template <int G, class Rows> [[gnu::always_inline]] inline __m512 paired_scales(const Rows & rows, int64_t i) {
+    if constexpr (G == 1) {
+        const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        return _mm512_maskz_permutexvar_ps(k_all, idx, _mm512_zextps128_ps512(rows.scales(0, i)));
+    } else {
+        const __m512i idx = _mm512_setr_epi32(0, 0, 4, 4, 1, 1, 5, 5, 2, 2, 6, 6, 3, 3, 7, 7);
+        const __m512  s   = _mm512_maskz_insertf32x4(k_all, _mm512_zextps128_ps512(rows.scales(0, i)), rows.scales(1, i), 1);
+        return _mm512_maskz_permutexvar_ps(k_all, idx, s);
+    }
+}
+
+// A paired tile's rows from its column's register (Note [Q4_0 rows in
+// pairs of lanes]).
+template <int G> [[gnu::always_inline]] inline void store_paired(__m512 acc, float * dst) {
+    alignas(64) float v[16];
+    _mm512_store_ps(v, acc);
+    for (int l = 0; l < 4; ++l) {
+        dst[l] = v[4 * l] + v[4 * l + 1];
+        if constexpr (G == 2) dst[4 + l] = v[4 * l + 2] + v[4 * l + 3];
+    }
+}
+
+// A paired tile's partial sums to and from the carry. (Out of line: where
+// a call passes no carry, GCC 12 sees the null pointer in the branch not
+// taken and reports it as out of bounds.)
+[[gnu::noinline]] inline __m512 carried(const float * p) {
+    return _mm512_loadu_ps(p);
+}
+[[gnu::noinline]] inline void carry_out(float * p, __m512 v) {
+    _mm512_storeu_ps(p, v);
+}
+
+// Note [Q4_0 rows in pairs of lanes]: tile() for such types, G = 1 or 2,
+// one register a column (the first of the column's carry slots).
+template <class Q, int G, int C, class Cols, class Rows>
+void paired_tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * dst, size_t ldd,
+                 const Carry & carry) {
+    static_assert(G == 1 || G == 2);
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) {
+        acc[c] = carry.first ? _mm512_setzero_ps() : carried(carry.acc + 16 * c);
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+        rows.prefetch(i);
+        __m512i lo[G], hi[G];
+        for (int g = 0; g < G; ++g) rows.decode(g, i, lo[g], hi[g]);
+        const __m512 dx = paired_scales<G>(rows, i);
+        for (int c = 0; c < C; ++c) {
+            Col    col;
+            __m512 dy;
+            cols.template get<Q::offset>(i, c, col, dy);
+            __m512i p[G];
+            for (int g = 0; g < G; ++g) {
+                p[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(col.start, lo[g], col.lo), hi[g], col.hi);
+            }
+            const __m512i h = pair_sums(p[0], p[G - 1]);
+            acc[c]          = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy), _mm512_maskz_cvtepi32_ps(k_all, h), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        if (carry.last) {
+            store_paired<G>(acc[c], dst + size_t(c) * ldd);
+        } else {
+            carry_out(carry.acc + 16 * c, acc[c]);
+        }
+    }
+}
+
 // 4G rows (G registers of four rows) x C columns over blocks [i0, i1): each
 // activation block is prepared once for all of them.
 template <class Q, int G, int C, class Cols, class Rows>
 void tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * dst, size_t ldd, const Carry & carry) {
+    if constexpr (paired<Q>::value) {
+        paired_tile<Q, G, C>(i0, i1, rows, cols, dst, ldd, carry);
+        return;
+    } else {
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512        acc[G][C];
     for (int g = 0; g < G; ++g) {
@@ -438,6 +511,7 @@ void tile(int64_t i0, int64_t i1, const Rows & rows, const Cols & cols, float * 
         }
     }
 }
+    }
 
 // Rows in tiles of eight, then four, then the tail function for the last
 // fewer than four rows of a matrix. With a carry, tile t's registers are at
@@ -509,26 +583,9 @@ void qgemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_
 
 } // namespace
 
-void qgemm_q4_0_repacked_rows(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows,
-                              const void * prep, int ncols, float * acc, float * dst, size_t ldd) {
-    static_assert(QGEMM_COLS == 8);
-    constexpr size_t tile_floats = 16 * QGEMM_COLS * 2; // as rows() places a tile's registers
-    const auto *     ac          = static_cast<const char *>(a);
-    const Carry      carry{acc, i0 == 0, i1 == K / QK8_0};
-    auto             go = [&]<int C>() {
-        for (int64_t r = 0; r < nrows; r += 8) {
-            Carry c = carry;
-            c.acc   = acc != nullptr ? acc + size_t(r / 8) * tile_floats : nullptr;
-            tile<Q4, 2, C>(i0, i1, RepackedQ4Rows(ac + size_t(r) * lda, lda),
-                           PreparedCols{static_cast<const char *>(prep)}, dst + r, ldd, c);
-        }
-    };
-    with_cols(ncols, go);
-}
-
 // Note [Repacked weights]; the columns prepared as qcols_prepare_q8_0 does.
 // One column over all of K reads two runs of groups side by side, the second
-// from the middle, each fetched ahead (Note [Repacked quads] in quad.cpp).
+// from the middle, each fetched ahead.
 void qgemm_q8_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
     (void) b;
@@ -570,7 +627,7 @@ void qgemm_q8_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda
 
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
-    gemv<Q4>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv_q4_0);
+    gemv<Q4>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv2_q4_0);
 }
 
 void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
@@ -641,7 +698,7 @@ void qgemm_mxfp4(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, 
 
 void qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                 const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
-    qgemm<Q4>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, avx2::gemv_q4_0);
+    qgemm<Q4>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, avx2::gemv2_q4_0);
 }
 
 void qgemm_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,

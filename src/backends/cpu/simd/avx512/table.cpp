@@ -28,7 +28,7 @@ const KernelTable * avx512_kernels() {
         t.gemv_f32    = avx512::gemv_f32;
         t.gemv_f16    = avx512::gemv_f16;
         t.gemv_q8_0   = avx512::gemv_q8_0;
-        t.gemv_q4_0   = avx512::gemv_q4_0;
+        t.gemv_q4_0   = avx512::gemv_q4_0; // the AVX2 table's bits (Note [Q4_0 rows in pairs of lanes])
         t.int8_dot_products = true;
         t.mad_rows_f32      = avx512::mad_rows_f32;
         t.mad_rows_f16      = avx512::mad_rows_f16;
@@ -61,13 +61,9 @@ const KernelTable * avx512_kernels() {
         // (bench_ops, one thread, 4096 x 14336: 4 / 5 / 8 columns 10 / 17 /
         // 22% faster; 2 and 3 columns 15-25% slower, so gemv keeps them).
         t.qgemm_q8_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0, 4};
-        // Q4_0 a row at a time (every column count) needs VBMI's byte
-        // permutations as well.
-        t.qgemm_q4_0 = features().avx512vbmi
-                           ? QGemmKernels{avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
-                                          avx512::qgemm_q4_0_quads, 1}
-                           : QGemmKernels{avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0,
-                                          GEMV_MAX_COLS + 1};
+        // Q4_0 as Q8_0, with the AVX2 table's bits (Note [Q4_0 rows in pairs
+        // of lanes]), which rows interleaved by eight give too.
+        t.qgemm_q4_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0, 4};
         t.qgemm_q8_0_x8 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0_x8, 1};
         t.gemv_f16_x8   = avx512::gemv_f16_x8;
         t.gemv_quant[GGML_TYPE_Q2_K] = avx512::gemv_q2_K;
@@ -104,16 +100,7 @@ const KernelTable * avx512_kernels() {
         // panels (the AVX2 table's entries give that table's).
         t.gemv_repacked[GGML_TYPE_IQ4_XS]        = avx512::gemv_iq4_xs_interleaved;
         t.decode_rows_repacked[GGML_TYPE_IQ4_XS] = avx512::decode_rows_iq4_xs_interleaved;
-        // Q4_0 by eight (Note [Q4_0 rows by eight]) gives the AVX2 table's
-        // bits, not this table's qgemm_q4_0's: repacked Q4_0 takes quads
-        // here, where VBMI runs their kernel, and is not repacked elsewhere.
-        t.qgemm_q4_0_x8      = {};
-        t.q4_0_rows_by_eight = false;
-        if (features().avx512vbmi) {
-            // Repacked Q4_0 meets its columns prepared as for ggml's layout.
-            t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_quads, avx512::qcols_prepare_q4_0_quads,
-                               avx512::qgemm_q4_0_x8, 1};
-        }
+        t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_by8, avx512::qcols_prepare_q4_0_by8, avx512::qgemm_q4_0_by8, 1};
         return t;
     }();
     return &table;

@@ -1,0 +1,292 @@
+// Q4_0 rows interleaved by eight (Note [Q4_0 rows by eight] in repack.h)
+// on the AVX-512 table: its qgemm_q4_0_x8 entries, every column count.
+//
+// Note [Q4_0 by eight on 512-bit registers]
+// One 64-byte line of a block's qs is words 0 and 2 of the group's eight
+// rows (row r in lanes r and r + 8), the next words 1 and 3. Their low
+// and high nibbles meet the column's matching bytes in four vpdpbusd into
+// one register: lanes 0-7 collect each row's products of words 0 and 1,
+// lanes 8-15 those of words 2 and 3, starting from the column's starting
+// values (minus 8 times its sums over the same bytes). Those are the two
+// exact int32 sums per row and block of Note [Q4_0 by eight on 256-bit
+// registers] (avx2/q4_0_by_eight.cpp), so one conversion, one product of
+// the scales (the eight rows' d in both halves, times the column's) and
+// one FMA into an accumulator whose halves are the two f32 sums, and a
+// row's result the sum of its two lanes, give the AVX2 table's bits: the
+// bits of qgemm2_q4_0 and gemv2_q4_0 on ggml's layout, which this table
+// takes for Q4_0 in ggml's layout too (table.cpp). The column's bytes are
+// prepared once, one line a block, and spread over the lanes that meet
+// them by one vpermd each.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/simd/kernel_table.h"
+#include "core/types.h"
+
+#include "target_begin.h"
+#include "avx512.h"
+
+namespace loom::cpu::avx512 {
+
+namespace {
+
+constexpr __mmask16 k_all = 0xffff;
+
+constexpr size_t BY8_QUAD = 8 * 4 * sizeof(block_q4_0); // a quad of blocks of a group: 576 bytes
+constexpr size_t BY8_QS   = 64;                          // the quad's qs, after its 32 scales
+
+// A prepared column block is one line: the 32 values, the starting values
+// of words 0 and 1 and of words 2 and 3, and the scale as a float. Block i
+// of column c of a call at (i * ncols + c) * PREP_BYTES. One vpermd with
+// the line as its memory operand puts the bytes a register of weights
+// meets in its lanes (spread()).
+constexpr size_t PREP_START01 = 32;
+constexpr size_t PREP_START23 = 36;
+constexpr size_t PREP_D       = 40;
+constexpr size_t PREP_BYTES   = 64;
+
+constexpr size_t BY8_PREFETCH = 4096;
+
+// From this many columns on, groups go two at a time (pair_cols()).
+constexpr int PAIR_MIN_COLS = 1;
+
+// Dword indices into a prepared line: the column's word a (bytes 4a ..
+// 4a + 3) in lanes 0-7, word b in lanes 8-15.
+inline __m512i spread(int a, int b) {
+    return _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(a), _mm512_set1_epi32(b));
+}
+
+// acc + block i of a group against C prepared columns (their blocks at
+// y[c]).
+template <int C>
+[[gnu::always_inline]] inline void add_block(const uint8_t * g, int64_t i, const uint8_t * const * y, __m512 * acc) {
+    const uint8_t * q = g + size_t(i / 4) * BY8_QUAD;
+    const size_t    k = size_t(i % 4);
+    const __m512    d = _mm512_maskz_cvtph_ps(
+        k_all, _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 16 * k))));
+    const __m512i m   = _mm512_set1_epi8(0x0f);
+    const __m512i x02 = _mm512_loadu_si512(q + BY8_QS + 128 * k);
+    const __m512i x13 = _mm512_loadu_si512(q + BY8_QS + 128 * k + 64);
+    const __m512i l02 = _mm512_and_si512(x02, m);
+    const __m512i h02 = _mm512_and_si512(_mm512_srli_epi16(x02, 4), m);
+    const __m512i l13 = _mm512_and_si512(x13, m);
+    const __m512i h13 = _mm512_and_si512(_mm512_srli_epi16(x13, 4), m);
+    // Words 0 and 2 of the values meet the low nibbles of weight words 0
+    // and 2, words 4 and 6 (values 16-19, 24-27) their high ones; 1, 3 and
+    // 5, 7 those of weight words 1 and 3; dwords 8 and 9 of the line are
+    // the starting values.
+    const __m512i i02 = spread(0, 2), i46 = spread(4, 6), i13 = spread(1, 3), i57 = spread(5, 7);
+    const __m512i ist = spread(8, 9);
+    for (int c = 0; c < C; ++c) {
+        const __m512i line = _mm512_loadu_si512(y[c]);
+        __m512i       t    = _mm512_maskz_permutexvar_epi32(k_all, ist, line);
+        t                  = _mm512_dpbusd_epi32(t, l02, _mm512_maskz_permutexvar_epi32(k_all, i02, line));
+        t                  = _mm512_dpbusd_epi32(t, h02, _mm512_maskz_permutexvar_epi32(k_all, i46, line));
+        t                  = _mm512_dpbusd_epi32(t, l13, _mm512_maskz_permutexvar_epi32(k_all, i13, line));
+        t                  = _mm512_dpbusd_epi32(t, h13, _mm512_maskz_permutexvar_epi32(k_all, i57, line));
+        const __m512 s     = _mm512_mul_ps(d, _mm512_set1_ps(*reinterpret_cast<const float *>(y[c] + PREP_D)));
+        acc[c]             = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, t), acc[c]);
+    }
+}
+
+// One group (its rows' results at dst) x columns c0 .. c0 + C - 1 of ncols
+// over blocks [i0, i1); partial sums wait at carry + 16 c between parts of K.
+template <int C>
+void group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep, int ncols, int c0, float * carry,
+                bool first, bool last, bool fetch, float * dst, size_t ldd) {
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) {
+        acc[c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(carry + 16 * (c0 + c));
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+        if (fetch && i % 4 == 0) {
+            const uint8_t * q = g + size_t(i / 4) * BY8_QUAD + BY8_PREFETCH;
+            for (size_t l = 0; l < BY8_QUAD; l += 64) _mm_prefetch(reinterpret_cast<const char *>(q + l), _MM_HINT_T0);
+        }
+        const uint8_t * y[C];
+        for (int c = 0; c < C; ++c) y[c] = prep + (size_t(i) * size_t(ncols) + size_t(c0 + c)) * PREP_BYTES;
+        add_block<C>(g, i, y, acc);
+    }
+    for (int c = 0; c < C; ++c) {
+        if (last) {
+            // (The zero-masked extracts are the halves, without GCC 12's
+            // warning about the plain forms' unset inputs.)
+            const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(acc[c]), 0));
+            const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(acc[c]), 1));
+            _mm256_storeu_ps(dst + size_t(c0 + c) * ldd, _mm256_add_ps(lo, hi));
+        } else {
+            _mm512_storeu_ps(carry + 16 * (c0 + c), acc[c]);
+        }
+    }
+}
+
+// lo in the low half, hi in the high one. (Broadcasts under masks: GCC 12
+// reports the undefined inputs of the plain casts and inserts as maybe
+// uninitialized.)
+inline __m512i join(__m256i lo, __m256i hi) {
+    return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, lo), 0xf0, hi);
+}
+inline __m512 join(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_mask_broadcast_f64x4(_mm512_maskz_broadcast_f64x4(0x0f, _mm256_castps_pd(lo)),
+                                                        0xf0, _mm256_castps_pd(hi)));
+}
+
+// Two groups at once (16 rows, row r of the second in lane r + 8) x C
+// columns: a register holds one word of the 16 rows (the same slot of
+// both groups, one insert), so a column's matching four bytes meet it as
+// one broadcast, the memory operand of vpdpbusd; the sums of words 0 and
+// 1 and of words 2 and 3 take a register each, as do their f32 sums.
+template <int C>
+void pair_cols(const uint8_t * g0, const uint8_t * g1, int64_t i0, int64_t i1, const uint8_t * prep, int ncols,
+               float * carry0, float * carry1, bool first, bool last, float * dst0, float * dst1, size_t ldd) {
+    __m512 acc[C][2];
+    for (int c = 0; c < C; ++c) {
+        for (int h = 0; h < 2; ++h) {
+            if (first) {
+                acc[c][h] = _mm512_setzero_ps();
+                continue;
+            }
+            // Group 0's register h of the column in lanes 0-7, group 1's in 8-15.
+            const __m256 lo = _mm256_loadu_ps(carry0 + 16 * c + 8 * h);
+            const __m256 hi = _mm256_loadu_ps(carry1 + 16 * c + 8 * h);
+            acc[c][h]       = join(lo, hi);
+        }
+    }
+    const __m512i m = _mm512_set1_epi8(0x0f);
+    for (int64_t i = i0; i < i1; ++i) {
+        const size_t    at = size_t(i / 4) * BY8_QUAD;
+        const size_t    k  = size_t(i % 4);
+        const uint8_t * q0 = g0 + at;
+        const uint8_t * q1 = g1 + at;
+        const __m512    d  = _mm512_maskz_cvtph_ps(
+            k_all, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 + 16 * k))),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i *>(q1 + 16 * k)), 1));
+        __m512i lo[4], hi[4];
+        for (size_t w = 0; w < 4; ++w) {
+            const size_t  slot = BY8_QS + 128 * k + 32 * (2 * (w % 2) + w / 2);
+            const __m512i x    = join(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(q0 + slot)),
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q1 + slot)));
+            lo[w] = _mm512_and_si512(x, m);
+            hi[w] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m);
+        }
+        for (int c = 0; c < C; ++c) {
+            const uint8_t * y = prep + (size_t(i) * size_t(ncols) + size_t(c)) * PREP_BYTES;
+            auto            word = [&](size_t at_byte) {
+                int32_t v;
+                std::memcpy(&v, y + at_byte, sizeof v);
+                return _mm512_set1_epi32(v);
+            };
+            __m512i a = word(PREP_START01);
+            a         = _mm512_dpbusd_epi32(a, lo[0], word(0));
+            a         = _mm512_dpbusd_epi32(a, hi[0], word(16));
+            a         = _mm512_dpbusd_epi32(a, lo[1], word(4));
+            a         = _mm512_dpbusd_epi32(a, hi[1], word(20));
+            __m512i b = word(PREP_START23);
+            b         = _mm512_dpbusd_epi32(b, lo[2], word(8));
+            b         = _mm512_dpbusd_epi32(b, hi[2], word(24));
+            b         = _mm512_dpbusd_epi32(b, lo[3], word(12));
+            b         = _mm512_dpbusd_epi32(b, hi[3], word(28));
+            const __m512 s = _mm512_mul_ps(d, _mm512_set1_ps(*reinterpret_cast<const float *>(y + PREP_D)));
+            acc[c][0]      = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, a), acc[c][0]);
+            acc[c][1]      = _mm512_fmadd_ps(s, _mm512_maskz_cvtepi32_ps(k_all, b), acc[c][1]);
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        if (last) {
+            const __m512 r = _mm512_add_ps(acc[c][0], acc[c][1]);
+            _mm256_storeu_ps(dst0 + size_t(c) * ldd,
+                             _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(r), 0)));
+            _mm256_storeu_ps(dst1 + size_t(c) * ldd,
+                             _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(r), 1)));
+            continue;
+        }
+        // In group_cols()'s layout: a group's column c at carry + 16 c, its
+        // f32 sum of words 0 and 1 in the first eight floats.
+        for (int h = 0; h < 2; ++h) {
+            _mm256_storeu_ps(carry0 + 16 * c + 8 * h,
+                             _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(acc[c][h]), 0)));
+            _mm256_storeu_ps(carry1 + 16 * c + 8 * h,
+                             _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(acc[c][h]), 1)));
+        }
+    }
+}
+
+} // namespace
+
+size_t qcols_bytes_q4_0_by8(int64_t K) {
+    return size_t(K / QK8_0) * size_t(QGEMM_COLS) * PREP_BYTES;
+}
+
+void qcols_prepare_q4_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
+    const int64_t nb = K / QK8_0;
+    auto *        o  = static_cast<uint8_t *>(out);
+    for (int c = 0; c < ncols; ++c) {
+        const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
+        for (int64_t i = 0; i < nb; ++i) {
+            uint8_t *      p  = o + (size_t(i) * size_t(ncols) + size_t(c)) * PREP_BYTES;
+            const int8_t * qs = bc[i].qs;
+            std::memcpy(p, qs, QK8_0);
+            int32_t s01 = 0, s23 = 0;
+            for (int k = 0; k < 8; ++k) {
+                s01 += qs[k] + qs[16 + k];
+                s23 += qs[8 + k] + qs[24 + k];
+            }
+            s01 *= -8;
+            s23 *= -8;
+            std::memcpy(p + PREP_START01, &s01, sizeof s01);
+            std::memcpy(p + PREP_START23, &s23, sizeof s23);
+            const float d = _cvtsh_ss(bc[i].d);
+            std::memcpy(p + PREP_D, &d, sizeof d);
+            std::memset(p + PREP_D + sizeof d, 0, PREP_BYTES - PREP_D - sizeof d);
+        }
+    }
+}
+
+void qgemm_q4_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
+                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
+    (void) b;
+    (void) ldb;
+    const int64_t nb     = K / QK8_0;
+    const bool    first  = i0 == 0;
+    const bool    last   = i1 == nb;
+    const bool    stream = first && last; // weights read once, from memory
+    const auto *  ac     = static_cast<const uint8_t *>(a);
+    const auto *  pc     = static_cast<const uint8_t *>(prep);
+    const int64_t ngroups = nrows / 8;
+    auto          carry_of = [&](int64_t g) { return acc != nullptr && !stream ? acc + size_t(g) * 16 * QGEMM_COLS : nullptr; };
+    int64_t       g        = 0;
+    if (ncols >= PAIR_MIN_COLS) {
+        for (; g + 2 <= ngroups; g += 2) {
+            const uint8_t * g0 = ac + size_t(g) * 8 * lda;
+            const uint8_t * g1 = g0 + 8 * lda;
+            float *         c0 = carry_of(g);
+            float *         c1 = carry_of(g + 1);
+            float *         o0 = dst + 8 * g;
+            float *         o1 = o0 + 8;
+            with_gemv_cols(ncols, [&](auto cols) {
+                pair_cols<decltype(cols)::value>(g0, g1, i0, i1, pc, ncols, c0, c1, first, last, o0, o1, ldd);
+            });
+        }
+    }
+    for (; g < ngroups; ++g) {
+        const uint8_t * base  = ac + size_t(g) * 8 * lda;
+        float *         carry = carry_of(g);
+        float *         out   = dst + 8 * g;
+        with_gemv_cols(ncols, [&](auto cols) {
+            constexpr int C = decltype(cols)::value;
+            group_cols<C>(base, i0, i1, pc, C, 0, carry, first, last, stream && C <= 2, out, ldd);
+        });
+    }
+}
+
+} // namespace loom::cpu::avx512
+
+#include "target_end.h"
+
+#endif // x86
