@@ -51,10 +51,14 @@ constexpr size_t PREP_START23 = 36;
 constexpr size_t PREP_D       = 40;
 constexpr size_t PREP_BYTES   = 64;
 
-constexpr size_t BY8_PREFETCH = 4096;
+constexpr size_t BY8_PREFETCH = 2048;
 
-// From this many columns on, groups go two at a time (pair_cols()).
-constexpr int PAIR_MIN_COLS = 1;
+// From this many columns on, groups go two at a time (pair_cols()). One
+// column reads its groups one at a time: on the Zen 5 of bench/RESULTS.md,
+// loom-run's one-column Q4_0 products of a 1.1 B file took 125-133 us
+// that way against 152-179 us in pairs, alternated (from memory; with the
+// weights in L2, pairs are faster: bench_kernels 91 against 80 GMAC/s).
+constexpr int PAIR_MIN_COLS = 2;
 
 // Dword indices into a prepared line: the column's word a (bytes 4a ..
 // 4a + 3) in lanes 0-7, word b in lanes 8-15.
@@ -144,7 +148,8 @@ inline __m512 join(__m256 lo, __m256 hi) {
 // 1 and of words 2 and 3 take a register each, as do their f32 sums.
 template <int C>
 void pair_cols(const uint8_t * g0, const uint8_t * g1, int64_t i0, int64_t i1, const uint8_t * prep, int ncols,
-               float * carry0, float * carry1, bool first, bool last, float * dst0, float * dst1, size_t ldd) {
+               float * carry0, float * carry1, bool first, bool last, bool fetch, float * dst0, float * dst1,
+               size_t ldd) {
     __m512 acc[C][2];
     for (int c = 0; c < C; ++c) {
         for (int h = 0; h < 2; ++h) {
@@ -164,6 +169,12 @@ void pair_cols(const uint8_t * g0, const uint8_t * g1, int64_t i0, int64_t i1, c
         const size_t    k  = size_t(i % 4);
         const uint8_t * q0 = g0 + at;
         const uint8_t * q1 = g1 + at;
+        if (fetch && k == 0) {
+            for (size_t l = 0; l < BY8_QUAD; l += 64) {
+                _mm_prefetch(reinterpret_cast<const char *>(q0 + BY8_PREFETCH + l), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char *>(q1 + BY8_PREFETCH + l), _MM_HINT_T0);
+            }
+        }
         const __m512    d  = _mm512_maskz_cvtph_ps(
             k_all, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 + 16 * k))),
                                            _mm_loadu_si128(reinterpret_cast<const __m128i *>(q1 + 16 * k)), 1));
@@ -270,7 +281,8 @@ void qgemm_q4_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t ld
             float *         o0 = dst + 8 * g;
             float *         o1 = o0 + 8;
             with_gemv_cols(ncols, [&](auto cols) {
-                pair_cols<decltype(cols)::value>(g0, g1, i0, i1, pc, ncols, c0, c1, first, last, o0, o1, ldd);
+                pair_cols<decltype(cols)::value>(g0, g1, i0, i1, pc, ncols, c0, c1, first, last, stream && ncols <= 2, o0,
+                                                 o1, ldd);
             });
         }
     }

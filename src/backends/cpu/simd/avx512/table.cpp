@@ -63,7 +63,7 @@ const KernelTable * avx512_kernels() {
         t.qgemm_q8_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0, 4};
         // Q4_0 as Q8_0, with the AVX2 table's bits (Note [Q4_0 rows in pairs
         // of lanes]), which rows interleaved by eight give too.
-        t.qgemm_q4_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0, 4};
+        t.qgemm_q4_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0, 1};
         t.qgemm_q8_0_x8 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0_x8, 1};
         t.gemv_f16_x8   = avx512::gemv_f16_x8;
         t.gemv_quant[GGML_TYPE_Q2_K] = avx512::gemv_q2_K;
