@@ -455,11 +455,11 @@ TEST(Simd, ArmQuantGemvSameBitsOnEveryArmTable) {
     }
 }
 
-// Q4_0 in ggml's layout gives the AVX2 table's bits on every x86 table
-// (Note [Q4_0 rows in pairs of lanes]), as its rows interleaved by eight
-// do: every row count (tiles of eight and four, and the last rows), every
-// column count, and on prepared columns with K cut into parts.
-TEST(Simd, X86Q4_0SameBitsOnEveryX86Table) {
+// Q4_0 and Q8_0 in ggml's layout give the AVX2 table's bits on every x86
+// table (Note [Q4_0 rows in pairs of lanes]), as their rows interleaved by
+// eight do: every row count (tiles of eight and four, and the last rows),
+// every column count, and on prepared columns with K cut into parts.
+TEST(Simd, X86Q4_0AndQ8_0SameBitsOnEveryX86Table) {
     const KernelTable * base = avx2_kernels();
     if (base == nullptr) {
         GTEST_SKIP() << "the AVX2 table does not run here: " << lacking();
@@ -469,30 +469,35 @@ TEST(Simd, X86Q4_0SameBitsOnEveryX86Table) {
         if (kt == base || std::string(kt->name).rfind("avx", 0) != 0) continue;
         ++compared;
         std::mt19937 rng(33);
-        for (int64_t K : {32, 128, 1056}) {
-            const int64_t nb = K / QK8_0;
-            for (int64_t nrows : {1, 2, 3, 4, 6, 8, 12, 19, 24}) {
-                for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
-                    SCOPED_TRACE(std::string(kt->name) + " K " + std::to_string(K) + " rows " + std::to_string(nrows) +
-                                 " cols " + std::to_string(ncols));
-                    GemvCase           c   = make_gemv_case(rng, GGML_TYPE_Q4_0, K, nrows, ncols);
-                    const size_t       ldd = size_t(nrows) + 1;
-                    std::vector<float> want(ldd * size_t(ncols), -1.0f), got(want), parts(want);
-                    const char *       a = reinterpret_cast<const char *>(c.a.data() + kOff);
-                    const char *       b = reinterpret_cast<const char *>(c.b.data() + kOff);
-                    base->gemv_q4_0(K, a, c.lda, nrows, b, c.ldb, ncols, want.data(), ldd);
-                    kt->gemv_q4_0(K, a, c.lda, nrows, b, c.ldb, ncols, got.data(), ldd);
-                    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
-                    const QGemmKernels & q = kt->qgemm_q4_0;
-                    ASSERT_NE(q.gemm, nullptr);
-                    std::vector<char>  prep(q.cols_bytes(K));
-                    std::vector<float> acc(qgemm_acc_floats(nrows), 0.0f);
-                    q.prepare(K, b, c.ldb, ncols, prep.data());
-                    for (int64_t i0 = 0; i0 < nb; i0 += QGEMM_K_ALIGN) {
-                        q.gemm(K, i0, std::min(nb, i0 + QGEMM_K_ALIGN), a, c.lda, nrows, prep.data(), b, c.ldb, ncols,
-                               acc.data(), parts.data(), ldd);
+        for (ggml_type type : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+            const bool           q4    = type == GGML_TYPE_Q4_0;
+            const GemvFn         want_fn = q4 ? base->gemv_q4_0 : base->gemv_q8_0;
+            const GemvFn         got_fn  = q4 ? kt->gemv_q4_0 : kt->gemv_q8_0;
+            const QGemmKernels & q       = q4 ? kt->qgemm_q4_0 : kt->qgemm_q8_0;
+            ASSERT_NE(q.gemm, nullptr);
+            for (int64_t K : {32, 128, 1056}) {
+                const int64_t nb = K / QK8_0;
+                for (int64_t nrows : {1, 2, 3, 4, 6, 8, 12, 19, 24}) {
+                    for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
+                        SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(type) + " K " + std::to_string(K) +
+                                     " rows " + std::to_string(nrows) + " cols " + std::to_string(ncols));
+                        GemvCase           c   = make_gemv_case(rng, type, K, nrows, ncols);
+                        const size_t       ldd = size_t(nrows) + 1;
+                        std::vector<float> want(ldd * size_t(ncols), -1.0f), got(want), parts(want);
+                        const char *       a = reinterpret_cast<const char *>(c.a.data() + kOff);
+                        const char *       b = reinterpret_cast<const char *>(c.b.data() + kOff);
+                        want_fn(K, a, c.lda, nrows, b, c.ldb, ncols, want.data(), ldd);
+                        got_fn(K, a, c.lda, nrows, b, c.ldb, ncols, got.data(), ldd);
+                        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+                        std::vector<char>  prep(q.cols_bytes(K));
+                        std::vector<float> acc(qgemm_acc_floats(nrows), 0.0f);
+                        q.prepare(K, b, c.ldb, ncols, prep.data());
+                        for (int64_t i0 = 0; i0 < nb; i0 += QGEMM_K_ALIGN) {
+                            q.gemm(K, i0, std::min(nb, i0 + QGEMM_K_ALIGN), a, c.lda, nrows, prep.data(), b, c.ldb,
+                                   ncols, acc.data(), parts.data(), ldd);
+                        }
+                        ASSERT_EQ(0, std::memcmp(parts.data(), want.data(), parts.size() * sizeof(float)));
                     }
-                    ASSERT_EQ(0, std::memcmp(parts.data(), want.data(), parts.size() * sizeof(float)));
                 }
             }
         }

@@ -1,7 +1,5 @@
-// The repacked layout of Q4_0, Q8_0, F16, Q4_K and IQ4_XS weights (Note [Repacked weights]
-// in repack.h; Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved Q4_K
-// rows]; Q4_0 on the AVX2 table: Note [Q4_0 rows by eight]; IQ4_XS: Note [Interleaved
-// IQ4_XS rows]) and the CPU_REPACK buffers that hold it.
+// The repacked layouts of Q4_0, Q8_0, F16, Q4_K and IQ4_XS weights (Note [Repacked weights]
+// in repack.h lists them) and the CPU_REPACK buffers that hold them.
 
 #include "repack.h"
 
@@ -142,12 +140,14 @@ Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
     const size_t b     = o % row_size % block; // byte in the block
     const size_t q     = i % REPACK_QUAD;
     const size_t qa    = i / REPACK_QUAD * (size_t(REPACK_ROWS * REPACK_QUAD) * block);
-    // Q8_0
+    // Q8_0: Note [Q8_0 rows by eight].
     if (b < k_scale) {
         return {qa + 16 * q + 2 * r + b, k_scale - b};
     }
-    const size_t k = b - k_scale; // weight 0..31
-    return {qa + 64 + 256 * q + 128 * (r / 4) + 64 * (k / 16) + 16 * (r % 4) + k % 16, 16 - k % 16};
+    const size_t k    = b - k_scale; // weight 0..31
+    const size_t w    = k / 4;       // its word, in slot 4 (w / 4) + 2 (w % 2) + w % 4 / 2
+    const size_t slot = 4 * (w / 4) + 2 * (w % 2) + w % 4 / 2;
+    return {qa + 64 + 256 * q + 32 * slot + 4 * r + k % 4, 4 - k % 4, 0x80};
 }
 
 // fn(repacked offset, ggml-layout offset, bytes, XOR) over the pieces of

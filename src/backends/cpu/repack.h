@@ -5,36 +5,28 @@
 // Note [Repacked weights]
 // A matrix-vector product reads each weight once; how fast depends on how
 // the reads run through memory. In ggml's layout a tile of eight rows is
-// read as eight streams 1-8 KB apart, a new set every tile, and a Q8_0
-// block puts 2 bytes of scale before 32 bytes of weights, so a kernel
-// gathers its registers from unaligned pieces. A buffer of the type
-// CPU_REPACK stores Q8_0 matrices instead in groups of REPACK_ROWS rows:
-// each group occupies the same bytes as its eight rows in ggml's layout (so
-// views, offsets and sizes keep their meaning), arranged by quads of four
-// blocks along K, quad j of group g at g * 8 * row_size + j * 1088:
-//
-//     [0, 64)              the 32 scales, block q's eight at 16 q (row r at 16 q + 2 r)
-//     [64 + 256 q + 128 h, +128)  block q of rows 4h .. 4h + 3: their weights
-//                          0-15 (row 4h + k at 16 k), then 16-31 likewise
-//
-// and F16 matrices (K a multiple of 32) by chunks of 32 values, chunk j of
-// group g at g * 8 * row_size + 512 j, row r's 32 values at 64 r in it
-// (Note [Repacked F16] in avx512/gemv_float.cpp). Q4_K matrices (on the
-// AVX2 table) keep every block where it is, its d, dmin and scales too, and
-// only the 128 bytes of qs change places: the four runs of 32 transposed by
-// 8-byte words (Note [Repacked Q4_K] in simd/avx2/q4k_repacked.h).
-//
-// Q4_0 rows are interleaved: by eight on x86 (Note [Q4_0 rows by eight]
-// below), by four with the Arm tables (Note [Interleaved Q4_0 rows]), read
-// by qgemm_q4_0_x8 and gemv_repacked. Arm's Q4_K takes Note [Interleaved
-// Q4_K rows]; IQ4_XS matrices (AVX2 and AVX-512 tables) take the one
-// layout of Note [Interleaved IQ4_XS rows] on both tables.
-//
-// So a thread reads its rows as one run of whole, aligned cache lines, and
-// each register of the kernels is one aligned load: a Q8_0 block of four
-// rows, as Note [Four rows per register] inserts them, or a word of eight
-// rows of Q4_0 or IQ4_XS. The results are the same bits as from ggml's
-// layout.
+// read as eight streams 1-8 KB apart, a new set every tile, and a block
+// puts 2 bytes of scale before its weights, so a kernel gathers its
+// registers from unaligned pieces. A buffer of the type CPU_REPACK stores
+// matrices of the types its kernels read in layouts of their own, rows in
+// groups of REPACK_ROWS: each group occupies the same bytes as its eight
+// rows in ggml's layout (so views, offsets and sizes keep their meaning),
+// the rows side by side, so that a register of weights holds the same
+// values of several rows, one row in a lane, and a thread reads its rows
+// as one run of whole, aligned cache lines:
+//  - Q4_0 and Q8_0 on x86: Notes [Q4_0 rows by eight] and [Q8_0 rows by
+//    eight] below (qgemm_q4_0_x8, qgemm_q8_0_x8);
+//  - Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved
+//    Q4_K rows] (gemv_repacked);
+//  - IQ4_XS on the AVX2 and AVX-512 tables: Note [Interleaved IQ4_XS rows];
+//  - F16 (K a multiple of 32) by chunks of 32 values, chunk j of group g at
+//    g * 8 * row_size + 512 j, row r's 32 values at 64 r in it (Note
+//    [Repacked F16] in avx512/gemv_float.cpp);
+//  - Q4_K on the AVX2 table keeps every block where it is, its d, dmin and
+//    scales too, and only the 128 bytes of qs change places: the four runs
+//    of 32 transposed by 8-byte words (Note [Repacked Q4_K] in
+//    simd/avx2/q4k_repacked.h).
+// The results are the same bits as from ggml's layout.
 //
 // Only tensors the kernels can use are repacked (repackable()); others in
 // such a buffer keep ggml's layout. The buffer converts on the way in and out,
@@ -86,6 +78,22 @@
 // hold values 0-7 and 16-23 of each row, words 2 and 3 the rest; a
 // 512-bit register of the AVX-512 table (simd/avx512/q4_0_by_eight.cpp)
 // loads words 0 and 2 or 1 and 3, each the two halves of a line.
+
+// Note [Q8_0 rows by eight]
+// The AVX-512 table reads Q8_0 in the same way (simd/avx512/by_eight.cpp):
+// a group of eight rows occupies the bytes of its rows in ggml's layout,
+// quad j (blocks 4j .. 4j + 3) at 1088 j, each byte of qs stored XORed with
+// 0x80 (the value plus 128, unsigned, as vpdpbusd takes it):
+//
+//     [0, 64)                   the scales, block 4j + q's eight at 16 q
+//                               (row r's at 16 q + 2 r)
+//     [64 + 256 q + 32 s, +32)  word w = 4 (s / 4) + (s % 4) / 2 + 2 (s % 2)
+//                               of block 4j + q (s = 0..7: words 0, 2, 1, 3,
+//                               4, 6, 5, 7): bytes 4w .. 4w + 3 of each row's
+//                               qs, row r's at 4 r
+//
+// so that each line of a block holds words 0 and 2, 1 and 3, 4 and 6, or
+// 5 and 7 of the eight rows. The buffer XORs on the way in and out.
 
 // Note [Interleaved Q4_K rows]
 // The same tables multiply Q4_K four rows at once in the same way. A group

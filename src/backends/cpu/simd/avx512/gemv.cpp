@@ -167,6 +167,8 @@ template <class Q> struct has_e8m0<Q, std::void_t<decltype(Q::e8m0)>> : std::boo
 struct Q8 {
     using W                     = block_q8_0;
     static constexpr int offset = 128;
+    // Note [Q4_0 rows in pairs of lanes]: Q8_0 too.
+    static constexpr bool paired = true;
     [[gnu::always_inline]] static void decode(const uint8_t * const * qs, __m512i & lo, __m512i & hi) {
         __m512i a = _mm512_zextsi128_si512(load128(qs[0]));
         __m512i b = _mm512_zextsi128_si512(load128(qs[0] + 16));
@@ -233,40 +235,6 @@ template <class Q, int R> struct PlainRows {
         }
     }
     static size_t out(int g) { return 4 * size_t(g); }
-};
-
-// Q8_0 groups (Note [Repacked weights]): quad j of a group at j * 1088, its
-// 32 scales first (block q's eight at 16 q), then for each block q and each
-// half of the group (rows 0-3, 4-7), the four rows' weights 0-15 (64 bytes)
-// and 16-31 (64 bytes): the registers of Q8::decode are two aligned loads.
-// S streams of one group each (S = 2: two groups read side by side, rows
-// 0-7 of the tile from the first, 8-15 from the second); prefetch fetches
-// each stream `fetch` bytes ahead, out() places the second stream's rows at
-// second_out.
-template <int S> struct RepackedQ8Rows {
-    static constexpr size_t QUAD = 1088;
-    const char *            base[S];
-    size_t                  fetch      = 0;
-    size_t                  second_out = 0;
-    [[gnu::always_inline]] void decode(int g, int64_t i, __m512i & lo, __m512i & hi) const {
-        const char *  p    = base[g / 2] + size_t(i >> 2) * QUAD + 64 + 256 * size_t(i & 3) + 128 * size_t(g % 2);
-        const __m512i flip = _mm512_set1_epi8(char(0x80));
-        lo                 = _mm512_xor_si512(_mm512_loadu_si512(p), flip);
-        hi                 = _mm512_xor_si512(_mm512_loadu_si512(p + 64), flip);
-    }
-    [[gnu::always_inline]] __m128 scales(int g, int64_t i) const {
-        const char * d = base[g / 2] + size_t(i >> 2) * QUAD + 16 * size_t(i & 3) + 8 * size_t(g % 2);
-        return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(d)));
-    }
-    [[gnu::always_inline]] void prefetch(int64_t i) const {
-        if (fetch != 0 && (i & 3) == 0) {
-            for (int s = 0; s < S; ++s) {
-                const char * p = base[s] + size_t(i >> 2) * QUAD + fetch;
-                for (size_t l = 0; l < QUAD; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
-            }
-        }
-    }
-    size_t out(int g) const { return g < 2 ? 4 * size_t(g) : second_out + 4 * size_t(g - 2); }
 };
 
 // An activation block broadcast to the four lanes, with minus the weights'
@@ -369,9 +337,9 @@ struct Carry {
 };
 
 // Note [Q4_0 rows in pairs of lanes]
-// Q4_0 in ggml's layout gives the bits of the AVX2 table here too, those
-// of Q4_0 rows interleaved by eight (Note [Q4_0 by eight on 512-bit
-// registers] in q4_0_by_eight.cpp), which need them: a row's four int32
+// Q4_0 and Q8_0 in ggml's layout give the bits of the AVX2 table here too,
+// those of their rows interleaved by eight (Note [Q4_0 by eight on 512-bit
+// registers] in by_eight.cpp), which need them: a row's four int32
 // lanes of a block (bytes 4k .. 4k + 3 of its qs, k = 0..3, with their
 // starting values) are added in pairs, k = 0, 1 and k = 2, 3, as the AVX2
 // table's four-row tiles add them (Note [Four rows per conversion] in
@@ -382,7 +350,7 @@ struct Carry {
 // l + 4), so one conversion and one FMA serve eight rows; a tile of four
 // pairs its register with itself and keeps the first two lanes of each
 // quarter. The last rows of a matrix, fewer than four, go to the AVX2
-// table's gemv2_q4_0.
+// table's gemv2_q4_0 (gemv2_q8_0).
 [[gnu::always_inline]] inline __m512i pair_sums(__m512i p0, __m512i p1) {
     const __m512 a = _mm512_castsi512_ps(p0), b = _mm512_castsi512_ps(p1);
     return _mm512_add_epi32(_mm512_castps_si512(_mm512_maskz_shuffle_ps(k_all, a, b, _MM_SHUFFLE(2, 0, 2, 0))),
@@ -583,48 +551,6 @@ void qgemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_
 
 } // namespace
 
-// Note [Repacked weights]; the columns prepared as qcols_prepare_q8_0 does.
-// One column over all of K reads two runs of groups side by side, the second
-// from the middle, each fetched ahead.
-void qgemm_q8_0_x8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
-    (void) b;
-    (void) ldb;
-    static_assert(QGEMM_COLS == 8);
-    constexpr size_t   tile_floats = 16 * QGEMM_COLS * 2; // as rows() places a tile's registers
-    constexpr size_t   ahead       = 8192;
-    const auto *       ac          = static_cast<const char *>(a);
-    const Carry        carry{acc, i0 == 0, i1 == K / QK8_0};
-    const bool         stream  = carry.first && carry.last;
-    const size_t       gbytes  = 8 * lda;
-    const int64_t      ngroups = nrows / 8;
-    const PreparedCols cols{static_cast<const char *>(prep)};
-    int64_t            g = 0;
-    if (ncols == 1 && stream) {
-        const int64_t     half = ngroups / 2;
-        RepackedQ8Rows<2> rows;
-        rows.fetch      = ahead;
-        rows.second_out = size_t(8 * half);
-        for (; g < half; ++g) {
-            rows.base[0] = ac + size_t(g) * gbytes;
-            rows.base[1] = ac + size_t(half + g) * gbytes;
-            tile<Q8, 4, 1>(i0, i1, rows, cols, dst + 8 * g, ldd, carry);
-        }
-        g = 2 * half;
-    }
-    auto go = [&]<int C>() {
-        for (; g < ngroups; ++g) {
-            RepackedQ8Rows<1> rows;
-            rows.base[0] = ac + size_t(g) * gbytes;
-            rows.fetch   = stream ? ahead : 0;
-            Carry c      = carry;
-            c.acc        = acc != nullptr ? acc + size_t(g) * tile_floats : nullptr;
-            tile<Q8, 2, C>(i0, i1, rows, cols, dst + 8 * g, ldd, c);
-        }
-    };
-    with_cols(ncols, go);
-}
-
 void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
     gemv<Q4>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv2_q4_0);
@@ -632,7 +558,7 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 
 void gemv_q8_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
-    gemv<Q8>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv_q8_0);
+    gemv<Q8>(K, a, lda, nrows, b, ldb, ncols, dst, ldd, avx2::gemv2_q8_0);
 }
 
 void gemv4_q5_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
@@ -703,7 +629,7 @@ void qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, i
 
 void qgemm_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                 const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
-    qgemm<Q8>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, avx2::gemv_q8_0);
+    qgemm<Q8>(K, i0, i1, a, lda, nrows, prep, b, ldb, ncols, acc, dst, ldd, avx2::gemv2_q8_0);
 }
 
 } // namespace loom::cpu::avx512

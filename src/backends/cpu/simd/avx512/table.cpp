@@ -27,7 +27,7 @@ const KernelTable * avx512_kernels() {
         t.name        = "avx512";
         t.gemv_f32    = avx512::gemv_f32;
         t.gemv_f16    = avx512::gemv_f16;
-        t.gemv_q8_0   = avx512::gemv_q8_0;
+        t.gemv_q8_0   = avx512::gemv_q8_0; // the AVX2 table's bits, as Q4_0's
         t.gemv_q4_0   = avx512::gemv_q4_0; // the AVX2 table's bits (Note [Q4_0 rows in pairs of lanes])
         t.int8_dot_products = true;
         t.mad_rows_f32      = avx512::mad_rows_f32;
@@ -64,7 +64,8 @@ const KernelTable * avx512_kernels() {
         // Q4_0 as Q8_0, with the AVX2 table's bits (Note [Q4_0 rows in pairs
         // of lanes]), which rows interleaved by eight give too.
         t.qgemm_q4_0 = {avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0, 1};
-        t.qgemm_q8_0_x8 = {avx512::qcols_bytes, avx512::qcols_prepare_q8_0, avx512::qgemm_q8_0_x8, 1};
+        // Note [Q8_0 rows by eight] (repack.h)
+        t.qgemm_q8_0_x8 = {avx512::qcols_bytes_by8, avx512::qcols_prepare_q8_0_by8, avx512::qgemm_q8_0_by8, 1};
         t.gemv_f16_x8   = avx512::gemv_f16_x8;
         t.gemv_quant[GGML_TYPE_Q2_K] = avx512::gemv_q2_K;
         // Q6_K's 512-bit kernel, decoding per group of columns, is faster
@@ -100,7 +101,7 @@ const KernelTable * avx512_kernels() {
         // panels (the AVX2 table's entries give that table's).
         t.gemv_repacked[GGML_TYPE_IQ4_XS]        = avx512::gemv_iq4_xs_interleaved;
         t.decode_rows_repacked[GGML_TYPE_IQ4_XS] = avx512::decode_rows_iq4_xs_interleaved;
-        t.qgemm_q4_0_x8 = {avx512::qcols_bytes_q4_0_by8, avx512::qcols_prepare_q4_0_by8, avx512::qgemm_q4_0_by8, 1};
+        t.qgemm_q4_0_x8 = {avx512::qcols_bytes_by8, avx512::qcols_prepare_q4_0_by8, avx512::qgemm_q4_0_by8, 1};
         return t;
     }();
     return &table;
