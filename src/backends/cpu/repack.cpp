@@ -37,7 +37,7 @@ struct Place {
 };
 
 // Whether the kernel table in use reads Q4_0 as Note [Interleaved Q4_0
-// rows] lays it out (the Arm tables) rather than in quads.
+// rows] lays it out (the Arm tables) rather than by eight (x86).
 bool q4_0_interleaved() {
     return best_kernels().gemv_repacked[GGML_TYPE_Q4_0] != nullptr;
 }
