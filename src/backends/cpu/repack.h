@@ -15,7 +15,8 @@
 // values of several rows, one row in a lane, and a thread reads its rows
 // as one run of whole, aligned cache lines:
 //  - Q4_0 and Q8_0 on x86: Notes [Q4_0 rows by eight] and [Q8_0 rows by
-//    eight] below (qgemm_q4_0_x8, qgemm_q8_0_x8);
+//    eight] below (qgemm_q4_0_x8, qgemm_q8_0_x8, on the AVX2 and AVX-512
+//    tables);
 //  - Q4_0 and Q4_K on Arm: Notes [Interleaved Q4_0 rows] and [Interleaved
 //    Q4_K rows] (gemv_repacked);
 //  - IQ4_XS on the AVX2 and AVX-512 tables: Note [Interleaved IQ4_XS rows];
@@ -80,7 +81,8 @@
 // loads words 0 and 2 or 1 and 3, each the two halves of a line.
 
 // Note [Q8_0 rows by eight]
-// The AVX-512 table reads Q8_0 in the same way (simd/avx512/by_eight.cpp):
+// The x86 tables read Q8_0 in the same way (simd/avx512/by_eight.cpp,
+// simd/avx2/q8_0_by_eight.cpp, which turns the bytes back to signed):
 // a group of eight rows occupies the bytes of its rows in ggml's layout,
 // quad j (blocks 4j .. 4j + 3) at 1088 j, each byte of qs stored XORed with
 // 0x80 (the value plus 128, unsigned, as vpdpbusd takes it):
