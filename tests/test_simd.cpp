@@ -38,7 +38,6 @@
 
 #include "backends/cpu/features.h"
 #include "backends/cpu/kernels/gemm.h"
-#include "backends/cpu/simd/avx512/avx512.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/fp16.h"
 #include "core/types.h"
@@ -541,8 +540,7 @@ TEST(Simd, FloatGemvRowBlocksKeepTheBits) {
     }
 }
 
-// Every product on prepared columns a table offers (and the AVX-512
-// four-rows kernel for Q4_0, which processors without VBMI use).
+// Every product on prepared columns a table offers.
 struct QGemmCase {
     std::string          name;
     ggml_type            type;
@@ -554,20 +552,11 @@ std::vector<QGemmCase> qgemm_cases() {
     std::vector<QGemmCase> out;
     for (const KernelTable * kt : simd_tables()) {
         if (kt->qgemm_q4_0.gemm != nullptr) {
-            // The AVX-512 tables multiply Q4_0 a row at a time without
-            // prepared columns, adding in another order.
-            const bool same = std::string(kt->name).rfind("avx512", 0) != 0;
-            out.push_back({std::string(kt->name) + " q4_0", GGML_TYPE_Q4_0, kt->qgemm_q4_0, same ? kt : nullptr});
+            out.push_back({std::string(kt->name) + " q4_0", GGML_TYPE_Q4_0, kt->qgemm_q4_0, kt});
         }
         if (kt->qgemm_q8_0.gemm != nullptr) {
             out.push_back({std::string(kt->name) + " q8_0", GGML_TYPE_Q8_0, kt->qgemm_q8_0, kt});
         }
-#if defined(__x86_64__) || defined(__i386__)
-        if (kt == avx512_kernels() && kt->qgemm_q4_0.gemm != avx512::qgemm_q4_0) {
-            out.push_back({"avx512 q4_0, four rows per register", GGML_TYPE_Q4_0,
-                           {avx512::qcols_bytes, avx512::qcols_prepare_q4_0, avx512::qgemm_q4_0}});
-        }
-#endif
     }
     return out;
 }
