@@ -64,7 +64,7 @@
 // 256-bit register holds the same eight weights of each of the eight rows,
 // one row a lane, and a column's
 // products with them stay in their rows' lanes (Note [Q4_0 by eight on
-// 256-bit registers] in simd/avx2/q4_0_by_eight.cpp). A group occupies the
+// 256-bit registers] in simd/avx2/by_eight.cpp). A group occupies the
 // bytes of its rows in ggml's layout, quad j (blocks 4j .. 4j + 3) at
 // 576 j, every byte of the 32 blocks moved, none changed:
 //
@@ -77,12 +77,12 @@
 // Every quad starts on a cache line (576 = 9 * 64), and so do the eight
 // scales of a block (one 16-byte load) and every word of qs. Words 0 and 1
 // hold values 0-7 and 16-23 of each row, words 2 and 3 the rest; a
-// 512-bit register of the AVX-512 table (simd/avx512/q4_0_by_eight.cpp)
+// 512-bit register of the AVX-512 table (simd/avx512/by_eight.cpp)
 // loads words 0 and 2 or 1 and 3, each the two halves of a line.
 
 // Note [Q8_0 rows by eight]
 // The x86 tables read Q8_0 in the same way (simd/avx512/by_eight.cpp,
-// simd/avx2/q8_0_by_eight.cpp, which turns the bytes back to signed):
+// simd/avx2/by_eight.cpp, which turns the bytes back to signed):
 // a group of eight rows occupies the bytes of its rows in ggml's layout,
 // quad j (blocks 4j .. 4j + 3) at 1088 j, each byte of qs stored XORed with
 // 0x80 (the value plus 128, unsigned, as vpdpbusd takes it):

@@ -82,8 +82,8 @@ KernelTable build_avx2() {
     t.qgemm_q8_0 = {avx2::qcols2_bytes, avx2::qcols2_prepare_q8_0, avx2::qgemm2_q8_0, 4};
     // Q4_0 and Q8_0 in the CPU_REPACK buffer: Notes [Q4_0 rows by eight] and
     // [Q8_0 rows by eight] (repack.h).
-    t.qgemm_q4_0_x8 = {avx2::qcols_bytes_q4_0_by8, avx2::qcols_prepare_q4_0_by8, avx2::qgemm_q4_0_by8, 1};
-    t.qgemm_q8_0_x8 = {avx2::qcols_bytes_q8_0_by8, avx2::qcols_prepare_q8_0_by8, avx2::qgemm_q8_0_by8, 1};
+    t.qgemm_q4_0_x8 = {avx2::qcols_bytes_by8, avx2::qcols_prepare_q4_0_by8, avx2::qgemm_q4_0_by8, 1};
+    t.qgemm_q8_0_x8 = {avx2::qcols_bytes_by8, avx2::qcols_prepare_q8_0_by8, avx2::qgemm_q8_0_by8, 1};
     t.gemv_quant[GGML_TYPE_Q2_K] = avx2::gemv_q2_K;
     t.gemv_quant[GGML_TYPE_Q3_K] = avx2::gemv_q3_K;
     t.gemv_quant[GGML_TYPE_Q4_K] = avx2::gemv_q4_K;

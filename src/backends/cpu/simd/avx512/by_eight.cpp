@@ -10,7 +10,7 @@
 // lanes 8-15 those of words 2 and 3, starting from the column's starting
 // values (minus 8 times its sums over the same bytes). Those are the two
 // exact int32 sums per row and block of Note [Q4_0 by eight on 256-bit
-// registers] (avx2/q4_0_by_eight.cpp), so one conversion, one product of
+// registers] (avx2/by_eight.cpp), so one conversion, one product of
 // the scales (the eight rows' d in both halves, times the column's) and
 // one FMA into an accumulator whose halves are the two f32 sums, and a
 // row's result the sum of its two lanes, give the AVX2 table's bits: the
