@@ -77,17 +77,6 @@ void   qgemm2_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda
 void   qgemm2_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
-// Q4_0 and Q8_0 rows interleaved by eight (Notes [Q4_0 rows by eight] and
-// [Q8_0 rows by eight] in repack.h; by_eight.cpp): the qgemm_q4_0_x8 and
-// qgemm_q8_0_x8 entries of this table, with the bits of qgemm2_q4_0 and
-// qgemm2_q8_0.
-size_t qcols_bytes_by8(int64_t K);
-void   qcols_prepare_q4_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out);
-void   qcols_prepare_q8_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out);
-void   qgemm_q4_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                      const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
-void   qgemm_q8_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                      const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
 // Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 the same way (rows2_legacy.cpp, Note
 // [Legacy rows per register]); Q5_0, IQ4_NL and MXFP4 on prepared columns.

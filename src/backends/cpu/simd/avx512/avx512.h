@@ -81,17 +81,6 @@ void   qgemm_q4_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda,
                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 void   qgemm_q8_0(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
                   const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
-// Q4_0 and Q8_0 rows interleaved by eight (Notes [Q4_0 rows by eight] and
-// [Q8_0 rows by eight] in repack.h; Note [Q4_0 by eight on 512-bit
-// registers] in by_eight.cpp): the qgemm_q4_0_x8 and qgemm_q8_0_x8
-// entries, with the bits of the AVX2 table's qgemm2_q4_0 and qgemm2_q8_0.
-size_t qcols_bytes_by8(int64_t K);
-void   qcols_prepare_q4_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out);
-void   qcols_prepare_q8_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out);
-void   qgemm_q4_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                      const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
-void   qgemm_q8_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                      const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd);
 
 // The f32 GEMM (kernel_table.h GemmMicroFn and PackFn; gemm.cpp): a 32 x 14
 // register tile; the packer takes any width up to 32.

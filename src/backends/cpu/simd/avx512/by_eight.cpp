@@ -281,31 +281,6 @@ void pair_cols(const uint8_t * g0, const uint8_t * g1, int64_t i0, int64_t i1, c
     }
 }
 
-template <class T> void prepare(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
-    const int64_t nb = K / QK8_0;
-    auto *        o  = static_cast<uint8_t *>(out);
-    for (int c = 0; c < ncols; ++c) {
-        const auto * bc = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(b) + size_t(c) * ldb);
-        for (int64_t i = 0; i < nb; ++i) {
-            uint8_t *      p  = o + (size_t(i) * size_t(ncols) + size_t(c)) * PREP_BYTES;
-            const int8_t * qs = bc[i].qs;
-            std::memcpy(p, qs, QK8_0);
-            int32_t s01 = 0, s23 = 0;
-            for (int k = 0; k < 8; ++k) {
-                s01 += qs[k] + qs[16 + k];
-                s23 += qs[8 + k] + qs[24 + k];
-            }
-            s01 *= -T::OFFSET;
-            s23 *= -T::OFFSET;
-            std::memcpy(p + PREP_START01, &s01, sizeof s01);
-            std::memcpy(p + PREP_START23, &s23, sizeof s23);
-            const float d = _cvtsh_ss(bc[i].d);
-            std::memcpy(p + PREP_D, &d, sizeof d);
-            std::memset(p + PREP_D + sizeof d, 0, PREP_BYTES - PREP_D - sizeof d);
-        }
-    }
-}
-
 template <class T>
 void gemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep, int ncols,
           float * acc, float * dst, size_t ldd) {
@@ -345,31 +320,7 @@ void gemm(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t
 
 } // namespace
 
-size_t qcols_bytes_by8(int64_t K) {
-    return size_t(K / QK8_0) * size_t(QGEMM_COLS) * PREP_BYTES;
-}
-
-void qcols_prepare_q4_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
-    prepare<Q4By8>(K, b, ldb, ncols, out);
-}
-
-void qcols_prepare_q8_0_by8(int64_t K, const void * b, size_t ldb, int ncols, void * out) {
-    prepare<Q8By8>(K, b, ldb, ncols, out);
-}
-
-void qgemm_q4_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
-    (void) b;
-    (void) ldb;
-    gemm<Q4By8>(K, i0, i1, a, lda, nrows, prep, ncols, acc, dst, ldd);
-}
-
-void qgemm_q8_0_by8(int64_t K, int64_t i0, int64_t i1, const void * a, size_t lda, int64_t nrows, const void * prep,
-                    const void * b, size_t ldb, int ncols, float * acc, float * dst, size_t ldd) {
-    (void) b;
-    (void) ldb;
-    gemm<Q8By8>(K, i0, i1, a, lda, nrows, prep, ncols, acc, dst, ldd);
-}
+#include "../by_eight.inc"
 
 } // namespace loom::cpu::avx512
 
