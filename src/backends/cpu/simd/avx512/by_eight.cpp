@@ -119,7 +119,8 @@ struct Q8By8 {
 };
 
 // A prepared column block is one line: the 32 values, the starting values
-// of words 0 and 1 and of words 2 and 3, and the scale as a float. Block i
+// of the sums of values 0-7 and 16-23 and of the rest, and the scale as a
+// float (by_eight.inc prepares it). Block i
 // of column c of a call at (i * ncols + c) * PREP_BYTES. One vpermd with
 // the line as its memory operand puts the bytes a register of weights
 // meets in its lanes (spread()).
