@@ -14,6 +14,9 @@
 #               reference continuation of every prompt
 #               (tests/data/stories260k-reference.json)
 #   completion  llama-completion greedy gives the same continuations
+#   hosted-device, hosted-device-ot (with LOOM_NPM_LLAMA_VULKAN_BINS, npm's
+#               linux-x64-vulkan bins) the same with llama.cpp's --device and
+#               -ot naming ggml:Vulkan0, npm's ggml Vulkan plugin hosted by loom
 #   archs       test-llama-archs: a small random model of every architecture, one
 #               process per architecture
 #   backend-ops test-backend-ops mode test on every loom device besides the CPU
@@ -116,6 +119,16 @@ EOF
 check simple greedy_matches "$bin/llama-simple" -m "$model" -n 64
 check completion greedy_matches "$bin/llama-completion" -m "$model" -n 64 --temp 0 -no-cnv --no-warmup -t 2 \
       --ctx-size 512 --simple-io --no-display-prompt -p
+# With npm's ggml Vulkan plugin hosted by loom (LOOM_NPM_LLAMA_VULKAN_BINS,
+# on Mesa's lavapipe): llama.cpp names the hosted device itself, every
+# layer on it by --device, then only the attention matrices by -ot.
+if [ -n "${LOOM_NPM_LLAMA_VULKAN_BINS:-}" ]; then
+    hosted=(env GGML_VK_VISIBLE_DEVICES="${GGML_VK_VISIBLE_DEVICES:-0}" GGML_BACKEND_PATH="$LOOM_NPM_LLAMA_VULKAN_BINS"
+            LOOM_GGML_PLUGINS=vulkan "$bin/llama-completion" -m "$model" -n 64 --temp 0 -no-cnv --no-warmup -t 2
+            --ctx-size 512 --simple-io --no-display-prompt)
+    check hosted-device greedy_matches "${hosted[@]}" --device ggml:Vulkan0 -ngl 99 -p
+    check hosted-device-ot greedy_matches "${hosted[@]}" -ngl 0 -ot 'attn_(q|k|v|output)=ggml:Vulkan0' -p
+fi
 # One process per architecture (a model that fails to decode ends the
 # program, which would hide the architectures after it); every failing one
 # is listed. With LOOM_RPC_SERVERS naming two servers the devices include a
