@@ -68,8 +68,7 @@ Place place_q4_0_by_eight(size_t row_size, size_t o) {
         return {at + 16 * q + 2 * r + b, k_scale - b};
     }
     const size_t k = b - k_scale; // byte of qs, 0..15
-    const size_t w = k / 4;       // its word, in slot 2 (w % 2) + w / 2
-    return {at + 64 + 128 * q + 32 * (2 * (w % 2) + w / 2) + 4 * r + k % 4, 4 - k % 4};
+    return {at + 64 + 128 * q + 32 * by_eight_slot(k / 4) + 4 * r + k % 4, 4 - k % 4};
 }
 
 // Whether the kernel table in use reads Q4_K as Note [Interleaved Q4_K
@@ -144,10 +143,8 @@ Place place(ggml_type type, size_t row_size, size_t o, bool interleaved) {
     if (b < k_scale) {
         return {qa + 16 * q + 2 * r + b, k_scale - b};
     }
-    const size_t k    = b - k_scale; // weight 0..31
-    const size_t w    = k / 4;       // its word, in slot 4 (w / 4) + 2 (w % 2) + w % 4 / 2
-    const size_t slot = 4 * (w / 4) + 2 * (w % 2) + w % 4 / 2;
-    return {qa + 64 + 256 * q + 32 * slot + 4 * r + k % 4, 4 - k % 4, 0x80};
+    const size_t k = b - k_scale; // weight 0..31
+    return {qa + 64 + 256 * q + 32 * by_eight_slot(k / 4) + 4 * r + k % 4, 4 - k % 4, 0x80};
 }
 
 // fn(repacked offset, ggml-layout offset, bytes, XOR) over the pieces of

@@ -181,6 +181,14 @@ constexpr size_t repacked_f16_chunk(size_t r, size_t j) {
     return size_t(REPACK_ROWS * REPACK_F16_CHUNK) * 2 * j + size_t(REPACK_F16_CHUNK) * 2 * r;
 }
 
+// The 32-byte slot, within a block's words, of word w of Q4_0 (w < 4) or
+// Q8_0 (w < 8) rows by eight (Notes [Q4_0 rows by eight] and [Q8_0 rows by
+// eight]): within each four, words 0, 2, 1, 3, so that a 64-byte line holds
+// words 0 and 2 or 1 and 3 (4 and 6, 5 and 7).
+constexpr size_t by_eight_slot(size_t w) {
+    return 4 * (w / 4) + 2 * (w % 2) + w % 4 / 2;
+}
+
 constexpr size_t IQ4_XS_BLOCK_BYTES = 136; // sizeof(block_iq4_xs)
 
 // Offset, from the start of block i of a group of interleaved IQ4_XS rows

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types.h"
 
@@ -91,6 +92,22 @@ struct Part {
     bool first, last;
 };
 
+// Column c's two f32 sums of a group (values 0-7 and 16-23, the rest):
+// from zero or from the carry, and at the end into dst (their sum, the
+// rows' results) or back to the carry.
+[[gnu::always_inline]] inline void sums_in(Part part, const float * carry, int c, __m256 * acc) {
+    for (int h = 0; h < 2; ++h) {
+        acc[h] = part.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry + 8 * (2 * c + h));
+    }
+}
+[[gnu::always_inline]] inline void sums_out(Part part, float * carry, int c, const __m256 * acc, float * dst, size_t ldd) {
+    if (part.last) {
+        _mm256_storeu_ps(dst + size_t(c) * ldd, _mm256_add_ps(acc[0], acc[1]));
+    } else {
+        for (int h = 0; h < 2; ++h) _mm256_storeu_ps(carry + 8 * (2 * c + h), acc[h]);
+    }
+}
+
 constexpr size_t Q4_QUAD = 8 * 4 * sizeof(block_q4_0); // a quad of blocks of a group: 576 bytes
 constexpr size_t Q8_QUAD = 8 * 4 * sizeof(block_q8_0); // 1088 bytes
 
@@ -111,9 +128,8 @@ struct Block8 {
     w.d               = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 16 * k)));
     const __m256i m   = _mm256_set1_epi8(0x0f);
     for (size_t j = 0; j < 4; ++j) {
-        // Word j in slot 2 (j % 2) + j / 2 (Note [Q4_0 rows by eight]).
         const __m256i x =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 128 * k + 32 * (2 * (j % 2) + j / 2)));
+            _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 128 * k + 32 * by_eight_slot(j)));
         w.lo[j]         = _mm256_and_si256(x, m);
         w.hi[j]         = _mm256_and_si256(_mm256_srli_epi16(x, 4), m);
     }
@@ -142,11 +158,7 @@ template <int C>
 void group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep, int ncols, int c0, float * carry,
                 Part part, bool fetch, float * dst, size_t ldd) {
     __m256 acc[C][2];
-    for (int c = 0; c < C; ++c) {
-        for (int h = 0; h < 2; ++h) {
-            acc[c][h] = part.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry + 8 * (2 * (c0 + c) + h));
-        }
-    }
+    for (int c = 0; c < C; ++c) sums_in(part, carry, c0 + c, acc[c]);
     for (int64_t i = i0; i < i1; ++i) {
         if (fetch && i % 4 == 0) {
             const uint8_t * q = g + size_t(i / 4) * Q4_QUAD + BY8_PREFETCH;
@@ -158,13 +170,7 @@ void group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep,
             add_block(w, prep + (size_t(i) * size_t(ncols) + size_t(c0 + c)) * PREP_BYTES, acc[c]);
         }
     }
-    for (int c = 0; c < C; ++c) {
-        if (part.last) {
-            _mm256_storeu_ps(dst + size_t(c0 + c) * ldd, _mm256_add_ps(acc[c][0], acc[c][1]));
-        } else {
-            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(carry + 8 * (2 * (c0 + c) + h), acc[c][h]);
-        }
-    }
+    for (int c = 0; c < C; ++c) sums_out(part, carry, c0 + c, acc[c], dst, ldd);
 }
 
 // The same for all ncols columns of a call (three or more): the block's
@@ -174,36 +180,15 @@ void group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep,
 // nibbles once for all the columns rather than once per pair.
 void group_all_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep, int ncols, float * carry,
                     Part part, float * dst, size_t ldd) {
-    alignas(32) float acc[QGEMM_COLS][2][8];
-    for (int c = 0; c < ncols; ++c) {
-        for (int h = 0; h < 2; ++h) {
-            const __m256 v = part.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry + 8 * (2 * c + h));
-            _mm256_store_ps(acc[c][h], v);
-        }
-    }
+    __m256 acc[QGEMM_COLS][2];
+    for (int c = 0; c < ncols; ++c) sums_in(part, carry, c, acc[c]);
     for (int64_t i = i0; i < i1; ++i) {
         Block8 w;
         load_block(g, i, w);
         const uint8_t * y = prep + size_t(i) * size_t(ncols) * PREP_BYTES;
-        for (int c = 0; c < ncols; ++c) {
-            __m256 a[2] = {_mm256_load_ps(acc[c][0]), _mm256_load_ps(acc[c][1])};
-            add_block(w, y + size_t(c) * PREP_BYTES, a);
-            _mm256_store_ps(acc[c][0], a[0]);
-            _mm256_store_ps(acc[c][1], a[1]);
-        }
+        for (int c = 0; c < ncols; ++c) add_block(w, y + size_t(c) * PREP_BYTES, acc[c]);
     }
-    for (int c = 0; c < ncols; ++c) {
-        if (part.last) {
-            _mm256_storeu_ps(dst + size_t(c) * ldd, _mm256_add_ps(_mm256_load_ps(acc[c][0]), _mm256_load_ps(acc[c][1])));
-        } else {
-            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(carry + 8 * (2 * c + h), _mm256_load_ps(acc[c][h]));
-        }
-    }
-}
-
-// Slot of word w in a block (Note [Q8_0 rows by eight]).
-constexpr size_t slot_of(size_t w) {
-    return 4 * (w / 4) + 2 * (w % 2) + w % 4 / 2;
+    for (int c = 0; c < ncols; ++c) sums_out(part, carry, c, acc[c], dst, ldd);
 }
 
 // One group (its rows' results at dst) x columns c0 .. c0 + C - 1 of ncols
@@ -213,11 +198,7 @@ template <int C>
 void q8_group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep, int ncols, int c0, float * carry,
                 Part part, bool fetch, float * dst, size_t ldd) {
     __m256 acc[C][2];
-    for (int c = 0; c < C; ++c) {
-        for (int h = 0; h < 2; ++h) {
-            acc[c][h] = part.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry + 8 * (2 * (c0 + c) + h));
-        }
-    }
+    for (int c = 0; c < C; ++c) sums_in(part, carry, c0 + c, acc[c]);
     const __m256i flip = _mm256_set1_epi8(char(0x80));
     const __m256i one  = _mm256_set1_epi16(1);
     for (int64_t i = i0; i < i1; ++i) {
@@ -234,7 +215,7 @@ void q8_group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * pr
         for (int c = 0; c < C; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
         for (size_t w = 0; w < 8; ++w) {
             const __m256i x = _mm256_xor_si256(
-                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 256 * k + 32 * slot_of(w))), flip);
+                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 256 * k + 32 * by_eight_slot(w))), flip);
             const __m256i ax = _mm256_sign_epi8(x, x);
             const int     h  = (w / 2) % 2; // words 0, 1, 4, 5: values 0-7 and 16-23
             for (int c = 0; c < C; ++c) {
@@ -249,13 +230,7 @@ void q8_group_cols(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * pr
             acc[c][1]      = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(sum[c][1]), acc[c][1]);
         }
     }
-    for (int c = 0; c < C; ++c) {
-        if (part.last) {
-            _mm256_storeu_ps(dst + size_t(c0 + c) * ldd, _mm256_add_ps(acc[c][0], acc[c][1]));
-        } else {
-            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(carry + 8 * (2 * (c0 + c) + h), acc[c][h]);
-        }
-    }
+    for (int c = 0; c < C; ++c) sums_out(part, carry, c0 + c, acc[c], dst, ldd);
 }
 
 // More columns than a pass takes: a group's blocks are turned back to
@@ -272,10 +247,11 @@ struct Q8Decoded {
 };
 
 template <int C>
-void q8_chunk_cols(const Q8Decoded * dec, int64_t i0, int64_t n, const uint8_t * prep, int ncols, int c0, float (*sums)[2][8]) {
+void q8_chunk_cols(const Q8Decoded * dec, int64_t i0, int64_t n, const uint8_t * prep, int ncols, int c0,
+                   __m256 (*sums)[2]) {
     __m256 acc[C][2];
     for (int c = 0; c < C; ++c) {
-        for (int h = 0; h < 2; ++h) acc[c][h] = _mm256_load_ps(sums[c0 + c][h]);
+        for (int h = 0; h < 2; ++h) acc[c][h] = sums[c0 + c][h];
     }
     const __m256i one = _mm256_set1_epi16(1);
     for (int64_t j = 0; j < n; ++j) {
@@ -298,19 +274,14 @@ void q8_chunk_cols(const Q8Decoded * dec, int64_t i0, int64_t n, const uint8_t *
         }
     }
     for (int c = 0; c < C; ++c) {
-        for (int h = 0; h < 2; ++h) _mm256_store_ps(sums[c0 + c][h], acc[c][h]);
+        for (int h = 0; h < 2; ++h) sums[c0 + c][h] = acc[c][h];
     }
 }
 
 void q8_group_chunked(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t * prep, int ncols, float * carry,
                       Part part, float * dst, size_t ldd) {
-    alignas(32) float sums[QGEMM_COLS][2][8];
-    for (int c = 0; c < ncols; ++c) {
-        for (int h = 0; h < 2; ++h) {
-            const __m256 v = part.first ? _mm256_setzero_ps() : _mm256_loadu_ps(carry + 8 * (2 * c + h));
-            _mm256_store_ps(sums[c][h], v);
-        }
-    }
+    __m256 sums[QGEMM_COLS][2];
+    for (int c = 0; c < ncols; ++c) sums_in(part, carry, c, sums[c]);
     const __m256i flip = _mm256_set1_epi8(char(0x80));
     Q8Decoded     dec[Q8_CHUNK];
     for (int64_t s0 = i0; s0 < i1; s0 += Q8_CHUNK) {
@@ -320,7 +291,7 @@ void q8_group_chunked(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t *
             const size_t    k = size_t((s0 + j) % 4);
             for (size_t w = 0; w < 8; ++w) {
                 dec[j].x[w] = _mm256_xor_si256(
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 256 * k + 32 * slot_of(w))), flip);
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + BY8_QS + 256 * k + 32 * by_eight_slot(w))), flip);
                 dec[j].ax[w] = _mm256_sign_epi8(dec[j].x[w], dec[j].x[w]);
             }
             dec[j].d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 16 * k)));
@@ -334,13 +305,7 @@ void q8_group_chunked(const uint8_t * g, int64_t i0, int64_t i1, const uint8_t *
             }
         }
     }
-    for (int c = 0; c < ncols; ++c) {
-        if (part.last) {
-            _mm256_storeu_ps(dst + size_t(c) * ldd, _mm256_add_ps(_mm256_load_ps(sums[c][0]), _mm256_load_ps(sums[c][1])));
-        } else {
-            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(carry + 8 * (2 * c + h), _mm256_load_ps(sums[c][h]));
-        }
-    }
+    for (int c = 0; c < ncols; ++c) sums_out(part, carry, c, sums[c], dst, ldd);
 }
 
 // A group (its rows' results at out) against all ncols columns over blocks

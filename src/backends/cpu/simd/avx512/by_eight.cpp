@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
 #include "core/types.h"
 
@@ -92,7 +93,7 @@ struct Q4By8 {
     [[gnu::always_inline]] static void words(const uint8_t * q0, const uint8_t * q1, __m512i * w) {
         const __m512i m = _mm512_set1_epi8(0x0f);
         for (size_t j = 0; j < 4; ++j) {
-            const size_t  slot = 32 * (2 * (j % 2) + j / 2);
+            const size_t  slot = 32 * by_eight_slot(j);
             const __m512i x    = join(load256(q0 + slot), load256(q1 + slot));
             w[j]               = _mm512_and_si512(x, m);
             w[4 + j]           = _mm512_and_si512(_mm512_srli_epi16(x, 4), m);
@@ -112,7 +113,7 @@ struct Q8By8 {
     }
     [[gnu::always_inline]] static void words(const uint8_t * q0, const uint8_t * q1, __m512i * w) {
         for (size_t j = 0; j < 8; ++j) {
-            const size_t slot = 32 * (4 * (j / 4) + 2 * (j % 2) + j % 4 / 2);
+            const size_t slot = 32 * by_eight_slot(j);
             w[j]              = join(load256(q0 + slot), load256(q1 + slot));
         }
     }
