@@ -102,29 +102,9 @@ template <int C>
     }
 }
 
-template <int C>
-void iq4r_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb, float * dst,
-                    size_t ldd) {
-    const block_q8_K * bc[C];
-    for (int c = 0; c < C; ++c) {
-        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
-    }
-    for (int64_t r0 = 0; r0 < nrows; r0 += 8) {
-        iq4r_group<C>(nb, reinterpret_cast<const uint8_t *>(a) + size_t(r0) * lda, bc, dst + r0, ldd);
-    }
-}
-
 } // namespace
 
-void gemv_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb,
-                             int ncols, float * dst, size_t ldd) {
-    const int64_t nb = K / QK_K;
-    const auto *  ac = static_cast<const char *>(a);
-    const auto *  bc = static_cast<const char *>(b);
-    with_gemv_cols(ncols, [&](auto cols) {
-        iq4r_gemv_cols<decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);
-    });
-}
+#include "../iq4_xs_interleaved.inc"
 
 // The stored rows decode_rows_iq4_xs writes (row r's block i at r * nb +
 // i), each block of eight rows put back in ggml's layout first.
