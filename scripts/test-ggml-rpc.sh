@@ -23,6 +23,16 @@
 #   mixed-tensor-split  (loom's protocol) and ggml's server, and each layer's
 #                       tensors split across both (the meta device): the
 #                       reference's text
+#   hosted-client-ops   ggml's RPC client plugin (libggml-rpc.so, below)
+#                       hosted in loom, talking to ggml's server:
+#                       test-backend-ops built on loom through its device
+#                       (ggml:RPC<n>) against loom's CPU
+#   hosted-layer-split  loom-run with ggml's plugin: layers 0-2 on the ggml
+#                       server's device, 3-4 on loom's CPU: the reference's
+#                       text
+#   hosted-refused      the same with no server at the endpoint, and with a
+#                       server of loom's own protocol there: a clear error,
+#                       not ggml's abort
 # WORK_DIR defaults to build/prebuilt (npm's packages are shared with
 # scripts/test-prebuilt.sh); the programs are built into WORK_DIR/ggml-rpc
 # once (bench/rpc_vs_ggml.sh uses them too).
@@ -191,6 +201,7 @@ PY
 }
 check ggml-client-greedy greedy
 
+ops_env=() # more of the program's environment
 backend_ops() { # program device servers tag exclude: each run of $runs, the exclude regex in front
     local program=$1 device=$2 servers=$3 tag=$4 exclude=$5 rc=0 i=0 entry
     for entry in "${runs[@]}"; do
@@ -199,7 +210,8 @@ backend_ops() { # program device servers tag exclude: each run of $runs, the exc
         local args=(-b "$device" -p "^(?!$exclude)(?:$params)")
         [ -n "$run_ops" ] && args+=(-o "$run_ops")
         local log=$work/$tag.$i.out
-        GGML_RPC_SERVERS=$servers LD_PRELOAD=$out/libadd_rpc_servers.so "$program" test "${args[@]}" >"$log" 2>&1 || rc=1
+        env "${ops_env[@]}" GGML_RPC_SERVERS="$servers" LD_PRELOAD="$out/libadd_rpc_servers.so" \
+            "$program" test "${args[@]}" >"$log" 2>&1 || rc=1
         echo "run $i (${run_ops:-every operator}):"
         grep -E "tests passed|FAIL" "$log" | tail -5
         # A run that tested nothing proves nothing.
@@ -233,6 +245,33 @@ mixed() { # split mode
 }
 check mixed-layer-split mixed layer
 check mixed-tensor-split mixed tensor
+
+# ggml's RPC client plugin hosted in loom (the same client as above, as a
+# plugin of loom's registry) on ggml's server. Its device's name counts
+# the servers the process added: the first is ggml:RPC0.
+ops_env=(GGML_BACKEND_PATH="$out/libggml-rpc.so" GGML_RPC_REG=ggml:RPC)
+check hosted-client-ops backend_ops "$out/on-loom/test-backend-ops" ggml:RPC0 "$ggml_endpoint" hosted-client-ops \
+    "$loom_client_exclude"
+ops_env=()
+hosted=(--load-backend "$out/libggml-rpc.so" --rpc-backend ggml:RPC)
+hosted_split() {
+    loom_run_text "$work/hosted-layer-split.err" "${hosted[@]}" --rpc "$ggml_endpoint" --layers-on ggml:RPC0=3 ||
+        return 1
+    grep -q "layers 0-2 on ggml:RPC0, 3-4 on CPU" "$work/hosted-layer-split.err" || { echo "not split"; return 1; }
+    echo "the reference's text"
+}
+check hosted-layer-split hosted_split
+hosted_refused() {
+    local endpoint rc
+    for endpoint in "127.0.0.1:$(free_port)" "127.0.0.1:$loom_port"; do
+        "$loom_build/tools/loom-run" "${hosted[@]}" --rpc "$endpoint" --list-devices 2>"$work/hosted-refused.err"
+        rc=$?
+        cat "$work/hosted-refused.err"
+        [ $rc = 1 ] && grep -q "no server of ggml's RPC protocol 7 answers at $endpoint" "$work/hosted-refused.err" ||
+            { echo "rc $rc: not the error expected"; return 1; }
+    done
+}
+check hosted-refused hosted_refused
 
 # The servers are still there.
 for pid in $srv $ggml_srv $loom_srv; do

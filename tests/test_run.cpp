@@ -644,6 +644,15 @@ TEST(RunDevices, UnknownNamesAreErrors) {
     loomtest::LogCapture quiet;
     EXPECT_FALSE(loom_run::Backends::create({"cpu"}, {"/nonexistent/libloom-x.so"}, 1, &error));
 
+    // --rpc-backend: a family that is not loaded, or one without
+    // ggml_backend_rpc_add_server.
+    std::vector<ggml_backend_dev_t> added;
+    EXPECT_FALSE(loom_run::add_rpc_servers({"127.0.0.1:1"}, "ggml:RPC", &added, &error));
+    EXPECT_NE(error.find("no backend named ggml:RPC"), std::string::npos) << error;
+    EXPECT_FALSE(loom_run::add_rpc_servers({"127.0.0.1:1"}, "CPU", &added, &error));
+    EXPECT_NE(error.find("does not offer ggml_backend_rpc_add_server"), std::string::npos) << error;
+    EXPECT_TRUE(added.empty());
+
     auto backends = loom_run::Backends::create({"cpu"}, {}, 1, &error);
     ASSERT_TRUE(backends) << error;
     std::vector<int> dev;
@@ -724,7 +733,7 @@ TEST(RunArgs, Flags) {
                                 "TestDev0,cpu", "--layers-on", "TestDev0=2", "--trace", "t.json", "-fa",
                                 "-ctk",     "f16",      "--no-mmap", "-c",      "256",        "--rpc",
                                 "10.0.0.1:50052,host:7", "-sm", "tensor", "-ot", "exps=CPU,attn_(q|k)=TestDev0",
-                                "--override-tensor", "output=TestDev1"};
+                                "--override-tensor", "output=TestDev1", "--rpc-backend", "ggml:RPC"};
     loom_run::Options o;
     std::string       error;
     ASSERT_TRUE(loom_run::parse_args(int(std::size(argv)), argv, &o, &error)) << error;
@@ -745,6 +754,8 @@ TEST(RunArgs, Flags) {
     EXPECT_FALSE(o.use_mmap);
     EXPECT_EQ(o.n_ctx, 256);
     EXPECT_EQ(o.rpc_servers, (std::vector<std::string>{"10.0.0.1:50052", "host:7"}));
+    EXPECT_EQ(o.rpc_backend, "ggml:RPC");
+    EXPECT_EQ(loom_run::Options().rpc_backend, "RPC");
     EXPECT_EQ(o.split_mode, loom_run::Options::SplitMode::tensor);
     EXPECT_EQ(o.tensor_overrides, (std::vector<std::pair<std::string, std::string>>{
                                       {"exps", "CPU"}, {"attn_(q|k)", "TestDev0"}, {"output", "TestDev1"}}));
@@ -760,6 +771,7 @@ TEST(RunArgs, Flags) {
                                           {"loom-run", "-s", "99999999999"},
                                           {"loom-run", "--rpc", "nohost"},
                                           {"loom-run", "--rpc", "host:"},
+                                          {"loom-run", "--rpc-backend"},
                                           {"loom-run", "--split-mode", "rows"},
                                           {"loom-run", "-ot", "exps"},
                                           {"loom-run", "-ot", "=CPU"},

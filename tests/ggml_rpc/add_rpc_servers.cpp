@@ -1,10 +1,13 @@
 // Preloaded into a program built on ggml that enumerates devices without
 // asking for RPC servers (llama.cpp's test-backend-ops): after the
 // program's ggml_backend_load_all, registers the RPC servers named in
-// GGML_RPC_SERVERS ("host:port,host:port") through ggml's RPC reg, as
-// llama.cpp's --rpc does. Their devices are then "RPC<n>[host:port]".
+// GGML_RPC_SERVERS ("host:port,host:port") through the reg named
+// GGML_RPC_REG (default "RPC", ggml's RPC reg), as llama.cpp's --rpc does.
+// On ggml their devices are then "RPC<n>"; on loom with ggml's RPC plugin
+// hosted (GGML_BACKEND_PATH=libggml-rpc.so GGML_RPC_REG=ggml:RPC),
+// "ggml:RPC<n>".
 //
-//   GGML_RPC_SERVERS=127.0.0.1:50100 LD_PRELOAD=libadd_rpc_servers.so test-backend-ops -b 'RPC0[127.0.0.1:50100]'
+//   GGML_RPC_SERVERS=127.0.0.1:50100 LD_PRELOAD=libadd_rpc_servers.so test-backend-ops -b RPC0
 
 #include <dlfcn.h>
 
@@ -26,12 +29,13 @@ extern "C" void ggml_backend_load_all(void) {
     if (servers == nullptr || *servers == '\0') {
         return;
     }
-    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    const char *       name = std::getenv("GGML_RPC_REG");
+    ggml_backend_reg_t rpc  = ggml_backend_reg_by_name(name != nullptr && *name != '\0' ? name : "RPC");
     using add_server_t     = ggml_backend_reg_t (*)(const char *);
     auto add = rpc != nullptr ? reinterpret_cast<add_server_t>(ggml_backend_reg_get_proc_address(rpc, "ggml_backend_rpc_add_server"))
                               : nullptr;
     if (add == nullptr) {
-        std::fprintf(stderr, "add_rpc_servers: ggml's RPC backend is not loaded\n");
+        std::fprintf(stderr, "add_rpc_servers: no RPC backend named %s is loaded\n", name != nullptr ? name : "RPC");
         std::abort();
     }
     const std::string list = servers;

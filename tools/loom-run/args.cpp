@@ -187,6 +187,9 @@ bool parse_args(int argc, const char * const * argv, Options * o, std::string * 
                 o->rpc_servers.push_back(endpoint);
             }
             if (o->rpc_servers.empty()) return bad("HOST:PORT[,HOST:PORT...]");
+        } else if (arg == "--rpc-backend") {
+            if (!need()) return false;
+            o->rpc_backend = v;
         } else {
             return fail("unknown option '" + std::string(arg) + "' (see --help)");
         }
@@ -244,6 +247,9 @@ With no options it runs the bundled model on "Once upon a time".
                            their devices come first in the default list and take part
                            in --device and --layers-on by name (RPC[HOST:PORT]NAME);
                            LOOM_RPC_TOKEN and the LOOM_RPC_TLS_* variables apply
+      --rpc-backend NAME   the backend that connects to the --rpc servers: RPC (loom's
+                           client, the default) or ggml:RPC (ggml's RPC plugin, loaded
+                           with --load-backend libggml-rpc.so; its devices are ggml:RPC<n>)
       --list-devices       print the devices and exit
       --trace FILE.json    write the scheduler's trace (open it in Perfetto)
       --no-display-prompt  print only the generated text

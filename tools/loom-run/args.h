@@ -55,6 +55,10 @@ struct Options {
     std::vector<std::string> backend_paths;
     // --rpc HOST:PORT,...: servers whose devices join the registry.
     std::vector<std::string> rpc_servers;
+    // --rpc-backend NAME: the backend family that connects to them (its
+    // ggml_backend_rpc_add_server): loom's "RPC", or a plugin's such as
+    // ggml's RPC plugin hosted by --load-backend ("ggml:RPC").
+    std::string rpc_backend = "RPC";
 };
 
 // Parses argv (argv[0] is skipped). Returns false with *error set on an

@@ -67,17 +67,19 @@ std::string known_devices() {
 
 } // namespace
 
-bool add_rpc_servers(const std::vector<std::string> & endpoints, std::vector<ggml_backend_dev_t> * added,
-                     std::string * error) {
+bool add_rpc_servers(const std::vector<std::string> & endpoints, const std::string & backend,
+                     std::vector<ggml_backend_dev_t> * added, std::string * error) {
     if (endpoints.empty()) {
         return true;
     }
-    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    ggml_backend_reg_t rpc = ggml_backend_reg_by_name(backend.c_str());
     using add_server_t     = ggml_backend_reg_t (*)(const char *);
     auto add = rpc != nullptr ? reinterpret_cast<add_server_t>(ggml_backend_reg_get_proc_address(rpc, "ggml_backend_rpc_add_server"))
                               : nullptr;
     if (add == nullptr) {
-        *error = "--rpc: this build has no RPC backend";
+        *error = rpc == nullptr ? "--rpc: there is no backend named " + backend +
+                                      (backend == "RPC" ? " (this build has no RPC backend)" : " (is its plugin loaded?)")
+                                : "--rpc: the backend " + backend + " does not offer ggml_backend_rpc_add_server";
         return false;
     }
     for (const std::string & endpoint : endpoints) {
@@ -98,7 +100,8 @@ bool add_rpc_servers(const std::vector<std::string> & endpoints, std::vector<ggm
 
 std::unique_ptr<Backends> Backends::create(const std::vector<std::string> & names,
                                            const std::vector<std::string> & plugin_paths, int n_threads,
-                                           std::string * error, const std::vector<std::string> & rpc_servers) {
+                                           std::string * error, const std::vector<std::string> & rpc_servers,
+                                           const std::string & rpc_backend) {
     ggml_backend_load_all();
     for (const std::string & path : plugin_paths) {
         if (ggml_backend_load(path.c_str()) == nullptr) {
@@ -108,7 +111,7 @@ std::unique_ptr<Backends> Backends::create(const std::vector<std::string> & name
     }
 
     std::vector<ggml_backend_dev_t> remote;
-    if (!add_rpc_servers(rpc_servers, &remote, error)) {
+    if (!add_rpc_servers(rpc_servers, rpc_backend, &remote, error)) {
         return nullptr;
     }
 

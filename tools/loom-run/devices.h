@@ -35,7 +35,8 @@ class Backends {
     // default list; a server that cannot be reached is an error.
     static std::unique_ptr<Backends> create(const std::vector<std::string> & names,
                                             const std::vector<std::string> & plugin_paths, int n_threads,
-                                            std::string * error, const std::vector<std::string> & rpc_servers = {});
+                                            std::string * error, const std::vector<std::string> & rpc_servers = {},
+                                            const std::string & rpc_backend = "RPC");
     ~Backends();
     Backends(const Backends &)             = delete;
     Backends & operator=(const Backends &) = delete;
@@ -79,9 +80,10 @@ bool assign_layers(const Backends & backends, int n_layer, const std::vector<std
                    std::vector<int> * layer_device, std::string * error);
 
 // Connects to each server and registers its devices; appends them to added.
-// False with *error set when the RPC family is not built or a server fails.
-bool add_rpc_servers(const std::vector<std::string> & endpoints, std::vector<ggml_backend_dev_t> * added,
-                     std::string * error);
+// False with *error set when the RPC family is not there or a server fails;
+// backend names the family whose ggml_backend_rpc_add_server connects.
+bool add_rpc_servers(const std::vector<std::string> & endpoints, const std::string & backend,
+                     std::vector<ggml_backend_dev_t> * added, std::string * error);
 
 // One line per registered device: name, type, description, memory.
 std::string describe_devices();

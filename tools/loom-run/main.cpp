@@ -142,7 +142,7 @@ int run(const Options & o) {
             }
         }
         std::vector<ggml_backend_dev_t> remote;
-        if (!loom_run::add_rpc_servers(o.rpc_servers, &remote, &error)) {
+        if (!loom_run::add_rpc_servers(o.rpc_servers, o.rpc_backend, &remote, &error)) {
             return fail(error);
         }
         std::fprintf(stderr, "devices:\n%s", loom_run::describe_devices().c_str());
@@ -157,7 +157,8 @@ int run(const Options & o) {
             names.push_back(name);
         }
     }
-    auto backends = loom_run::Backends::create(names, o.backend_paths, o.n_threads, &error, o.rpc_servers);
+    auto backends = loom_run::Backends::create(names, o.backend_paths, o.n_threads, &error, o.rpc_servers,
+                                                  o.rpc_backend);
     if (!backends) {
         return fail(error);
     }

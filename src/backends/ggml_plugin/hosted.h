@@ -42,6 +42,13 @@ class HostedReg final : public ggml_backend_reg {
     HostedReg(PluginLibraries libs, ggml_abi::Reg * reg, ggml_abi::BufferFreeFn buffer_free);
     ~HostedReg() override;
 
+    // The loom family of the plugin's reg, made on first sight (then *fresh
+    // is set) and kept for the life of the process: the same plugin reg
+    // always maps to the same loom reg. libs are the libraries the reg
+    // comes from, kept open by the reg made first.
+    static HostedReg * of(PluginLibraries libs, ggml_abi::Reg * reg, ggml_abi::BufferFreeFn buffer_free,
+                          bool * fresh = nullptr);
+
     const char *          name() const override { return name_.c_str(); }
     size_t                device_count() const override { return devices_.size(); }
     ggml_backend_device * device(size_t index) override;
@@ -57,6 +64,9 @@ class HostedReg final : public ggml_backend_reg {
     HostedDevice *     device_of(const ggml_abi::Device * dev) const;
     // Frees a buffer of the plugin the way its libggml-base does.
     void               free_buffer(ggml_abi::Buffer * buffer) const { buffer_free_(buffer); }
+    // A reg the plugin made at run time (ggml's RPC plugin: one per server)
+    // as a loom family of the same libraries.
+    HostedReg *        adopt(ggml_abi::Reg * reg) const { return of(libs_, reg, buffer_free_); }
 
   private:
     PluginLibraries                                                     libs_;

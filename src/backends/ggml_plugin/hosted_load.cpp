@@ -4,9 +4,6 @@
 #include <dlfcn.h>
 
 #include <filesystem>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/common.h"
@@ -149,16 +146,12 @@ ggml_backend_reg * host_ggml_plugin(const char * path, std::string * why) {
     }
     // The same plugin again (its reg is a static of the library): the loom
     // family made the first time, which the registry then knows.
-    static std::mutex                                                    mutex;
-    static std::map<ggml_abi::Reg *, std::unique_ptr<ggml_plugin::HostedReg>> hosted;
-    std::lock_guard<std::mutex>                                          lock(mutex);
-    std::unique_ptr<ggml_plugin::HostedReg> &                            slot = hosted[reg];
-    if (slot != nullptr) {
+    bool fresh = false;
+    ggml_backend_reg * hosted = ggml_plugin::HostedReg::of(libs, reg, buffer_free, &fresh);
+    if (!fresh) {
         close_libraries(libs); // the first loading keeps it open
-        return slot.get();
     }
-    slot = std::make_unique<ggml_plugin::HostedReg>(libs, reg, buffer_free);
-    return slot.get();
+    return hosted;
 }
 
 } // namespace loom

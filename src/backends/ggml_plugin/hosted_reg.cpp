@@ -1,16 +1,77 @@
 // The plugin's reg and devices as loom objects, and the functions of the
 // plugin loom offers through get_proc_address.
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "core/common.h"
 #include "hosted.h"
 #include "shadow.h"
+#ifdef LOOM_HAS_RPC
+#    include "backends/rpc/ggml_client.h"
+#endif
 
 namespace loom::ggml_plugin {
 
 namespace {
+
+// ggml's RPC plugin registers a server through the function its reg offers,
+// ggml_backend_rpc_add_server(endpoint), which returns a reg of the
+// plugin's for that server (with its devices) for the caller to register.
+// The function loom offers in its place takes no handle to find the plugin
+// by: the reg that offered it last is the one it calls.
+std::atomic<const HostedReg *> g_rpc_plugin{nullptr};
+
+// ggml's plugin aborts the process when it cannot parse the endpoint, reach
+// the server or agree with it on the protocol. Asked first here, those end
+// in an error instead: the endpoint must read as ggml's client reads it
+// (host, the first ':', a port), and where loom has its own client of the
+// protocol the server must answer its HELLO (one connection, closed again).
+bool rpc_server_usable(const char * endpoint) {
+    const char * colon = std::strchr(endpoint, ':');
+    char *       end   = nullptr;
+    const long   port  = colon != nullptr ? std::strtol(colon + 1, &end, 10) : 0;
+    if (colon == nullptr || colon == endpoint || end == colon + 1 || *end != '\0' || port <= 0 || port > 65535) {
+        LOOM_LOG_ERROR("ggml_backend_rpc_add_server: '%s' is not HOST:PORT\n", endpoint);
+        return false;
+    }
+#ifdef LOOM_HAS_RPC
+    if (!rpc::speaks_ggml(endpoint, 10000)) {
+        LOOM_LOG_ERROR("ggml_backend_rpc_add_server: no server of ggml's RPC protocol 7 answers at %s\n", endpoint);
+        return false;
+    }
+#endif
+    return true;
+}
+
+ggml_backend_reg_t rpc_add_server(const char * endpoint) {
+    using Fn                  = ggml_abi::Reg * (*) (const char *);
+    const HostedReg * plugin = g_rpc_plugin.load();
+    if (plugin == nullptr || endpoint == nullptr) {
+        LOOM_LOG_ERROR("ggml_backend_rpc_add_server: %s\n", endpoint == nullptr ? "NULL endpoint" : "no RPC plugin is hosted");
+        return nullptr;
+    }
+    if (!rpc_server_usable(endpoint)) {
+        return nullptr;
+    }
+    ggml_abi::Reg * reg = reinterpret_cast<Fn>(plugin->foreign_proc("ggml_backend_rpc_add_server"))(endpoint);
+    if (reg == nullptr) {
+        LOOM_LOG_ERROR("ggml_backend_rpc_add_server: the plugin %s found no device at %s\n", plugin->name(), endpoint);
+        return nullptr;
+    }
+    if (reg->api_version != ggml_abi::k_api_version) {
+        LOOM_LOG_ERROR("ggml_backend_rpc_add_server: the plugin's reg for %s has API version %d, not %d\n", endpoint,
+                       reg->api_version, ggml_abi::k_api_version);
+        return nullptr;
+    }
+    // Registered as ggml's own function leaves it to the caller, which
+    // does no harm done twice; loom's RPC family registers its regs itself.
+    HostedReg * hosted = plugin->adopt(reg);
+    ggml_backend_register(hosted);
+    return hosted;
+}
 
 // Each function below takes loom's handle, finds the plugin's object behind
 // it and calls the plugin's function of the same name (Note [Foreign handles]).
@@ -69,6 +130,7 @@ const Offered k_offered[] = {
     {"ggml_backend_set_abort_callback", reinterpret_cast<void *>(&set_abort_callback)},
     {"ggml_backend_dev_get_extra_bufts", reinterpret_cast<void *>(&get_extra_bufts)},
     {"ggml_backend_get_features", reinterpret_cast<void *>(&get_features)},
+    {"ggml_backend_rpc_add_server", reinterpret_cast<void *>(&rpc_add_server)},
 };
 
 } // namespace
@@ -79,6 +141,20 @@ HostedReg::HostedReg(PluginLibraries libs, ggml_abi::Reg * reg, ggml_abi::Buffer
     for (size_t i = 0; i < n; ++i) {
         devices_.push_back(std::make_unique<HostedDevice>(this, reg->iface.get_device(reg, i)));
     }
+}
+
+HostedReg * HostedReg::of(PluginLibraries libs, ggml_abi::Reg * reg, ggml_abi::BufferFreeFn buffer_free, bool * fresh) {
+    static std::mutex                                          mutex;
+    static std::map<ggml_abi::Reg *, std::unique_ptr<HostedReg>> hosted;
+    std::lock_guard<std::mutex>                                lock(mutex);
+    std::unique_ptr<HostedReg> &                               slot = hosted[reg];
+    if (fresh != nullptr) {
+        *fresh = slot == nullptr;
+    }
+    if (slot == nullptr) {
+        slot = std::make_unique<HostedReg>(libs, reg, buffer_free);
+    }
+    return slot.get();
 }
 
 // The libraries stay open: the plugin may have left threads or buffers
@@ -96,7 +172,13 @@ void * HostedReg::foreign_proc(const char * fn_name) const {
 void * HostedReg::proc_address(const char * fn_name) {
     for (const Offered & o : k_offered) {
         if (std::strcmp(o.name, fn_name) == 0) {
-            return foreign_proc(fn_name) != nullptr ? o.fn : nullptr;
+            if (foreign_proc(fn_name) == nullptr) {
+                return nullptr;
+            }
+            if (o.fn == reinterpret_cast<void *>(&rpc_add_server)) {
+                g_rpc_plugin.store(this);
+            }
+            return o.fn;
         }
     }
     return nullptr;
