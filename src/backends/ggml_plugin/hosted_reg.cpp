@@ -9,9 +9,6 @@
 #include "core/common.h"
 #include "hosted.h"
 #include "shadow.h"
-#ifdef LOOM_HAS_RPC
-#    include "backends/rpc/ggml_client.h"
-#endif
 
 namespace loom::ggml_plugin {
 
@@ -28,7 +25,8 @@ std::atomic<const HostedReg *> g_rpc_plugin{nullptr};
 // the server or agree with it on the protocol. Asked first here, those end
 // in an error instead: the endpoint must read as ggml's client reads it
 // (host, the first ':', a port), and where loom has its own client of the
-// protocol the server must answer its HELLO (one connection, closed again).
+// protocol (its RPC family, asked through the registry) the server must
+// answer its HELLO (one connection, closed again).
 bool rpc_server_usable(const char * endpoint) {
     const char * colon = std::strchr(endpoint, ':');
     char *       end   = nullptr;
@@ -37,12 +35,14 @@ bool rpc_server_usable(const char * endpoint) {
         LOOM_LOG_ERROR("ggml_backend_rpc_add_server: '%s' is not HOST:PORT\n", endpoint);
         return false;
     }
-#ifdef LOOM_HAS_RPC
-    if (!rpc::speaks_ggml(endpoint, 10000)) {
+    using SpeaksFn           = bool (*)(const char *, int);
+    ggml_backend_reg_t loom = ggml_backend_reg_by_name("RPC");
+    auto speaks = loom != nullptr ? reinterpret_cast<SpeaksFn>(ggml_backend_reg_get_proc_address(loom, "loom_rpc_speaks_ggml"))
+                                  : nullptr;
+    if (speaks != nullptr && !speaks(endpoint, 10000)) {
         LOOM_LOG_ERROR("ggml_backend_rpc_add_server: no server of ggml's RPC protocol 7 answers at %s\n", endpoint);
         return false;
     }
-#endif
     return true;
 }
 

@@ -488,6 +488,10 @@ class RpcServerReg final : public ggml_backend_reg {
     std::vector<std::unique_ptr<RpcDevice>> devices_;
 };
 
+bool speaks_ggml_at(const char * endpoint, int timeout_ms) {
+    return endpoint != nullptr && speaks_ggml(endpoint, timeout_ms);
+}
+
 class RpcReg final : public ggml_backend_reg {
   public:
     const char *          name() const override { return "RPC"; }
@@ -503,6 +507,12 @@ class RpcReg final : public ggml_backend_reg {
         }
         if (std::strcmp(fn, "ggml_backend_rpc_start_server") == 0) {
             return reinterpret_cast<void *>(&ggml_backend_rpc_start_server);
+        }
+        // bool (const char * endpoint, int timeout_ms): whether a server of
+        // ggml's protocol answers there (ggml_client.h), for the hosting of
+        // ggml's RPC plugin (backends/ggml_plugin), which aborts where none does.
+        if (std::strcmp(fn, "loom_rpc_speaks_ggml") == 0) {
+            return reinterpret_cast<void *>(&speaks_ggml_at);
         }
         return comm_proc(fn);
     }
