@@ -53,6 +53,32 @@ inline __m256 kq_yd8(const block_q8_K * y, int64_t n) {
 #endif
 }
 
+#if defined(LOOM_KQ_512)
+// d of blocks x[0 .. n) of a type without dmin whose fp16 d follows two
+// other bytes of the block (Q6_K: the last two bytes), as floats in lanes (0
+// from n on): the 32-bit gather ends at d, never past the block.
+template <class W> inline __m256 kq_d8(const W * x, int64_t n) {
+    static_assert(offsetof(W, d) >= 2 && offsetof(W, d) + sizeof(uint16_t) <= sizeof(W));
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(W))));
+    const char *  p  = reinterpret_cast<const char *>(x) + offsetof(W, d) - 2;
+    const __m256i w  = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), kq_live_mask8(n), at, p, 1);
+    return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(w, 16)));
+}
+
+// Note [Folded block totals]
+// Q6_K on the AVX-512 table adds exact block totals too, for the same
+// reason as Note [K-quant block totals] (its rows decoded into VNNI panels,
+// Note [Q6_K panels], give the same bits): its offset of 32 is part of the
+// levels, so a block has one total, T = T1 - T2 (the sum of scale * level *
+// y, less 32 * the sum of scale * the column's sums of 16), at most 256 *
+// 128 * 32 * 127 in magnitude; eight blocks' go into lanes i % 8 as  f =
+// fma(y.d * d, T, f)  (blocks past the last add 0 * 0 once).
+inline __m256 kq_add_folded8(__m256 acc, __m256 yd, __m256 d8, const __m256i * t1, const __m256i * t2) {
+    const __m256i t = _mm256_sub_epi32(block_totals8(t1), block_totals8(t2));
+    return _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(t), acc);
+}
+#endif
+
 // acc + eight blocks' totals (Note [K-quant block totals]).
 inline __m256 kq_add_totals8(__m256 acc, __m256 yd, __m256 d8, __m256 m8, const __m256i * t1, const __m256i * t2) {
     acc = _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(block_totals8(t1)), acc);
@@ -100,7 +126,7 @@ template <int C> inline void kq_zero_totals(__m256i (*t1)[8], __m256i (*t2)[8], 
 // i, t1, t2, k) gives block i of row x's lane sums with every column c in
 // t1[c][k] and t2[c][k] (kq_block_totals' contract, whatever the layout of
 // the weights' bits: Note [Repacked Q4_K] has one of its own).
-template <class W, int C, class Block>
+template <class W, int C, bool Fold, class Block>
 [[gnu::always_inline]] inline void kq_totals_rows(int64_t nb, const char * a, size_t lda, int64_t nrows,
                                                   const block_q8_K * const * bc, float * dst, size_t ldd,
                                                   Block && block) {
@@ -121,10 +147,22 @@ template <class W, int C, class Block>
             // into lanes (0 past the row's last block): the products y.d *
             // d and y.d * dmin of the scalar code, without a vector load of
             // eight scalar stores, which the processor cannot forward.
-            __m256 d8, m8;
-            kq_dm8(x + i0, n, d8, m8);
-            for (int c = 0; c < C; ++c) {
-                acc[c] = kq_add_totals8(acc[c], kq_yd8(bc[c] + i0, n), d8, m8, t1[c], t2[c]);
+#if defined(LOOM_KQ_512)
+            if constexpr (Fold) {
+                const __m256 d8 = kq_d8(x + i0, n);
+                for (int c = 0; c < C; ++c) {
+                    acc[c] = kq_add_folded8(acc[c], kq_yd8(bc[c] + i0, n), d8, t1[c], t2[c]);
+                }
+            } else
+#else
+            static_assert(!Fold, "folded block totals are the AVX-512 table's (Note [Folded block totals])");
+#endif
+            {
+                __m256 d8, m8;
+                kq_dm8(x + i0, n, d8, m8);
+                for (int c = 0; c < C; ++c) {
+                    acc[c] = kq_add_totals8(acc[c], kq_yd8(bc[c] + i0, n), d8, m8, t1[c], t2[c]);
+                }
             }
         };
         by_eight_blocks(nb, add8);
@@ -137,7 +175,6 @@ template <class W, int C, class Block>
 template <class D, int C>
 void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const char * b, size_t ldb,
                          float * dst, size_t ldd) {
-    static_assert(!D::fold, "the block totals here are those of a decoder with mins");
     using W = typename D::W;
     const block_q8_K * bc[C];
     for (int c = 0; c < C; ++c) {
@@ -148,7 +185,7 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         // One column: the levels meet it as they are unpacked, the scales
         // and mins of two blocks decoded at once (q4k_scales_pair).
         __m256i pair = _mm256_setzero_si256();
-        kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
+        kq_totals_rows<W, C, false>(nb, a, lda, nrows, bc, dst, ldd,
                              [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
                                  __attribute__((always_inline)) {
             D::totals_plain(x[i], bc[0][i], q4k_scales_at(x, i, nb, pair), t1[0][k], t2[0][k]);
@@ -156,7 +193,7 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         return;
     }
 #endif
-    kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
+    kq_totals_rows<W, C, D::fold>(nb, a, lda, nrows, bc, dst, ldd,
                          [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
                              __attribute__((always_inline)) { kq_block_totals<D, C>(x[i], bc, i, t1, t2, k); });
 }

@@ -752,7 +752,7 @@ void gemv_q5_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 }
 void gemv_q6_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                float * dst, size_t ldd) {
-    kq_gemv<Q6KDecoder>(K, a, lda, nrows, b, ldb, ncols, dst, ldd);
+    kq_gemv<Q6KDecoder, true>(K, a, lda, nrows, b, ldb, ncols, dst, ldd); // Note [Folded block totals]
 }
 #if !defined(LOOM_KQ_512)
 void gemv_iq4_xs(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,

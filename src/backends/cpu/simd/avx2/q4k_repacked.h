@@ -83,7 +83,7 @@ void q4k_repacked_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrow
     const __m256i pick_o = _mm256_setr_epi8(1, -1, 1, -1, 1, -1, 1, -1, 3, -1, 3, -1, 3, -1, 3, -1, 5, -1, 5, -1, 5, -1, 5,
                                             -1, 7, -1, 7, -1, 7, -1, 7, -1);
     __m256i       pair   = _mm256_setzero_si256();
-    kq_totals_rows<W, C>(nb, a, lda, nrows, bc, dst, ldd,
+    kq_totals_rows<W, C, false>(nb, a, lda, nrows, bc, dst, ldd,
                          [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
                              __attribute__((always_inline)) {
         __m256i lo[4], hi[4];

@@ -68,11 +68,9 @@ const KernelTable * avx512_kernels() {
         t.qgemm_q8_0_x8 = {avx512::qcols_bytes_by8, avx512::qcols_prepare_q8_0_by8, avx512::qgemm_q8_0_by8, 1};
         t.gemv_f16_x8   = avx512::gemv_f16_x8;
         t.gemv_quant[GGML_TYPE_Q2_K] = avx512::gemv_q2_K;
-        // Q6_K's 512-bit kernel, decoding per group of columns, is faster
-        // here than the AVX2 table's stored rows (bench_ops, one thread, n =
-        // 512: 108-134 against 87-102 GFLOP/s).
-        t.decode_rows[GGML_TYPE_Q6_K]  = nullptr;
-        t.gemv_decoded[GGML_TYPE_Q6_K] = nullptr;
+        // Q6_K's rows decoded once: this table's VNNI panels (Note [Q6_K
+        // panels], add_kquant_panel_kernels below), not the AVX2 table's
+        // stored rows, whose bits are that table's.
         t.gemv_quant[GGML_TYPE_Q3_K] = avx512::gemv_q3_K;
         t.gemv_quant[GGML_TYPE_Q4_K] = avx512::gemv_q4_K;
         // The AVX2 table's repacked Q4_K decodes into its own stored rows,
