@@ -306,8 +306,8 @@ struct KernelTable {
     // Products of those types on prepared columns, as qgemm_q4_0 (the same
     // bits as their gemv_quant entry); null where the table has none.
     QGemmKernels qgemm_quant[GGML_TYPE_COUNT] = {};
-    // Rows of the grid i-quants, the ternary types and Q4_K (and IQ4_XS on
-    // the AVX-512 table, Q6_K and IQ4_XS on the AVX2 one) decoded once, for products whose items meet
+    // Rows of the grid i-quants, the ternary types, Q4_K and Q6_K (and
+    // IQ4_XS on the x86 tables) decoded once, for products whose items meet
     // several groups of columns (Note [Rows decoded once] in
     // kernels/matmul.cpp): decode_rows[type] writes nrows rows of K values
     // into decoded_rows_bytes(K, nrows) bytes, a row or panel per

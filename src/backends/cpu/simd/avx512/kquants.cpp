@@ -4,8 +4,9 @@
 // with each column's block product on 512-bit registers (Note [K-quant
 // products on 512-bit registers]), every K-quant decoded straight into that
 // form; Q2_K, Q4_K and Q5_K with exact block totals (Note [K-quant block
-// totals]), Q4_K's rows decoded once into VNNI panels for products of many
-// columns (Note [K-quant panels]).
+// totals]), Q6_K with folded ones (Note [Folded block totals]), the rows of
+// Q4_K and Q6_K decoded once into VNNI panels for products of many columns
+// (Notes [K-quant panels], [Q6_K panels]).
 
 #if defined(__x86_64__) || defined(__i386__)
 
