@@ -180,7 +180,6 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
     }
-#if !defined(LOOM_KQ_512)
     if constexpr (C == 1 && std::is_same_v<D, Q4KDecoder>) {
         // One column: the levels meet it as they are unpacked, the scales
         // and mins of two blocks decoded at once (q4k_scales_pair).
@@ -192,7 +191,14 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
         });
         return;
     }
-#endif
+    if constexpr (C == 1 && std::is_same_v<D, Q6KDecoder>) {
+        kq_totals_rows<W, C, true>(nb, a, lda, nrows, bc, dst, ldd,
+                                   [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
+                                       __attribute__((always_inline)) {
+            D::sums_plain(x[i], bc[0][i], t1[0][k], t2[0][k]);
+        });
+        return;
+    }
     kq_totals_rows<W, C, D::fold>(nb, a, lda, nrows, bc, dst, ldd,
                          [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
                              __attribute__((always_inline)) { kq_block_totals<D, C>(x[i], bc, i, t1, t2, k); });

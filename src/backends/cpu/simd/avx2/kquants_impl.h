@@ -362,10 +362,18 @@ struct Q6KDecoder {
     // products in L2 on a Zen 5 core (AVX2 table): 25-28 GB/s before, ggml's
     // 32-33. The integer sums are kq_block's, so the bits are.
     [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
+        __m256i isum, msum;
+        sums_plain(x, y, isum, msum);
+        return kq_add_folded(isum, msum, y.d, kq_half(x.d), acc);
+    }
+    // product_plain's lane sums: isum of scale * level * y, msum of 32 *
+    // scale * the column's sums of 16 (the block totals' t1 and t2 on the
+    // AVX-512 table, Note [Folded block totals]).
+    [[gnu::always_inline]] static void sums_plain(const W & x, const block_q8_K & y, __m256i & isum, __m256i & msum) {
         const __m256i s16  = scales16(x);
         const __m256i lo   = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
         const __m256i hi   = _mm256_permute4x64_epi64(s16, 0xee); // lanes 8-15 in both halves
-        __m256i       isum = _mm256_setzero_si256();
+        isum               = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h) {
             __m256i u[4];
             half(x, h, u);
@@ -376,8 +384,7 @@ struct Q6KDecoder {
             }
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
         }
-        const __m256i msum = _mm256_madd_epi16(kq_load(y.bsums), _mm256_slli_epi16(s16, 5));
-        return kq_add_folded(isum, msum, y.d, kq_half(x.d), acc);
+        msum = _mm256_madd_epi16(kq_load(y.bsums), _mm256_slli_epi16(s16, 5));
     }
 };
 
