@@ -77,15 +77,17 @@ template <class Block> void q4k_panels_fill(int64_t K, int64_t nrows, void * out
         auto *    panel = reinterpret_cast<Q4KPanelBlock *>(static_cast<char *>(out) + size_t(r0 / Q4K_PANEL) * pitch);
         const int n     = int(std::min<int64_t>(Q4K_PANEL, nrows - r0));
         for (int64_t i = 0; i < nb; ++i) {
-            Q4KPanelBlock &     p = panel[i];
-            __m256i             lv[8][Q4K_PANEL]; // [group][row]: values 32g .. 32g + 31
-            alignas(32) int16_t sm[Q4K_PANEL][16]; // kq_scales_mins16: 8 scales, 8 mins
+            Q4KPanelBlock & p = panel[i];
+            __m256i         lv[8][Q4K_PANEL]; // [group][row]: values 32g .. 32g + 31
+            // Row r's scales, each twice, in dword g; its mins in dwords 0-3
+            // by pairs of groups (transposed below as the levels are).
+            __m256i sc[Q4K_PANEL], mn[Q4K_PANEL];
             for (int r = 0; r < Q4K_PANEL; ++r) {
                 if (r >= n) {
                     for (int g = 0; g < 8; ++g) {
                         lv[g][r] = _mm256_setzero_si256();
                     }
-                    _mm256_store_si256(reinterpret_cast<__m256i *>(sm[r]), _mm256_setzero_si256());
+                    sc[r] = mn[r] = _mm256_setzero_si256();
                     p.d[r] = p.dmin[r] = 0.0f;
                     continue;
                 }
@@ -95,9 +97,12 @@ template <class Block> void q4k_panels_fill(int64_t K, int64_t nrows, void * out
                     lv[2 * k][r]     = _mm256_and_si256(v, m4);
                     lv[2 * k + 1][r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 }
-                _mm256_store_si256(reinterpret_cast<__m256i *>(sm[r]), kq_scales_mins16(x.scales));
-                p.d[r]    = kq_half(x.d);
-                p.dmin[r] = kq_half(x.dmin);
+                const __m256i sm  = kq_scales_mins16(x.scales);
+                const __m256i s32 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(sm));
+                sc[r]             = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                mn[r]             = _mm256_permute2x128_si256(sm, sm, 0x81);
+                p.d[r]            = kq_half(x.d);
+                p.dmin[r]         = kq_half(x.dmin);
             }
             for (int g = 0; g < 8; ++g) {
                 kq_by_dwords(lv[g], lv[g]); // register w: word w of every row
@@ -105,11 +110,13 @@ template <class Block> void q4k_panels_fill(int64_t K, int64_t nrows, void * out
                     _mm256_storeu_si256(reinterpret_cast<__m256i *>(p.q[g][w]), lv[g][w]);
                 }
             }
-            for (int r = 0; r < Q4K_PANEL; ++r) {
-                for (int g = 0; g < 8; ++g) {
-                    p.sc[g][r][0] = p.sc[g][r][1] = sm[r][g];
-                    p.mn[g / 2][r][g % 2]         = sm[r][8 + g];
-                }
+            kq_by_dwords(sc, sc);
+            kq_by_dwords(mn, mn);
+            for (int g = 0; g < 8; ++g) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(p.sc[g]), sc[g]);
+            }
+            for (int j = 0; j < 4; ++j) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(p.mn[j]), mn[j]);
             }
         }
     }
