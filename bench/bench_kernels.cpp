@@ -4,14 +4,18 @@
 // bytes per second and multiply-adds per second, for 1, 4 and 8 columns;
 // Q4_0, Q8_0, F16, BF16 (also repacked, and on prepared columns where the
 // table has them), then Q4_K, Q5_K, Q6_K and IQ4_XS (also repacked where the
-// table has a kernel for the CPU_REPACK layout).
+// table has a kernel for the CPU_REPACK layout), then the products of many
+// columns on rows decoded once (Note [Rows decoded once]) as the matrix
+// product's items run them: 64 rows decoded, then met by every group of
+// eight columns, for 8, 64 and 256 columns (the decoding counted).
 //
-//   bench_kernels
+//   bench_kernels [decoded]    (decoded: only the rows decoded once)
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/features.h"
@@ -69,10 +73,60 @@ class Repacked {
     const void *          data_ = nullptr;
 };
 
+// The rows-decoded-once lines: for each type a table decodes, items of 64
+// rows decoded (decode_rows, or decode_rows_repacked from ra where not null)
+// then multiplied by cols columns, eight at a time.
+void bench_decoded(const std::vector<const KernelTable *> & tables, int64_t K, int64_t M, const std::vector<float> & w,
+                   std::mt19937 & rng) {
+    constexpr int64_t item = 64;
+    constexpr int     most = 256;
+    std::normal_distribution<float> nd;
+    std::vector<float>              x(size_t(K) * most);
+    for (float & v : x) v = nd(rng);
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS}) {
+        const size_t      lda = ggml_row_size(t, K), ldb = ggml_row_size(GGML_TYPE_Q8_K, K);
+        std::vector<char> a(lda * M), b(ldb * most);
+        ggml_quantize_chunk(t, w.data(), a.data(), 0, M, K, nullptr);
+        for (int c = 0; c < most; ++c) {
+            ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x.data() + size_t(c) * K, b.data() + ldb * c, K);
+        }
+        const Repacked    rw(t, K, M, a);
+        std::vector<char> dec(decoded_rows_bytes(K, item) + 64);
+        char *            dp = dec.data() + (64 - reinterpret_cast<uintptr_t>(dec.data()) % 64) % 64;
+        std::vector<float> dst(size_t(M) * most);
+        for (int cols : {8, 64, 256}) {
+            for (const KernelTable * kt : tables) {
+                for (bool packed : {false, true}) {
+                    const DecodeRowsFn decode = packed ? kt->decode_rows_repacked[t] : kt->decode_rows[t];
+                    const void *       src    = packed ? rw.data() : a.data();
+                    if (decode == nullptr || src == nullptr || kt->gemv_decoded[t] == nullptr) {
+                        continue;
+                    }
+                    const double best = best_of_500([&] {
+                        for (int64_t r0 = 0; r0 < M; r0 += item) {
+                            const int64_t rows = std::min(item, M - r0);
+                            decode(K, static_cast<const char *>(src) + size_t(r0) * lda, lda, rows, dp);
+                            for (int c0 = 0; c0 < cols; c0 += GEMV_MAX_COLS) {
+                                kt->gemv_decoded[t](K, dp, decoded_row_bytes(K), rows, b.data() + ldb * size_t(c0), ldb,
+                                                    std::min(GEMV_MAX_COLS, cols - c0),
+                                                    dst.data() + size_t(c0) * size_t(M) + size_t(r0), size_t(M));
+                            }
+                        }
+                    });
+                    std::printf("%-12s %-6s %4d %12.1f %12.1f  (decoded%s)\n", kt->name, ggml_type_name(t), cols,
+                                double(a.size()) / best * 1e-9, double(K) * M * cols / best * 1e-9,
+                                packed ? ", repacked" : "");
+                }
+            }
+        }
+    }
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char ** argv) {
     constexpr int64_t K = 4096, M = 128;
+    const bool        decoded_only = argc > 1 && std::string(argv[1]) == "decoded";
     const Features &  f      = features();
     const auto        tables = runnable_kernels();
     std::mt19937                    rng(1);
@@ -82,6 +136,10 @@ int main() {
     for (float & v : x) v = nd(rng);
     std::printf("%s, one thread, weights %lld x %lld in cache\n", f.brand.c_str(), (long long) M, (long long) K);
     std::printf("%-12s %-5s %4s %12s %12s\n", "table", "type", "cols", "GB/s", "GMAC/s");
+    if (decoded_only) {
+        bench_decoded(tables, K, M, w, rng);
+        return 0;
+    }
     for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_BF16}) {
         const ggml_type   bt = ggml_is_quantized(t) ? GGML_TYPE_Q8_0 : t;
         std::vector<char> a(ggml_row_size(t, K) * M), b(ggml_row_size(bt, K) * 8);
@@ -183,5 +241,6 @@ int main() {
             }
         }
     }
+    bench_decoded(tables, K, M, w, rng);
     return 0;
 }

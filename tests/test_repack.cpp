@@ -591,6 +591,40 @@ TEST(Repack, InterleavedIq4xsRowsDecodeAsGgmlLayout) {
     EXPECT_GT(cases, 0);
 }
 
+// Q4_K in place with its qs by words (Note [Repacked Q4_K]) decodes, for the many-column
+// products, into the same bytes as ggml's layout (the AVX2 table's panels of eight rows,
+// Note [Q4_K panels of eight rows]): whole and partial panels, one and several blocks.
+TEST(Repack, Q4kWordsDecodeAsGgmlLayout) {
+    int cases = 0;
+    for (const loom::cpu::KernelTable * kt : loom::cpu::runnable_kernels()) {
+        SCOPED_TRACE(kt->name);
+        if (kt->decode_rows_repacked[GGML_TYPE_Q4_K] == nullptr || kt->q4_K_rows_interleaved) continue;
+        ASSERT_NE(kt->decode_rows[GGML_TYPE_Q4_K], nullptr);
+        std::mt19937 rng(29);
+        for (int64_t K : {256, 2304}) {
+            for (int64_t M : {1, 8, 13, 24, 40}) {
+                const size_t               row   = ggml_row_size(GGML_TYPE_Q4_K, K);
+                const std::vector<uint8_t> plain = random_rows(rng, GGML_TYPE_Q4_K, K, M);
+                // By the buffer's own conversion (the words layout on x86).
+                auto                 ctx = make_ctx(1);
+                ggml_tensor *        t   = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_K, K, M);
+                std::vector<uint8_t> packed(plain.size());
+                t->data = packed.data();
+                loom::cpu::repack_write(t, plain.data(), 0, plain.size());
+                const size_t         bytes = loom::cpu::decoded_rows_bytes(K, M);
+                std::vector<uint8_t> want(bytes, 0xa5), got(bytes, 0xa5);
+                kt->decode_rows[GGML_TYPE_Q4_K](K, plain.data(), row, M, want.data());
+                kt->decode_rows_repacked[GGML_TYPE_Q4_K](K, packed.data(), row, M, got.data());
+                ASSERT_EQ(want, got) << "K " << K << " M " << M;
+                ++cases;
+            }
+        }
+    }
+    if (cases == 0) {
+        GTEST_SKIP() << "no kernel table here decodes Q4_K repacked by words";
+    }
+}
+
 // Any byte range of interleaved IQ4_XS rows converts both ways: what repack_write put at
 // odd offsets, repack_read gives back, and a whole group round-trips.
 TEST(Repack, InterleavedIq4xsRangesRoundTrip) {

@@ -538,8 +538,8 @@ TEST(SimdQuant, Mxfp4ScalesOverTheE8M0Range) {
 // Note [Rows decoded once] (kernels/matmul.cpp): rows decoded by the
 // table's decode_rows (one by one, or in VNNI panels of 16 rows: Note
 // [Decoded panels]) and multiplied by gemv_decoded give the bits of the
-// type's gemv_quant entry, for every row and column count (19 rows: a
-// panel and a part of one).
+// type's gemv_quant entry, for every row and column count (whole panels
+// of 8 or 16 rows and parts of one).
 TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
     int checked = 0;
     FOR_EACH_SIMD_TABLE(kt) {
@@ -550,7 +550,8 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
             }
             ASSERT_NE(kt->gemv_decoded[t], nullptr) << kt->name;
             ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
-            for (int64_t K : {256, 1280}) {
+            // K 2304: a group of eight blocks and one more.
+            for (int64_t K : {256, 1280, 2304}) {
                 const int64_t nrows = 70; // past the 64 rows the AVX2 stored-row products keep at once
                 const size_t  lda   = ggml_row_size(t, K) + 2;
                 const size_t  ldb   = ggml_row_size(GGML_TYPE_Q8_K, K) + 4;
@@ -566,7 +567,7 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
                 // 4-byte aligned (the format's contract), off 32-byte boundaries.
                 OffBuffer dec(decoded_rows_bytes(K, nrows), 4);
                 kt->decode_rows[t](K, a.ptr, lda, nrows, dec.ptr);
-                for (int64_t rows : {int64_t(1), int64_t(7), nrows}) {
+                for (int64_t rows : {int64_t(1), int64_t(7), int64_t(8), int64_t(9), nrows}) {
                     for (int ncols = 1; ncols <= GEMV_MAX_COLS; ++ncols) {
                         SCOPED_TRACE(std::string(kt->name) + " " + ggml_type_name(t) + " K " + std::to_string(K) +
                                      " rows " + std::to_string(rows) + " cols " + std::to_string(ncols));

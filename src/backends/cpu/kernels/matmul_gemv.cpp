@@ -132,11 +132,12 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 // the item meets the decoded rows (gemv_decoded) instead of decoding them
 // again per group. The levels, scales and block scales are the decoder's
 // own, and the bits those of the type's gemv_quant entry: on the AVX2 table
-// rows are decoded one by one (Q4_K, Q6_K: Note [Q4_K stored rows]); the AVX-512
-// table decodes them into VNNI
-// panels of 16 rows (Note [Decoded panels]; Q4_K: Note [K-quant panels]),
-// and its gemv_quant entries for these types add the same exact block
-// totals in the same order. Such items take whole panels of rows.
+// rows are decoded one by one (Q6_K: Note [Q6_K stored rows]) or, Q4_K, into
+// panels of 8 rows (Note [Q4_K panels of eight rows]); the AVX-512 table
+// decodes them into VNNI panels of 16 rows (Note [Decoded panels]; Q4_K:
+// Note [K-quant panels]). The panels' products add the same exact block
+// totals as the gemv_quant entries, in the same order. Such items take
+// whole panels of rows.
 DecodeRowsFn rows_decoder(const KernelTable & kt, const ggml_tensor * a, const ggml_tensor * b) {
     if (kt.gemv_decoded[a->type] == nullptr || b->ne[1] <= GEMV_MAX_COLS) {
         return nullptr;

@@ -315,7 +315,8 @@ struct KernelTable {
     // rows (lda = decoded_row_bytes(K)) with Q8_K columns, with
     // gemv_quant's contract (decoded rows 4-byte aligned). Its results are
     // the bits of the type's gemv_quant entry, whether rows are decoded one
-    // by one (the AVX2 table) or into VNNI panels (the AVX-512 table, Note
+    // by one or in panels of rows (the AVX2 table's Q4_K: 8 rows, Note [Q4_K
+    // panels of eight rows]; the AVX-512 table's VNNI panels of 16, Note
     // [Decoded panels]). Both null where the table has none.
     DecodeRowsFn decode_rows[GGML_TYPE_COUNT]  = {};
     GemvFn       gemv_decoded[GGML_TYPE_COUNT] = {};

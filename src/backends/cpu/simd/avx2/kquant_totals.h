@@ -6,8 +6,8 @@
 // Note [Q4_K block totals on 256-bit registers]
 // The AVX2 table's Q4_K products add exact block totals too (Note [K-quant
 // block totals]: T1 and T2 are kq_block's isum and msum, summed), in every
-// path, the one pass over the rows here and the stored rows
-// (avx2/kquant_rows.h, Note [Q4_K stored rows by dwords]), so that both
+// path, the one pass over the rows here and the decoded panels
+// (avx2/q4k_panels.h, Note [Q4_K panels of eight rows]), so that both
 // give the same bits whatever lanes their integer sums take: per block and
 // column two int32 sums wait in memory, and the conversions, products and
 // FMAs of eight blocks are done at once.

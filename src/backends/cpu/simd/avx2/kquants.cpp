@@ -30,6 +30,7 @@ namespace loom::cpu::avx2 {
 #include "kquants_impl.h"
 #include "kquant_rows.h"
 #include "q4k_repacked.h"
+#include "q4k_panels.h"
 #include "iq4_xs_interleaved.h"
 
 } // namespace loom::cpu::avx2

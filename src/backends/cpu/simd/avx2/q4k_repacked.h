@@ -1,6 +1,6 @@
 // Q4_K weights in the CPU_REPACK layout on the AVX2 table (Note [Repacked
-// Q4_K]): the matrix-vector product and the rows decoded once. Included by
-// kquants.cpp inside loom::cpu::avx2, after kquants_impl.h and
+// Q4_K]): the matrix-vector product (its rows decoded once: q4k_panels.h).
+// Included by kquants.cpp inside loom::cpu::avx2, after kquants_impl.h and
 // kquant_rows.h.
 //
 // Note [Repacked Q4_K]
@@ -129,22 +129,3 @@ void gemv_q4_K_repacked(int64_t K, const void * a, size_t lda, int64_t nrows, co
                                                       ldd);
     });
 }
-
-void decode_rows_q4_K_repacked(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
-    stored_rows_fill<block_q4_K, StoredKBlock>(K, a, lda, nrows, out, [](const block_q4_K & x, StoredKBlock & o) {
-        // ggml's layout again (the transpose is its own inverse), then the
-        // rows as decode_rows_q4_K stores them.
-        block_q4_K plain;
-        std::memcpy(&plain, &x, offsetof(block_q4_K, qs));
-        __m256i r[4];
-        for (int q = 0; q < 4; ++q) {
-            r[q] = kq_load(x.qs + 32 * q);
-        }
-        q4k_words4(r);
-        for (int q = 0; q < 4; ++q) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(plain.qs + 32 * q), r[q]);
-        }
-        kq_stored_block<StoredK::q4_K>(plain, o);
-    });
-}
-
