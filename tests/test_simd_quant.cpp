@@ -550,8 +550,10 @@ TEST(SimdQuant, DecodedRowsGiveTheGemvBits) {
             }
             ASSERT_NE(kt->gemv_decoded[t], nullptr) << kt->name;
             ASSERT_EQ(quant_operand_type(t), GGML_TYPE_Q8_K);
-            // K 2304: a group of eight blocks and one more.
-            for (int64_t K : {256, 1280, 2304}) {
+            // K 2304: a group of eight blocks and one more; K 33024: 129
+            // blocks, past the 128 whose column scales the block-total
+            // products read from memory (kq_totals_rows) instead of gathering.
+            for (int64_t K : {256, 1280, 2304, 33024}) {
                 const int64_t nrows = 70; // past the 64 rows the AVX2 stored-row products keep at once
                 const size_t  lda   = ggml_row_size(t, K) + 2;
                 const size_t  ldb   = ggml_row_size(GGML_TYPE_Q8_K, K) + 4;

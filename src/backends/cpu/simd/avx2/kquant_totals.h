@@ -130,6 +130,26 @@ template <class W, int C, bool Fold, class Block>
 [[gnu::always_inline]] inline void kq_totals_rows(int64_t nb, const char * a, size_t lda, int64_t nrows,
                                                   const block_q8_K * const * bc, float * dst, size_t ldd,
                                                   Block && block) {
+    // The columns' d, the same for every row: in lanes from memory where
+    // the row is short enough (written once per call, so nothing waits on
+    // a store), else gathered for each eight blocks.
+    constexpr int64_t   k_max_blocks = 128;
+    alignas(32) float   yds[C][k_max_blocks];
+    const bool          yd_stored = nb <= k_max_blocks;
+    if (yd_stored) {
+        for (int c = 0; c < C; ++c) {
+            for (int64_t i = 0; i < nb; ++i) {
+                yds[c][i] = bc[c][i].d;
+            }
+        }
+    }
+    auto yd8 = [&](int c, int64_t i0, int64_t n) __attribute__((always_inline)) {
+#if defined(LOOM_KQ_512)
+        return yd_stored ? _mm256_maskz_loadu_ps(kq_live_mask8(n), yds[c] + i0) : kq_yd8(bc[c] + i0, n);
+#else
+        return yd_stored ? _mm256_maskload_ps(yds[c] + i0, kq_live8(n)) : kq_yd8(bc[c] + i0, n);
+#endif
+    };
     for (int64_t r = 0; r < nrows; ++r) {
         const auto * x = reinterpret_cast<const W *>(a + size_t(r) * lda);
         __m256       acc[C];
@@ -143,15 +163,16 @@ template <class W, int C, bool Fold, class Block>
                 block(x, i0 + k, t1, t2, k);
             }
             kq_zero_totals<C>(t1, t2, n);
-            // The eight blocks' d and dmin, and each column's d, gathered
-            // into lanes (0 past the row's last block): the products y.d *
-            // d and y.d * dmin of the scalar code, without a vector load of
-            // eight scalar stores, which the processor cannot forward.
+            // The eight blocks' d and dmin gathered into lanes, and each
+            // column's d (yd8; 0 past the row's last block): the products
+            // y.d * d and y.d * dmin of the scalar code, without a vector
+            // load of eight scalar stores just made, which the processor
+            // cannot forward.
 #if defined(LOOM_KQ_512)
             if constexpr (Fold) {
                 const __m256 d8 = kq_d8(x + i0, n);
                 for (int c = 0; c < C; ++c) {
-                    acc[c] = kq_add_folded8(acc[c], kq_yd8(bc[c] + i0, n), d8, t1[c], t2[c]);
+                    acc[c] = kq_add_folded8(acc[c], yd8(c, i0, n), d8, t1[c], t2[c]);
                 }
             } else
 #else
@@ -161,7 +182,7 @@ template <class W, int C, bool Fold, class Block>
                 __m256 d8, m8;
                 kq_dm8(x + i0, n, d8, m8);
                 for (int c = 0; c < C; ++c) {
-                    acc[c] = kq_add_totals8(acc[c], kq_yd8(bc[c] + i0, n), d8, m8, t1[c], t2[c]);
+                    acc[c] = kq_add_totals8(acc[c], yd8(c, i0, n), d8, m8, t1[c], t2[c]);
                 }
             }
         };
