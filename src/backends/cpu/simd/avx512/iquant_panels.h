@@ -131,17 +131,8 @@ void panel_gemv_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, co
                 f[c][i % 8]        = _mm512_fmadd_ps(scale, isum, f[c][i % 8]);
             }
         }
-        const int64_t   left = nrows - r0;
-        const __mmask16 m    = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
         for (int c = 0; c < C; ++c) {
-            // Blocks past the last add 0 * 0, as gemv_quant's lanes do.
-            for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
-                f[c][l] = _mm512_fmadd_ps(_mm512_setzero_ps(), _mm512_setzero_ps(), f[c][l]);
-            }
-            // iq_hsum's order: lanes l and l + 4, then those pairs two apart, then the last two.
-            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f[c][0], f[c][4]), _mm512_add_ps(f[c][2], f[c][6])),
-                                           _mm512_add_ps(_mm512_add_ps(f[c][1], f[c][5]), _mm512_add_ps(f[c][3], f[c][7])));
-            _mm512_mask_storeu_ps(dst + size_t(c) * ldd + size_t(r0), m, s);
+            panel_finish<1>(f[c], nb, dst + size_t(c) * ldd + size_t(r0), nrows - r0);
         }
     }
 }

@@ -146,18 +146,8 @@ void kpanel_gemv_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, c
                 f[c][i % 8]     = _mm512_fnmadd_ps(_mm512_mul_ps(yd, dmin), T2, f[c][i % 8]);
             }
         }
-        const int64_t   left = nrows - r0;
-        const __mmask16 m    = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
         for (int c = 0; c < C; ++c) {
-            // Blocks past the last add 0 * 0 twice, as gemv_quant's lanes do.
-            for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
-                f[c][l] = _mm512_fmadd_ps(_mm512_setzero_ps(), _mm512_setzero_ps(), f[c][l]);
-                f[c][l] = _mm512_fnmadd_ps(_mm512_setzero_ps(), _mm512_setzero_ps(), f[c][l]);
-            }
-            // kq_hsum's order: lanes l and l + 4, then those pairs two apart, then the last two.
-            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f[c][0], f[c][4]), _mm512_add_ps(f[c][2], f[c][6])),
-                                           _mm512_add_ps(_mm512_add_ps(f[c][1], f[c][5]), _mm512_add_ps(f[c][3], f[c][7])));
-            _mm512_mask_storeu_ps(dst + size_t(c) * ldd + size_t(r0), m, s);
+            panel_finish<2>(f[c], nb, dst + size_t(c) * ldd + size_t(r0), nrows - r0);
         }
     }
 }
@@ -273,16 +263,8 @@ void q6panel_gemv_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, 
                 f[c][i % 8]    = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(bc[c][i].d), d), T, f[c][i % 8]);
             }
         }
-        const int64_t   left = nrows - r0;
-        const __mmask16 m    = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
         for (int c = 0; c < C; ++c) {
-            // Blocks past the last add 0 * 0 once, as gemv_q6_K's lanes do.
-            for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
-                f[c][l] = _mm512_fmadd_ps(_mm512_setzero_ps(), _mm512_setzero_ps(), f[c][l]);
-            }
-            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f[c][0], f[c][4]), _mm512_add_ps(f[c][2], f[c][6])),
-                                           _mm512_add_ps(_mm512_add_ps(f[c][1], f[c][5]), _mm512_add_ps(f[c][3], f[c][7])));
-            _mm512_mask_storeu_ps(dst + size_t(c) * ldd + size_t(r0), m, s);
+            panel_finish<1>(f[c], nb, dst + size_t(c) * ldd + size_t(r0), nrows - r0);
         }
     }
 }
