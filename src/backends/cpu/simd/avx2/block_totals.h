@@ -16,6 +16,25 @@ inline __m256i block_totals8(const __m256i * v) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
+// The end of eight rows' products with a column, one row per lane: f[l]
+// holds the f32 sum of the blocks i with i % 8 == l. The blocks that would
+// follow the row's last in its group of eight add 0 * 0 (Adds times: once
+// where a block adds one product, twice, the second subtracted, where it
+// adds two as the K-quants with mins do), as the one-row kernels' lanes do;
+// then the sums are added in kq_hsum's and iq_hsum's order (l and l + 4,
+// those pairs two apart, the last two): each row's result in its lane.
+template <int Adds> inline __m256 rows8_finish(__m256 (&f)[8], int64_t nb) {
+    static_assert(Adds == 1 || Adds == 2);
+    for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
+        f[l] = _mm256_fmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), f[l]);
+        if constexpr (Adds == 2) {
+            f[l] = _mm256_fnmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), f[l]);
+        }
+    }
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(f[0], f[4]), _mm256_add_ps(f[2], f[6])),
+                         _mm256_add_ps(_mm256_add_ps(f[1], f[5]), _mm256_add_ps(f[3], f[7])));
+}
+
 // add8(i0, n) for the row's nb blocks eight at a time: n = 8 for every
 // whole group (so that the loop inside add8 is unconditional there), then
 // once for the rest.

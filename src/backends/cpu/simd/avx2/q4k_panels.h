@@ -212,15 +212,8 @@ void q4k_panels_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, co
         }
         const int64_t n = std::min<int64_t>(Q4K_PANEL, nrows - r0);
         for (int c = 0; c < C; ++c) {
-            // Blocks past the last add 0 * 0 twice, as gemv_q4_K's lanes do.
-            for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
-                f[c][l] = _mm256_fmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), f[c][l]);
-                f[c][l] = _mm256_fnmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), f[c][l]);
-            }
-            // kq_hsum's order: sums l and l + 4, then those two apart, then the last two.
-            const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(f[c][0], f[c][4]), _mm256_add_ps(f[c][2], f[c][6])),
-                                           _mm256_add_ps(_mm256_add_ps(f[c][1], f[c][5]), _mm256_add_ps(f[c][3], f[c][7])));
-            float * out = dst + size_t(c) * ldd + size_t(r0);
+            const __m256 s   = rows8_finish<2>(f[c], nb);
+            float *      out = dst + size_t(c) * ldd + size_t(r0);
             if (n == Q4K_PANEL) {
                 _mm256_storeu_ps(out, s);
             } else {

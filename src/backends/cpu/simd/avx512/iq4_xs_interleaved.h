@@ -110,13 +110,7 @@ template <int C>
         }
     }
     for (int c = 0; c < C; ++c) {
-        // Blocks past the last add 0 * 0, as gemv_quant's lanes do.
-        for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
-            f[c][l] = _mm256_fmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), f[c][l]);
-        }
-        const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(f[c][0], f[c][4]), _mm256_add_ps(f[c][2], f[c][6])),
-                                       _mm256_add_ps(_mm256_add_ps(f[c][1], f[c][5]), _mm256_add_ps(f[c][3], f[c][7])));
-        _mm256_storeu_ps(dst + size_t(c) * ldd, s);
+        _mm256_storeu_ps(dst + size_t(c) * ldd, rows8_finish<1>(f[c], nb));
     }
 }
 
