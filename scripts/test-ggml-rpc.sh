@@ -30,9 +30,10 @@
 #   hosted-layer-split  loom-run with ggml's plugin: layers 0-2 on the ggml
 #                       server's device, 3-4 on loom's CPU: the reference's
 #                       text
-#   hosted-refused      the same with no server at the endpoint, and with a
-#                       server of loom's own protocol there: a clear error,
-#                       not ggml's abort
+#   hosted-refused      the same with no server at the endpoint, with a
+#                       server of loom's own protocol there, and with
+#                       endpoints that do not parse: a clear error, not
+#                       ggml's abort
 # WORK_DIR defaults to build/prebuilt (npm's packages are shared with
 # scripts/test-prebuilt.sh); the programs are built into WORK_DIR/ggml-rpc
 # once (bench/rpc_vs_ggml.sh uses them too).
@@ -268,6 +269,14 @@ hosted_refused() {
         rc=$?
         cat "$work/hosted-refused.err"
         [ $rc = 1 ] && grep -q "no server of ggml's RPC protocol 7 answers at $endpoint" "$work/hosted-refused.err" ||
+            { echo "rc $rc: not the error expected"; return 1; }
+    done
+    # Endpoints ggml's client cannot parse: refused before the plugin sees them.
+    for endpoint in ":$ggml_port" "127.0.0.1:99999"; do
+        "$loom_build/tools/loom-run" "${hosted[@]}" --rpc "$endpoint" --list-devices 2>"$work/hosted-refused.err"
+        rc=$?
+        cat "$work/hosted-refused.err"
+        [ $rc = 1 ] && grep -q "'$endpoint' is not HOST:PORT" "$work/hosted-refused.err" ||
             { echo "rc $rc: not the error expected"; return 1; }
     done
 }
