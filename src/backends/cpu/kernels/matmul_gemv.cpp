@@ -132,8 +132,9 @@ int64_t gemv_min_rows(int64_t K, int64_t nc) {
 // the item meets the decoded rows (gemv_decoded) instead of decoding them
 // again per group. The levels, scales and block scales are the decoder's
 // own, and the bits those of the type's gemv_quant entry: on the AVX2 table
-// rows are decoded one by one (Q6_K: Note [Q6_K stored rows]) or, Q4_K, into
-// panels of 8 rows (Note [Q4_K panels of eight rows]); the AVX-512 table
+// rows are decoded one by one (IQ4_XS: Note [IQ4_XS stored rows]) or, Q4_K
+// and Q6_K, into panels of 8 rows (Notes [Q4_K panels of eight rows] and
+// [Q6_K panels of eight rows]); the AVX-512 table
 // decodes them into VNNI panels of 16 rows (Note [Decoded panels]; Q4_K:
 // Note [K-quant panels]). The panels' products add the same exact block
 // totals as the gemv_quant entries, in the same order. Such items take

@@ -38,8 +38,8 @@ void gemv_q4_0(int64_t K, const void * a, size_t lda, int64_t nrows, const void 
 
 #include "../quant_gemv.inc"
 // Q4_K, Q6_K and IQ4_XS rows decoded once and their products (kquants.cpp,
-// Notes [Q4_K panels of eight rows], [Q6_K stored rows] and [IQ4_XS stored
-// rows]): the decode_rows and gemv_decoded entries of this table.
+// Notes [Q4_K panels of eight rows], [Q6_K panels of eight rows] and [IQ4_XS
+// stored rows]): the decode_rows and gemv_decoded entries of this table.
 void decode_rows_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, void * out);
 void gemv_decoded_q4_K(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
                        float * dst, size_t ldd);

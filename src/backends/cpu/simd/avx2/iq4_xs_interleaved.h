@@ -110,14 +110,14 @@ template <int C>
 // i), each block of eight rows put back in ggml's layout first.
 void decode_rows_iq4_xs_interleaved(int64_t K, const void * a, size_t lda, int64_t nrows, void * out) {
     const int64_t nb = K / QK_K;
-    auto *        o  = static_cast<StoredKBlock *>(out);
+    auto *        o  = static_cast<StoredIQ4XSBlock *>(out);
     for (int64_t r0 = 0; r0 < nrows; r0 += 8) {
         const auto * group = static_cast<const uint8_t *>(a) + size_t(r0) * lda;
         for (int64_t i = 0; i < nb; ++i) {
             block_iq4_xs x[8];
             iq4_xs_interleaved_unpack8(group + IQ4R_SET * size_t(i), reinterpret_cast<uint8_t *>(x));
             for (int64_t r = 0; r < 8; ++r) {
-                kq_stored_block<StoredK::iq4_xs>(x[r], o[(r0 + r) * nb + i]);
+                iq4_xs_stored_block(x[r], o[(r0 + r) * nb + i]);
             }
         }
     }

@@ -53,7 +53,6 @@ inline __m256 kq_yd8(const block_q8_K * y, int64_t n) {
 #endif
 }
 
-#if defined(LOOM_KQ_512)
 // d of blocks x[0 .. n) of a type without dmin whose fp16 d follows two
 // other bytes of the block (Q6_K: the last two bytes), as floats in lanes (0
 // from n on): the 32-bit gather ends at d, never past the block.
@@ -61,23 +60,31 @@ template <class W> inline __m256 kq_d8(const W * x, int64_t n) {
     static_assert(offsetof(W, d) >= 2 && offsetof(W, d) + sizeof(uint16_t) <= sizeof(W));
     const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(W))));
     const char *  p  = reinterpret_cast<const char *>(x) + offsetof(W, d) - 2;
+#if defined(LOOM_KQ_512)
     const __m256i w  = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), kq_live_mask8(n), at, p, 1);
     return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(w, 16)));
+#else
+    const __m256i w =
+        _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int *>(p), at, kq_live8(n), 1);
+    // The high halves, in order, in the low 128 bits.
+    const __m256i h = _mm256_srli_epi32(w, 16);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0xd8)));
+#endif
 }
 
 // Note [Folded block totals]
-// Q6_K on the AVX-512 table adds exact block totals too, for the same
-// reason as Note [K-quant block totals] (its rows decoded into VNNI panels,
-// Note [Q6_K panels], give the same bits): its offset of 32 is part of the
-// levels, so a block has one total, T = T1 - T2 (the sum of scale * level *
-// y, less 32 * the sum of scale * the column's sums of 16), at most 256 *
-// 128 * 32 * 127 in magnitude; eight blocks' go into lanes i % 8 as  f =
-// fma(y.d * d, T, f)  (blocks past the last add 0 * 0 once).
-inline __m256 kq_add_folded8(__m256 acc, __m256 yd, __m256 d8, const __m256i * t1, const __m256i * t2) {
-    const __m256i t = _mm256_sub_epi32(block_totals8(t1), block_totals8(t2));
-    return _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(t), acc);
+// Q6_K adds exact block totals too, on both tables, for the same reason as
+// Note [K-quant block totals] (its rows decoded into panels, Notes [Q6_K
+// panels] and [Q6_K panels of eight rows], give the same bits): its offset
+// of 32 is part of the levels, so a block has one total, T = T1 - T2 (the
+// sum of scale * level * y, less 32 * the sum of scale * the column's sums
+// of 16), at most 256 * 128 * 32 * 127 in magnitude; eight blocks' go into
+// lanes i % 8 as  f = fma(y.d * d, T, f)  (blocks past the last add 0 * 0
+// once). A block's lane sums give T as one register, t1 - t2, before their
+// totals are taken: t holds them.
+inline __m256 kq_add_folded8(__m256 acc, __m256 yd, __m256 d8, const __m256i * t) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(yd, d8), _mm256_cvtepi32_ps(block_totals8(t)), acc);
 }
-#endif
 
 // acc + eight blocks' totals (Note [K-quant block totals]).
 inline __m256 kq_add_totals8(__m256 acc, __m256 yd, __m256 d8, __m256 m8, const __m256i * t1, const __m256i * t2) {
@@ -96,6 +103,9 @@ template <class D, int C>
     kq_decode512<D>(x, w5);
     for (int c = 0; c < C; ++c) {
         kq_block512_sums(w5, bc[c][i], t1[c][k], t2[c][k]);
+        if constexpr (D::fold) {
+            t1[c][k] = _mm256_sub_epi32(t1[c][k], t2[c][k]);
+        }
     }
 #else
     KDecoded w;
@@ -107,8 +117,8 @@ template <class D, int C>
             const __m256i p = _mm256_maddubs_epi16(w.u[j], kq_load(y.qs + 32 * j));
             isum            = _mm256_add_epi32(isum, _mm256_madd_epi16(p, w.sc[j]));
         }
-        t1[c][k] = isum;
         t2[c][k] = _mm256_madd_epi16(kq_load(y.bsums), w.bias);
+        t1[c][k] = D::fold ? _mm256_sub_epi32(isum, t2[c][k]) : isum;
     }
 #endif
 }
@@ -124,8 +134,9 @@ template <int C> inline void kq_zero_totals(__m256i (*t1)[8], __m256i (*t2)[8], 
 
 // The rows' products with C columns through their block totals: block(x,
 // i, t1, t2, k) gives block i of row x's lane sums with every column c in
-// t1[c][k] and t2[c][k] (kq_block_totals' contract, whatever the layout of
-// the weights' bits: Note [Repacked Q4_K] has one of its own).
+// t1[c][k] and t2[c][k], or where Fold, t1 - t2 in t1[c][k]
+// (kq_block_totals' contract, whatever the layout of the weights' bits:
+// Note [Repacked Q4_K] has one of its own).
 template <class W, int C, bool Fold, class Block>
 [[gnu::always_inline]] inline void kq_totals_rows(int64_t nb, const char * a, size_t lda, int64_t nrows,
                                                   const block_q8_K * const * bc, float * dst, size_t ldd,
@@ -168,17 +179,12 @@ template <class W, int C, bool Fold, class Block>
             // y.d * d and y.d * dmin of the scalar code, without a vector
             // load of eight scalar stores just made, which the processor
             // cannot forward.
-#if defined(LOOM_KQ_512)
             if constexpr (Fold) {
                 const __m256 d8 = kq_d8(x + i0, n);
                 for (int c = 0; c < C; ++c) {
-                    acc[c] = kq_add_folded8(acc[c], yd8(c, i0, n), d8, t1[c], t2[c]);
+                    acc[c] = kq_add_folded8(acc[c], yd8(c, i0, n), d8, t1[c]);
                 }
-            } else
-#else
-            static_assert(!Fold, "folded block totals are the AVX-512 table's (Note [Folded block totals])");
-#endif
-            {
+            } else {
                 __m256 d8, m8;
                 kq_dm8(x + i0, n, d8, m8);
                 for (int c = 0; c < C; ++c) {
@@ -214,9 +220,11 @@ void kq_totals_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, 
     }
     if constexpr (C == 1 && std::is_same_v<D, Q6KDecoder>) {
         kq_totals_rows<W, C, true>(nb, a, lda, nrows, bc, dst, ldd,
-                                   [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*t2)[8], int64_t k)
+                                   [&](const W * x, int64_t i, __m256i (*t1)[8], __m256i (*)[8], int64_t k)
                                        __attribute__((always_inline)) {
-            D::sums_plain(x[i], bc[0][i], t1[0][k], t2[0][k]);
+            __m256i isum, msum;
+            D::sums_plain(x[i], bc[0][i], isum, msum);
+            t1[0][k] = _mm256_sub_epi32(isum, msum);
         });
         return;
     }

@@ -1,5 +1,6 @@
 // The AVX2 table's K-quant matrix-vector products and Q8_K quantizer (the
-// code: kquants_impl.h, Note [K-quant products]), and those of Q4_K and
+// code: kquants_impl.h, Note [K-quant products]), those of rows decoded
+// once (q4k_panels.h, q6k_panels.h, kquant_rows.h), and those of Q4_K and
 // IQ4_XS in the CPU_REPACK layout (q4k_repacked.h, iq4_xs_interleaved.h).
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,6 +32,7 @@ namespace loom::cpu::avx2 {
 #include "kquant_rows.h"
 #include "q4k_repacked.h"
 #include "q4k_panels.h"
+#include "q6k_panels.h"
 #include "iq4_xs_interleaved.h"
 
 } // namespace loom::cpu::avx2

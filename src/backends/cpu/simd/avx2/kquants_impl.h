@@ -319,7 +319,6 @@ struct Q5KDecoder {
 struct Q6KDecoder {
     static constexpr bool fold = true;
     static constexpr bool signed_levels = false;
-    static constexpr bool has_plain = true; // product_plain
     using W = block_q6_K;
     // The levels of half h of a block: ql's 64 bytes hold the low nibbles of
     // values 0..127 of the half (bytes 0-31: values 0-31 low, 64-95 high;
@@ -356,19 +355,12 @@ struct Q6KDecoder {
         o.bias = _mm256_slli_epi16(s16, 5); // 32 * scale
         o.d    = kq_half(x.d);
     }
-    // acc + the block's product with one column, a half at a time as it is
-    // decoded: a whole decoded block (16 registers of levels and scales)
-    // went through memory with the column's registers beside it. Its
-    // products in L2 on a Zen 5 core (AVX2 table): 25-28 GB/s before, ggml's
-    // 32-33. The integer sums are kq_block's, so the bits are.
-    [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
-        __m256i isum, msum;
-        sums_plain(x, y, isum, msum);
-        return kq_add_folded(isum, msum, y.d, kq_half(x.d), acc);
-    }
-    // product_plain's lane sums: isum of scale * level * y, msum of 32 *
-    // scale * the column's sums of 16 (the block totals' t1 and t2 on the
-    // AVX-512 table, Note [Folded block totals]).
+    // The block's lane sums with one column, a half at a time as it is
+    // decoded: isum of scale * level * y, msum of 32 * scale * the column's
+    // sums of 16 (the block totals' t1 and t2, Note [Folded block totals]).
+    // Decoded whole first, a block (16 registers of levels and scales) went
+    // through memory with the column's registers beside it (in L2 on a Zen 5
+    // core, AVX2 table: 25-28 GB/s, ggml's 32-33).
     [[gnu::always_inline]] static void sums_plain(const W & x, const block_q8_K & y, __m256i & isum, __m256i & msum) {
         const __m256i s16  = scales16(x);
         const __m256i lo   = _mm256_permute4x64_epi64(s16, 0x44); // lanes 0-7 in both halves
@@ -428,7 +420,7 @@ struct Q3KDecoder {
         o.d    = kq_half(x.d);
     }
     // acc + the block's product with one column, each register of levels
-    // meeting it as it is unpacked (as Q6KDecoder::product_plain). The
+    // meeting it as it is unpacked (as Q6KDecoder::sums_plain). The
     // integer sums are kq_block's, so the bits are.
     [[gnu::always_inline]] static __m256 product_plain(const W & x, const block_q8_K & y, __m256 acc) {
         const __m256i m3   = _mm256_set1_epi8(3);
@@ -665,8 +657,8 @@ void kq_gemv_cols(int64_t nb, const char * a, size_t lda, int64_t nrows, const c
     }
 }
 
-// Totals: with exact block totals (Note [K-quant block totals]; the
-// AVX-512 table only).
+// Totals: with exact block totals where the table adds them (Note [K-quant
+// block totals]).
 template <class D, bool Totals = false>
 void kq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * b, size_t ldb, int ncols,
              float * dst, size_t ldd) {
@@ -675,12 +667,12 @@ void kq_gemv(int64_t K, const void * a, size_t lda, int64_t nrows, const void * 
     const auto *  bc = static_cast<const char *>(b);
     with_gemv_cols(ncols, [&](auto cols) {
         // Note [K-quant block totals]: every Totals type on the AVX-512
-        // table, Q4_K on the AVX2 one (Note [Q4_K block totals on 256-bit
-        // registers]).
+        // table, Q4_K and Q6_K on the AVX2 one (Notes [Q4_K block totals on
+        // 256-bit registers] and [Folded block totals]).
 #if defined(LOOM_KQ_512)
         constexpr bool totals = Totals;
 #else
-        constexpr bool totals = Totals && std::is_same_v<D, Q4KDecoder>;
+        constexpr bool totals = Totals && (std::is_same_v<D, Q4KDecoder> || std::is_same_v<D, Q6KDecoder>);
 #endif
         if constexpr (totals) {
             kq_totals_gemv_cols<D, decltype(cols)::value>(nb, ac, lda, nrows, bc, ldb, dst, ldd);

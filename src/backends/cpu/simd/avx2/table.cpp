@@ -93,7 +93,7 @@ KernelTable build_avx2() {
     t.decode_rows_repacked[GGML_TYPE_Q4_K] = avx2::decode_rows_q4_K_repacked;
     t.gemv_quant[GGML_TYPE_Q5_K] = avx2::gemv_q5_K;
     t.gemv_quant[GGML_TYPE_Q6_K] = avx2::gemv_q6_K;
-    t.decode_rows[GGML_TYPE_Q6_K]  = avx2::decode_rows_q6_K; // Note [Q6_K stored rows]
+    t.decode_rows[GGML_TYPE_Q6_K]  = avx2::decode_rows_q6_K; // Note [Q6_K panels of eight rows]
     t.gemv_decoded[GGML_TYPE_Q6_K] = avx2::gemv_decoded_q6_K;
     t.quantize_row_q8_K          = avx2::quantize_row_q8_K;
     // Two rows per register (rows2_legacy.cpp, Note [Legacy rows per
