@@ -53,6 +53,7 @@
 
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
+#include "backends/cpu/simd/stream_prefetch.h"
 #include "core/types.h"
 
 #include "target_begin.h"
@@ -63,7 +64,7 @@ namespace loom::cpu::avx2 {
 namespace {
 
 constexpr size_t BY8_QS       = 64;   // a quad's qs, after its 32 scales
-constexpr size_t BY8_PREFETCH = 2048; // ahead of the block being read, the same group's bytes fetched early
+constexpr size_t BY8_PREFETCH = STREAM_AHEAD; // Note [Reading ahead of interleaved rows]
 
 // A prepared column block: the 32 values, the starting values of the sums
 // of values 0-7 and 16-23 and of the rest (Q4_0: minus 8 times the

@@ -62,6 +62,7 @@ template <int C>
     }
     for (int64_t i = 0; i < nb; ++i) {
         const uint8_t * p = g + IQ4R_SET * size_t(i);
+        prefetch_stream_ahead(p, IQ4R_SET); // Note [Reading ahead of interleaved rows]
         __m256i sc[8];
         iq4r_scales16(p, sc);
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));

@@ -18,6 +18,7 @@
 
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
+#include "backends/cpu/simd/stream_prefetch.h"
 #include "core/common.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"

@@ -42,6 +42,7 @@
 
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
+#include "backends/cpu/simd/stream_prefetch.h"
 #include "core/types.h"
 
 #include "target_begin.h"
@@ -130,7 +131,7 @@ constexpr size_t PREP_START23 = 36;
 constexpr size_t PREP_D       = 40;
 constexpr size_t PREP_BYTES   = 64;
 
-constexpr size_t BY8_PREFETCH = 2048;
+constexpr size_t BY8_PREFETCH = STREAM_AHEAD; // Note [Reading ahead of interleaved rows]
 
 // From this many columns on, groups go two at a time (pair_cols()). One
 // column reads its groups one at a time: on the Zen 5 of bench/RESULTS.md,

@@ -68,6 +68,7 @@ template <int C>
     }
     for (int64_t i = 0; i < nb; ++i) {
         const uint8_t * p = g + IQ4R_SET * size_t(i);
+        prefetch_stream_ahead(p, IQ4R_SET); // Note [Reading ahead of interleaved rows]
         // -64 times the column's sums of its eight groups of 32.
         alignas(32) int32_t off[C][8];
         for (int c = 0; c < C; ++c) {

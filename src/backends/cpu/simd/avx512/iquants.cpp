@@ -17,6 +17,7 @@
 
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd/kernel_table.h"
+#include "backends/cpu/simd/stream_prefetch.h"
 #include "core/types/i_quants.h"
 #include "core/types/iq_tables.h"
 #include "core/types/legacy_k.h"
