@@ -35,6 +35,17 @@ template <int Adds> inline __m256 rows8_finish(__m256 (&f)[8], int64_t nb) {
                          _mm256_add_ps(_mm256_add_ps(f[1], f[5]), _mm256_add_ps(f[3], f[7])));
 }
 
+// The first n (1..8) lanes of s, eight rows' results, at out.
+inline void rows8_store(__m256 s, float * out, int64_t n) {
+    if (n >= 8) {
+        _mm256_storeu_ps(out, s);
+        return;
+    }
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, s);
+    std::memcpy(out, tmp, size_t(n) * sizeof(float));
+}
+
 // add8(i0, n) for the row's nb blocks eight at a time: n = 8 for every
 // whole group (so that the loop inside add8 is unconditional there), then
 // once for the rest.

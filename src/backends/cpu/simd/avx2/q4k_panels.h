@@ -135,23 +135,41 @@ template <class Block> void q4k_panels_fill(int64_t K, int64_t nrows, void * out
     __asm__("" : "+x"(v));
 }
 
-template <int C>
-void q4k_panels_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, const char * b, size_t ldb, float * dst,
-                     size_t ldd) {
+// The walk of the products of panels of eight rows with C columns (Q4_K's
+// and Q6_K's): panels of blocks P, pitch bytes apart; block(p, i, bc, f)
+// adds block i of a panel (p) with the columns' blocks i (bc[c] + i) into
+// f[c][i % 8], column c's f32 sums, one lane per row; they end as
+// rows8_finish<Adds> gives them.
+template <class P, int C, int Adds, class Block>
+[[gnu::always_inline]] inline void panels8_walk(int64_t nb, const char * a, size_t pitch, int64_t nrows, const char * b,
+                                                size_t ldb, float * dst, size_t ldd, Block && block) {
     const block_q8_K * bc[C];
     for (int c = 0; c < C; ++c) {
         bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
     }
     for (int64_t r0 = 0; r0 < nrows; r0 += Q4K_PANEL) {
-        const auto * panel = reinterpret_cast<const Q4KPanelBlock *>(a + size_t(r0 / Q4K_PANEL) * pitch);
-        __m256       f[C][8]; // column c's sum l of its blocks, one lane per row
+        const auto * panel = reinterpret_cast<const P *>(a + size_t(r0 / Q4K_PANEL) * pitch);
+        __m256       f[C][8];
         for (int c = 0; c < C; ++c) {
             for (int l = 0; l < 8; ++l) {
                 f[c][l] = _mm256_setzero_ps();
             }
         }
         for (int64_t i = 0; i < nb; ++i) {
-            const Q4KPanelBlock & p = panel[i];
+            block(panel[i], i, bc, f);
+        }
+        for (int c = 0; c < C; ++c) {
+            rows8_store(rows8_finish<Adds>(f[c], nb), dst + size_t(c) * ldd + size_t(r0), nrows - r0);
+        }
+    }
+}
+
+template <int C>
+void q4k_panels_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, const char * b, size_t ldb, float * dst,
+                     size_t ldd) {
+    panels8_walk<Q4KPanelBlock, C, 2>(nb, a, pitch, nrows, b, ldb, dst, ldd,
+                                      [](const Q4KPanelBlock & p, int64_t i, const block_q8_K * const * bc,
+                                         __m256 (*f)[8]) __attribute__((always_inline)) {
             __m256i               t1[C];
             // Four columns at a time: their int16 and int32 sums, a register
             // of levels and a broadcast fit the sixteen registers.
@@ -209,20 +227,7 @@ void q4k_panels_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, co
                 fl              = _mm256_fmadd_ps(_mm256_mul_ps(yd, d), _mm256_cvtepi32_ps(t1[c]), fl);
                 fl              = _mm256_fnmadd_ps(_mm256_mul_ps(yd, dmin), _mm256_cvtepi32_ps(t2), fl);
             }
-        }
-        const int64_t n = std::min<int64_t>(Q4K_PANEL, nrows - r0);
-        for (int c = 0; c < C; ++c) {
-            const __m256 s   = rows8_finish<2>(f[c], nb);
-            float *      out = dst + size_t(c) * ldd + size_t(r0);
-            if (n == Q4K_PANEL) {
-                _mm256_storeu_ps(out, s);
-            } else {
-                alignas(32) float tmp[Q4K_PANEL];
-                _mm256_store_ps(tmp, s);
-                std::memcpy(out, tmp, size_t(n) * sizeof(float));
-            }
-        }
-    }
+    });
 }
 
 } // namespace

@@ -100,21 +100,10 @@ void q6k_panels_fill(int64_t K, const void * a, size_t lda, int64_t nrows, void 
 template <int C>
 void q6k_panels_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, const char * b, size_t ldb, float * dst,
                      size_t ldd) {
-    const block_q8_K * bc[C];
-    for (int c = 0; c < C; ++c) {
-        bc[c] = reinterpret_cast<const block_q8_K *>(b + size_t(c) * ldb);
-    }
     const __m256i offset = _mm256_set1_epi8(char(0x80));
-    for (int64_t r0 = 0; r0 < nrows; r0 += Q4K_PANEL) {
-        const auto * panel = reinterpret_cast<const Q6KPanelBlock *>(a + size_t(r0 / Q4K_PANEL) * pitch);
-        __m256       f[C][8]; // column c's sum l of its blocks, one lane per row
-        for (int c = 0; c < C; ++c) {
-            for (int l = 0; l < 8; ++l) {
-                f[c][l] = _mm256_setzero_ps();
-            }
-        }
-        for (int64_t i = 0; i < nb; ++i) {
-            const Q6KPanelBlock & p = panel[i];
+    panels8_walk<Q6KPanelBlock, C, 1>(nb, a, pitch, nrows, b, ldb, dst, ldd,
+                                      [&](const Q6KPanelBlock & p, int64_t i, const block_q8_K * const * bc,
+                                          __m256 (*f)[8]) __attribute__((always_inline)) {
             // The columns' bytes of the block, offset by 128.
             alignas(32) int8_t y[C][QK_K];
             for (int c = 0; c < C; ++c) {
@@ -163,20 +152,7 @@ void q6k_panels_cols(int64_t nb, const char * a, size_t pitch, int64_t nrows, co
                 __m256 &     fl = f[c][i % 8];
                 fl              = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bc[c][i].d), d), T, fl);
             }
-        }
-        const int64_t n = std::min<int64_t>(Q4K_PANEL, nrows - r0);
-        for (int c = 0; c < C; ++c) {
-            const __m256 s   = rows8_finish<1>(f[c], nb);
-            float *      out = dst + size_t(c) * ldd + size_t(r0);
-            if (n == Q4K_PANEL) {
-                _mm256_storeu_ps(out, s);
-            } else {
-                alignas(32) float tmp[Q4K_PANEL];
-                _mm256_store_ps(tmp, s);
-                std::memcpy(out, tmp, size_t(n) * sizeof(float));
-            }
-        }
-    }
+    });
 }
 
 } // namespace
