@@ -16,13 +16,20 @@ inline __m256i block_totals8(const __m256i * v) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
+// Eight registers of eight rows' sums added as kq_hsum and iq_hsum add a
+// register's lanes (l and l + 4, those pairs two apart, the last two):
+// each row's result in its lane.
+inline __m256 rows8_add(const __m256 (&f)[8]) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(f[0], f[4]), _mm256_add_ps(f[2], f[6])),
+                         _mm256_add_ps(_mm256_add_ps(f[1], f[5]), _mm256_add_ps(f[3], f[7])));
+}
+
 // The end of eight rows' products with a column, one row per lane: f[l]
 // holds the f32 sum of the blocks i with i % 8 == l. The blocks that would
 // follow the row's last in its group of eight add 0 * 0 (Adds times: once
 // where a block adds one product, twice, the second subtracted, where it
 // adds two as the K-quants with mins do), as the one-row kernels' lanes do;
-// then the sums are added in kq_hsum's and iq_hsum's order (l and l + 4,
-// those pairs two apart, the last two): each row's result in its lane.
+// then the sums are added by rows8_add.
 template <int Adds> inline __m256 rows8_finish(__m256 (&f)[8], int64_t nb) {
     static_assert(Adds == 1 || Adds == 2);
     for (int64_t l = nb % 8 == 0 ? 8 : nb % 8; l < 8; ++l) {
@@ -31,8 +38,7 @@ template <int Adds> inline __m256 rows8_finish(__m256 (&f)[8], int64_t nb) {
             f[l] = _mm256_fnmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), f[l]);
         }
     }
-    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(f[0], f[4]), _mm256_add_ps(f[2], f[6])),
-                         _mm256_add_ps(_mm256_add_ps(f[1], f[5]), _mm256_add_ps(f[3], f[7])));
+    return rows8_add(f);
 }
 
 // The first n (1..8) lanes of s, eight rows' results, at out.

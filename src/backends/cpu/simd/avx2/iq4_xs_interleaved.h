@@ -96,10 +96,7 @@ template <int C>
         }
     }
     for (int c = 0; c < C; ++c) {
-        const __m256 sum = _mm256_add_ps(
-            _mm256_add_ps(_mm256_add_ps(acc[c][0], acc[c][4]), _mm256_add_ps(acc[c][2], acc[c][6])),
-            _mm256_add_ps(_mm256_add_ps(acc[c][1], acc[c][5]), _mm256_add_ps(acc[c][3], acc[c][7])));
-        _mm256_storeu_ps(dst + size_t(c) * ldd, sum);
+        _mm256_storeu_ps(dst + size_t(c) * ldd, rows8_add(acc[c]));
     }
 }
 
